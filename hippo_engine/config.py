@@ -1,0 +1,154 @@
+"""The one typed configuration object of hippo-engine.
+
+Defaults follow the HippoRAG 2 paper (spec section 4). Every field is validated when the
+object is built, so a typo or an out-of-range value fails early with a clear message.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+LINKING_MODES = ("fact", "ner", "query")
+NORMALIZATIONS = ("unicode", "reference")
+EMBEDDING_DTYPES = ("float32", "bfloat16")
+PPR_BACKENDS = ("power", "igraph")
+
+
+class ConfigError(ValueError):
+    """Raised when a configuration value is invalid."""
+
+
+@dataclass
+class HippoConfig:
+    """All knobs of the engine, with the paper's defaults.
+
+    Retrieval (paper section 3 / spec section 2)
+        linking_top_k: candidate facts scored against the query, and entity seeds kept (5).
+        retrieval_top_k: passages returned by ``retrieve`` (200).
+        qa_top_k: passages the reader sees (5).
+        damping: Personalized PageRank damping factor (0.5).
+        passage_node_weight: weight of the dense-retrieval passage seeds (0.05).
+        linking: how the query is linked to the graph: ``"fact"`` (paper), ``"ner"`` (query
+            NER entities matched to entity nodes) or ``"query"`` (query embedding matched to
+            entity nodes). The last two are the paper's ablations.
+        use_passage_nodes: seed passages with their dense scores (ablation switch).
+        use_filter: run the recognition-memory LLM filter over the candidate facts.
+        max_filtered_facts: at most this many facts survive the filter (4).
+    """
+
+    # --- retrieval -------------------------------------------------------------------
+    linking_top_k: int = 5
+    retrieval_top_k: int = 200
+    qa_top_k: int = 5
+    damping: float = 0.5
+    passage_node_weight: float = 0.05
+    linking: str = "fact"
+    use_passage_nodes: bool = True
+    use_filter: bool = True
+    max_filtered_facts: int = 4
+    filter_program_path: Optional[str] = None
+    ppr_backend: str = "power"
+    ppr_tol: float = 1e-10
+    ppr_max_iter: int = 200
+
+    # --- graph -----------------------------------------------------------------------
+    synonymy_threshold: float = 0.8
+    synonymy_max_neighbors: int = 100
+    synonymy_min_alnum_chars: int = 3
+    synonymy_block_size: int = 4096
+    normalization: str = "unicode"
+
+    # --- LLM -------------------------------------------------------------------------
+    llm_base_url: Optional[str] = None
+    llm_api_key: Optional[str] = None
+    temperature: float = 0.0
+    max_new_tokens: int = 2048
+    llm_max_concurrency: int = 8
+    llm_timeout: float = 120.0
+    llm_max_retries: int = 5
+    llm_cache: bool = True
+
+    # --- embedding -------------------------------------------------------------------
+    embedding_batch_size: int = 64
+    embedding_dtype: str = "float32"
+    embedding_max_length: Optional[int] = None
+    query_instruction_fact: Optional[str] = None
+    query_instruction_passage: Optional[str] = None
+
+    # --- indexing --------------------------------------------------------------------
+    chunk_size: Optional[int] = None
+    chunk_overlap: int = 0
+
+    # --- misc ------------------------------------------------------------------------
+    show_progress: bool = True
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ------------------------------------------------------------------------------
+    def validate(self) -> None:
+        def positive_int(name: str, allow_none: bool = False) -> None:
+            v = getattr(self, name)
+            if v is None and allow_none:
+                return
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {v!r}")
+
+        def unit_interval(name: str, open_low: bool = False) -> None:
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise ConfigError(f"{name} must be a number, got {v!r}")
+            if not (0.0 <= v <= 1.0) or (open_low and v == 0.0):
+                raise ConfigError(f"{name} must lie in {'(0, 1]' if open_low else '[0, 1]'}, got {v!r}")
+
+        def choice(name: str, options: tuple) -> None:
+            v = getattr(self, name)
+            if v not in options:
+                raise ConfigError(f"{name} must be one of {', '.join(map(repr, options))}; got {v!r}")
+
+        for n in ("linking_top_k", "retrieval_top_k", "qa_top_k", "max_filtered_facts",
+                  "synonymy_max_neighbors", "synonymy_block_size", "max_new_tokens",
+                  "llm_max_concurrency", "embedding_batch_size", "ppr_max_iter"):
+            positive_int(n)
+        positive_int("embedding_max_length", allow_none=True)
+        positive_int("chunk_size", allow_none=True)
+        if not isinstance(self.synonymy_min_alnum_chars, int) or self.synonymy_min_alnum_chars < 0:
+            raise ConfigError("synonymy_min_alnum_chars must be an integer >= 0")
+        if not isinstance(self.llm_max_retries, int) or self.llm_max_retries < 0:
+            raise ConfigError("llm_max_retries must be an integer >= 0")
+        if not isinstance(self.chunk_overlap, int) or self.chunk_overlap < 0:
+            raise ConfigError("chunk_overlap must be an integer >= 0")
+        if self.chunk_size is not None and self.chunk_overlap >= self.chunk_size:
+            raise ConfigError("chunk_overlap must be smaller than chunk_size")
+        unit_interval("damping", open_low=True)
+        if self.damping >= 1.0:
+            raise ConfigError("damping must be < 1 (with 1 the walk never resets)")
+        unit_interval("passage_node_weight")
+        unit_interval("synonymy_threshold")
+        if not (isinstance(self.ppr_tol, float) and self.ppr_tol > 0):
+            raise ConfigError("ppr_tol must be a positive float")
+        if not isinstance(self.temperature, (int, float)) or self.temperature < 0:
+            raise ConfigError("temperature must be >= 0")
+        if not isinstance(self.llm_timeout, (int, float)) or self.llm_timeout <= 0:
+            raise ConfigError("llm_timeout must be > 0 seconds")
+        choice("linking", LINKING_MODES)
+        choice("normalization", NORMALIZATIONS)
+        choice("embedding_dtype", EMBEDDING_DTYPES)
+        choice("ppr_backend", PPR_BACKENDS)
+        for b in ("use_passage_nodes", "use_filter", "llm_cache", "show_progress"):
+            if not isinstance(getattr(self, b), bool):
+                raise ConfigError(f"{b} must be True or False, got {getattr(self, b)!r}")
+
+    def replace(self, **overrides: Any) -> "HippoConfig":
+        """A copy with some fields changed (validated). Unknown names raise ConfigError."""
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ConfigError(f"unknown HippoConfig field(s): {', '.join(unknown)}; "
+                              f"known fields: {', '.join(sorted(known))}")
+        return dataclasses.replace(self, **overrides)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

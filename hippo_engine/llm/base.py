@@ -1,0 +1,83 @@
+"""The one small interface every LLM client implements."""
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence, Union
+
+from tqdm.auto import tqdm
+
+logger = logging.getLogger(__name__)
+
+Message = Mapping[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+
+
+class LLMError(RuntimeError):
+    """An LLM call failed for good (after retries)."""
+
+
+class LLMTimeoutError(LLMError):
+    """An LLM call timed out on every try."""
+
+
+@dataclass(frozen=True)
+class LLMResponse:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str = "stop"  # "length" when cut off by max_new_tokens
+    cached: bool = False
+
+
+class LLMClient(ABC):
+    """Chat-style text generation.
+
+    Implementations: ``OpenAIClient`` (any OpenAI-compatible URL), ``LocalHFClient``
+    (a local ``transformers`` causal LM) and ``CachedLLM`` (a persistent SQLite cache around
+    either). ``generate`` is the only required method.
+    """
+
+    model_name: str = "unknown"
+    max_concurrency: int = 1
+
+    @abstractmethod
+    def generate(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
+                 temperature: Optional[float] = None) -> LLMResponse:
+        """Generate one reply. Raises ``LLMError`` (or ``LLMTimeoutError``) on failure."""
+
+    def generate_many(self, batch: Sequence[Sequence[Message]], *, max_new_tokens: Optional[int] = None,
+                      temperature: Optional[float] = None, show_progress: bool = False,
+                      desc: str = "LLM") -> list[Union[LLMResponse, LLMError]]:
+        """Generate replies for many prompts, up to ``max_concurrency`` at a time.
+
+        Failures do not abort the batch: the failed item's slot holds the ``LLMError``.
+        Order is preserved.
+        """
+        def one(msgs):
+            try:
+                return self.generate(msgs, max_new_tokens=max_new_tokens, temperature=temperature)
+            except LLMError as e:
+                logger.warning("LLM call failed: %s", e)
+                return e
+
+        n = len(batch)
+        workers = max(1, min(self.max_concurrency, n))
+        bar = tqdm(total=n, desc=desc, disable=not show_progress or n == 0)
+        out: list = [None] * n
+        try:
+            if workers == 1:
+                for i, msgs in enumerate(batch):
+                    out[i] = one(msgs)
+                    bar.update(1)
+            else:
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    futures = {pool.submit(one, msgs): i for i, msgs in enumerate(batch)}
+                    from concurrent.futures import as_completed
+                    for fut in as_completed(futures):
+                        out[futures[fut]] = fut.result()
+                        bar.update(1)
+        finally:
+            bar.close()
+        return out
