@@ -1,0 +1,137 @@
+"""Ids, phrase normalisation and tolerant JSON parsing of model output (pure functions)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from typing import Any, Optional
+
+_REFERENCE_NON_ALNUM = re.compile(r"[^a-z0-9 ]")
+_SPACES = re.compile(r"\s+")
+_ALNUM_ANY = re.compile(r"[^\W_]", re.UNICODE)
+
+
+def mdhash_id(text: str, prefix: str = "") -> str:
+    """``prefix + md5(text)``: the reference implementation's ids (``chunk-``, ``entity-``, ``fact-``)."""
+    return prefix + hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+def normalize_phrase(text: str, mode: str = "unicode") -> str:
+    """Normalise an entity phrase.
+
+    ``"reference"``: lowercase, every character outside ``[a-z0-9 ]`` becomes a space, strip
+    (HippoRAG's rule; it maps non-Latin text to the empty string).
+    ``"unicode"`` (default): lowercase, keep letters and digits of any script, everything else
+    becomes a space, collapse runs of spaces, strip. Marks of scripts such as Devanagari are
+    kept with their letters.
+    """
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    if mode == "reference":
+        return _REFERENCE_NON_ALNUM.sub(" ", text.lower()).strip()
+    if mode != "unicode":
+        raise ValueError(f"unknown normalisation {mode!r}")
+    text = unicodedata.normalize("NFC", text).lower()
+    out = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if cat[0] in "LN" or cat in ("Mn", "Mc"):
+            out.append(ch)
+        else:
+            out.append(" ")
+    return _SPACES.sub(" ", "".join(out)).strip()
+
+
+def alnum_count(text: str) -> int:
+    """Number of letters/digits (any script) in ``text``."""
+    return len(_ALNUM_ANY.findall(text))
+
+
+def fact_text(triple: tuple[str, str, str]) -> str:
+    """How a fact is rendered for its id and embedding: the reference's tuple repr,
+    e.g. ``"('radio city', 'located in', 'india')"``, so reference ids carry over."""
+    return repr(tuple(triple))
+
+
+# --------------------------------------------------------------------------- JSON repair
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)(?:```|$)", re.DOTALL)
+
+
+def _close_truncated(s: str) -> Optional[str]:
+    """Cut ``s`` after its last complete JSON value inside a container and close what is open.
+
+    Walks the text once, tracking strings and open brackets; remembers the position after the
+    last complete element (a closed string/bracket or a scalar followed by ``,``/``]``/``}``).
+    """
+    stack: list[str] = []
+    in_str = False
+    esc = False
+    last_good = -1  # index after which the text is a prefix ending on a complete element
+    good_stack: list[str] = []
+    for i, ch in enumerate(s):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+                # a string that is a list element (not an object key) completes an element
+                if stack and stack[-1] == "[":
+                    last_good, good_stack = i, stack.copy()
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "[{":
+            stack.append(ch)
+        elif ch in "]}":
+            if not stack:
+                break
+            stack.pop()
+            last_good, good_stack = i, stack.copy()
+            if not stack:
+                return s[: i + 1]
+        elif ch == "," and stack:
+            last_good, good_stack = i - 1, stack.copy()
+    if last_good < 0:
+        return None
+    head = s[: last_good + 1].rstrip().rstrip(",")
+    # an object whose last complete item was a key with no value: drop the dangling key
+    closers = "".join("]" if c == "[" else "}" for c in reversed(good_stack))
+    return head + closers
+
+
+def parse_json_lenient(text: str) -> Any:
+    """Parse JSON from model output: code fences, leading prose and truncation tolerated.
+
+    Returns the parsed value or raises ``ValueError``. Never evaluates the text as code.
+    """
+    if text is None:
+        raise ValueError("no text")
+    candidates = []
+    m = _FENCE.search(text)
+    if m:
+        candidates.append(m.group(1))
+    candidates.append(text)
+    for cand in candidates:
+        start = min((p for p in (cand.find("{"), cand.find("[")) if p >= 0), default=-1)
+        if start < 0:
+            continue
+        body = cand[start:].strip()
+        try:
+            return json.loads(body)
+        except json.JSONDecodeError:
+            pass
+        try:  # valid JSON followed by trailing chatter
+            value, _ = json.JSONDecoder().raw_decode(body)
+            return value
+        except json.JSONDecodeError:
+            pass
+        repaired = _close_truncated(body)
+        if repaired is not None:
+            try:
+                return json.loads(repaired)
+            except json.JSONDecodeError:
+                continue
+    raise ValueError(f"could not parse JSON from model output: {text[:200]!r}")

@@ -1,0 +1,71 @@
+"""Shared test helpers: a toy OpenIE responder and index snapshots."""
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+
+from fakes import NgramEncoder, ScriptedLLM
+from hippo_engine import HippoRAG
+
+CORPUS = [
+    "Lake Veloria\nLake Veloria lies in the Orsk Highlands. Ilse Marrow mapped Lake Veloria in 1873.",
+    "Ilse Marrow\nIlse Marrow was born in Velor. Ilse Marrow studied at Tamsin College.",
+    "Velor\nVelor is a town in Kaldavia. Velor hosts the Amber Fair.",
+    "Tamsin College\nTamsin College was founded by Oren Pike. Tamsin College stands in Brask.",
+    "Oren Pike\nOren Pike was a geologist from Brask. Oren Pike wrote Stone Clocks.",
+    "Brask\nBrask is the capital of Kaldavia. Brask lies on the Tamsin River.",
+    "Amber Fair\nThe Amber Fair is held in Velor each autumn. Mira Olt founded the Amber Fair.",
+    "Mira Olt\nMira Olt was a merchant of Velor. Mira Olt married Oren Pike.",
+]
+
+
+def toy_entities(passage: str) -> list[str]:
+    words = re.findall(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*|\d{4}", passage.split("\n", 1)[-1])
+    return list(dict.fromkeys(words))
+
+
+def toy_respond(messages) -> str:
+    """NER: capitalised phrases. Triples: consecutive entity pairs of each sentence."""
+    user = messages[-1]["content"]
+    passage = user.split("Passage:\n", 1)[-1].split("\n\nNamed entities:", 1)[0]
+    if "Named entities:" not in user:
+        return json.dumps({"named_entities": toy_entities(passage)})
+    triples = []
+    for sent in passage.split("\n", 1)[-1].split(". "):
+        ents = toy_entities("x\n" + sent)
+        for a, b in zip(ents, ents[1:]):
+            triples.append([a, "related to", b])
+    return json.dumps({"triples": triples})
+
+
+def make_rag(path, **kw) -> HippoRAG:
+    return HippoRAG(path, llm=kw.pop("llm", None) or ScriptedLLM(toy_respond), encoder=kw.pop("encoder", None) or NgramEncoder(),
+                    show_progress=False, **{"synonymy_threshold": 0.6, **kw})
+
+
+def snapshot(rag: HippoRAG) -> dict:
+    """Everything the index holds, in a comparable form."""
+    st = rag.index_state.stores
+    snap = {}
+    for ns, s in st.items():
+        snap[ns] = {k: (s.text(k), s.matrix[s.row(k)].tobytes()) for k in s.ids}
+    g = rag.graph
+    snap["nodes"] = sorted(g.node_ids)
+    snap["edges"] = g.edge_dict()
+    snap["synonymy"] = {k: dict(v) for k, v in rag.index_state.synonymy.items()}
+    return snap
+
+
+def assert_same(a: dict, b: dict) -> None:
+    for key in ("passage", "entity", "fact"):
+        assert a[key].keys() == b[key].keys(), key
+        for k in a[key]:
+            assert a[key][k][0] == b[key][k][0]
+            np.testing.assert_allclose(np.frombuffer(a[key][k][1], np.float32),
+                                       np.frombuffer(b[key][k][1], np.float32), atol=1e-6)
+    assert a["nodes"] == b["nodes"]
+    assert a["edges"].keys() == b["edges"].keys()
+    for e, w in a["edges"].items():
+        assert abs(w - b["edges"][e]) < 1e-9, e
