@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+import numpy as np
+
 from .chunking import chunk_text
 from .config import HippoConfig
 from .embedding import Encoder
@@ -158,6 +160,198 @@ class HippoRAG:
                            len(passages) - report["removed"], len(passages))
         self._retriever = None
         return report
+
+    # ------------------------------------------------------------------ retrieval
+    def _get_retriever(self):
+        if self._retriever is None:
+            from .retrieval import Retriever
+            st = self.index_state.stores
+            self._retriever = Retriever(self.config, self.index_state.graph, st["passage"].ids, st["passage"].matrix,
+                                        st["fact"].ids, st["fact"].matrix, st["entity"].ids, st["entity"].matrix,
+                                        st["entity"].text, self.index_state.passage_triples)
+        return self._retriever
+
+    def _encode_queries(self, queries: list[str]):
+        cfg = self.config
+        q_fact = self.encoder.encode(queries, instruction=cfg.query_instruction_fact)
+        if cfg.query_instruction_passage == cfg.query_instruction_fact:
+            return q_fact, q_fact
+        return q_fact, self.encoder.encode(queries, instruction=cfg.query_instruction_passage)
+
+    @property
+    def recognition_filter(self):
+        if getattr(self, "_filter", None) is None:
+            from .recognition import RecognitionFilter
+            self._filter = RecognitionFilter(self.llm, self.config.filter_program_path,
+                                             self.config.max_filtered_facts)
+        return self._filter
+
+    def _check_queries(self, queries, what: str) -> list[str]:
+        if isinstance(queries, str) or not isinstance(queries, (list, tuple)):
+            raise TypeError(f"{what}() takes a list of query strings")
+        bad = [i for i, q in enumerate(queries) if not isinstance(q, str) or not q.strip()]
+        if bad:
+            raise ValueError(f"{what}(): queries must be non-empty strings; items {bad[:10]} are not")
+        if len(self.index_state) == 0:
+            raise RuntimeError(f"{what}(): the index in {self.save_dir} is empty; call index(docs) first")
+        return list(queries)
+
+    def _with_metrics(self, solutions, gold_docs, what):
+        if gold_docs is None:
+            return solutions
+        from evaluation.metrics import recall_at_k
+        if len(gold_docs) != len(solutions):
+            raise ValueError(f"{what}(): {len(gold_docs)} gold doc lists for {len(solutions)} queries")
+        for s, g in zip(solutions, gold_docs):
+            s.gold_docs = list(g)
+        k_list = [k for k in (1, 2, 5, 10, 20, 30, 50, 100, 150, 200) if k <= max(self.config.retrieval_top_k, 1)]
+        metrics = recall_at_k([s.docs for s in solutions], [list(g) for g in gold_docs], ks=k_list)
+        logger.info("%s recall: %s", what, {k: round(v, 4) for k, v in metrics.items()})
+        return solutions, metrics
+
+    def retrieve(self, queries: Sequence[str], num_to_retrieve: Optional[int] = None, gold_docs=None):
+        """HippoRAG 2 retrieval for each query (spec section 2).
+
+        Returns a list of ``QuerySolution`` (passages best first with their PPR scores, plus the
+        candidate facts, kept facts, seed entities and whether the dense fallback fired), or
+        ``(solutions, metrics)`` with Recall@k when ``gold_docs`` (a list of gold passage lists)
+        is given.
+        """
+        from .qa import QuerySolution
+        from .retrieval import top_k
+        queries = self._check_queries(queries, "retrieve")
+        cfg = self.config
+        k = num_to_retrieve or cfg.retrieval_top_k
+        t0 = time.perf_counter()
+        r = self._get_retriever()
+        q_fact, q_pass = self._encode_queries(queries)
+        dense = r.dense_scores(q_pass)
+        fact_scores = r.fact_scores(q_fact) if cfg.linking == "fact" else None
+        t_filter = 0.0
+        sols: list = [None] * len(queries)
+        resets, reset_cols = [], []
+        ner_entities = self._query_ner(queries) if cfg.linking == "ner" else None
+        for j, q in enumerate(queries):
+            cand_rows, kept_rows = [], []
+            if cfg.linking == "fact":
+                cand_rows = [int(i) for i in top_k(fact_scores[:, j], cfg.linking_top_k)]
+                candidates = [r.fact_triples[i] for i in cand_rows]
+                if cfg.use_filter and candidates:
+                    tf = time.perf_counter()
+                    kept, _info = self.recognition_filter.filter(q, candidates)
+                    t_filter += time.perf_counter() - tf
+                    kept_set = set(kept)
+                    kept_rows = [i for i in cand_rows if r.fact_triples[i] in kept_set]
+                else:
+                    kept_rows = cand_rows
+                linked = r.link_facts(kept_rows, fact_scores[:, j])
+            elif cfg.linking == "query":
+                linked = r.link_entities(q_fact[j:j + 1], cfg.linking_top_k)
+            else:
+                ents = ner_entities[j]
+                linked = r.link_entities(self.encoder.encode(ents), 1) if ents else []
+            sol = QuerySolution(question=q, docs=[], doc_scores=[],
+                                candidate_facts=[r.fact_triples[i] for i in cand_rows],
+                                kept_facts=[r.fact_triples[i] for i in kept_rows])
+            sols[j] = sol
+            if not linked:
+                order, scores = r.dense_rank(dense[:, j], k)
+                sol.used_fallback = True
+                self._fill(sol, order, scores)
+                continue
+            reset, seeds = r.reset_vector(linked, dense[:, j])
+            ids = r.graph.node_ids
+            sol.seed_entities = [(r.entity_text(ids[n]), float(w)) for n, w in seeds]
+            resets.append(reset)
+            reset_cols.append(j)
+        t1 = time.perf_counter()
+        if resets:
+            probs = r.run_ppr(np.column_stack(resets))
+            for c, j in enumerate(reset_cols):
+                order = top_k(probs[:, c], k)
+                self._fill(sols[j], order, probs[order, c])
+        t2 = time.perf_counter()
+        logger.info("retrieve: %d queries in %.2fs (filter %.2fs, PPR %.2fs, other %.2fs); fallback %d",
+                    len(queries), t2 - t0, t_filter, t2 - t1, t1 - t0 - t_filter,
+                    sum(s.used_fallback for s in sols))
+        return self._with_metrics(sols, gold_docs, "retrieve")
+
+    def _fill(self, sol, order, scores) -> None:
+        st = self.index_state.stores["passage"]
+        ids = st.ids
+        sol.docs = [st.text(ids[i]) for i in order]
+        sol.doc_scores = np.asarray(scores, dtype=np.float64)
+
+    def _query_ner(self, queries: list[str]) -> list[list[str]]:
+        from .openie import ner_messages, parse_ner
+        from .text import normalize_phrase
+        out = self.llm.generate_many([ner_messages(q) for q in queries], max_new_tokens=self.config.max_new_tokens)
+        ents = []
+        for res in out:
+            names = parse_ner(res.text) if not isinstance(res, Exception) else []
+            ents.append([n for n in (normalize_phrase(e, self.config.normalization) for e in names) if n])
+        return ents
+
+    def retrieve_dpr(self, queries: Sequence[str], num_to_retrieve: Optional[int] = None, gold_docs=None):
+        """Dense passage retrieval baseline; same signature and return shape as ``retrieve``."""
+        from .qa import QuerySolution
+        queries = self._check_queries(queries, "retrieve_dpr")
+        k = num_to_retrieve or self.config.retrieval_top_k
+        r = self._get_retriever()
+        _, q_pass = self._encode_queries(queries)
+        dense = r.dense_scores(q_pass)
+        sols = []
+        for j, q in enumerate(queries):
+            sol = QuerySolution(question=q, docs=[], doc_scores=[])
+            order, scores = r.dense_rank(dense[:, j], k)
+            self._fill(sol, order, scores)
+            sols.append(sol)
+        return self._with_metrics(sols, gold_docs, "retrieve_dpr")
+
+    # ------------------------------------------------------------------ QA
+    def qa(self, solutions, template=None):
+        """Answer already-retrieved ``QuerySolution``s with the reader LLM.
+        Returns ``(solutions, responses, metadata)``."""
+        from .qa import answer_questions
+        responses, metadata = answer_questions(self.llm, solutions, self.config.qa_top_k,
+                                               show_progress=self.config.show_progress, template=template,
+                                               max_new_tokens=self.config.max_new_tokens,
+                                               temperature=self.config.temperature)
+        return solutions, responses, metadata
+
+    def rag_qa(self, queries, gold_docs=None, gold_answers=None, template=None, dense: bool = False):
+        """Retrieve (unless ``queries`` are already ``QuerySolution``s), read, and score.
+
+        Returns ``(solutions, responses, metadata)``, or with gold given
+        ``(solutions, responses, metadata, retrieval_metrics, qa_metrics)``. ``dense=True``
+        uses dense retrieval instead of HippoRAG 2 (the paper's baseline, same reader).
+        """
+        from .qa import QuerySolution
+        retrieval_metrics: dict = {}
+        if queries and all(isinstance(q, QuerySolution) for q in queries):
+            solutions = list(queries)
+            if gold_docs is not None:
+                from evaluation.metrics import recall_at_k
+                for s, g in zip(solutions, gold_docs):
+                    s.gold_docs = list(g)
+                retrieval_metrics = recall_at_k([s.docs for s in solutions], [list(g) for g in gold_docs])
+        else:
+            fn = self.retrieve_dpr if dense else self.retrieve
+            out = fn(queries, gold_docs=gold_docs)
+            solutions, retrieval_metrics = out if gold_docs is not None else (out, {})
+        solutions, responses, metadata = self.qa(solutions, template=template)
+        if gold_docs is None and gold_answers is None:
+            return solutions, responses, metadata
+        qa_metrics: dict = {}
+        if gold_answers is not None:
+            from evaluation.metrics import qa_metrics as score_answers
+            if len(gold_answers) != len(solutions):
+                raise ValueError(f"rag_qa(): {len(gold_answers)} gold answer lists for {len(solutions)} queries")
+            for s, g in zip(solutions, gold_answers):
+                s.gold_answers = [g] if isinstance(g, str) else list(g)
+            qa_metrics = score_answers([s.answer or "" for s in solutions], [s.gold_answers for s in solutions])
+            logger.info("rag_qa: %s", qa_metrics)
+        return solutions, responses, metadata, retrieval_metrics, qa_metrics
 
     # ------------------------------------------------------------------ inspection
     def graph_stats(self) -> dict:

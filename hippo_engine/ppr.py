@@ -30,37 +30,48 @@ def transition_matrix(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarr
     return P, dangling
 
 
+def _row_sums(m: np.ndarray) -> np.ndarray:
+    """Sum of each row, computed row by row (1-D pairwise sums), so the result for a row never
+    depends on how many rows there are: NumPy's 2-D reductions may change summation order."""
+    return np.array([row.sum() for row in m], dtype=m.dtype).reshape(-1, 1)
+
+
 def personalized_pagerank(P: sp.csr_matrix, dangling: np.ndarray, reset: np.ndarray, damping: float = 0.5,
                           tol: float = 1e-10, max_iter: int = 200) -> np.ndarray:
     """Stationary distribution of the walk that follows an edge with probability ``damping``
     and jumps to the reset distribution otherwise.
 
     ``reset``: shape (n,) or (n, b); negative or NaN entries count as 0; each column is
-    normalised to sum 1 (an all-zero column gives a uniform reset). Iterates until the L1
-    change of every column is below ``tol``. Returns an array of the same shape, columns
+    normalised to sum 1 (an all-zero column gives a uniform reset). Each column iterates until
+    its L1 change is below ``tol``. Returns an array of the same shape, columns
     summing to 1.
     """
     r = np.asarray(reset, dtype=P.dtype)
     single = r.ndim == 1
-    if single:
-        r = r[:, None]
+    # Work on rows (b, n): every per-query sum is then a contiguous row reduction, computed the
+    # same way whatever the batch size; columns of a sparse product are independent too. Rows
+    # stop when they converge. So a query gets bit-identical scores alone or in a batch.
+    r = np.ascontiguousarray(r[None, :] if single else r.T)
     r = np.where(np.isnan(r) | (r < 0), 0, r)
-    sums = r.sum(axis=0)
-    zero = sums <= 0
+    sums = _row_sums(r)
+    zero = sums[:, 0] <= 0
     if zero.any():
-        r[:, zero] = 1.0 / r.shape[0]
-        sums = r.sum(axis=0)
+        r[zero] = 1.0 / r.shape[1]
+        sums = _row_sums(r)
     r = r / sums
     x = r.copy()
     has_dangling = bool(dangling.any())
+    active = np.arange(x.shape[0])
     for _ in range(max_iter):
-        nxt = damping * (P @ x)
+        xa, ra = x[active], r[active]
+        nxt = damping * np.ascontiguousarray((P @ xa.T).T)
         if has_dangling:
-            nxt += damping * r * x[dangling].sum(axis=0)
-        nxt += (1.0 - damping) * r
-        nxt /= nxt.sum(axis=0)
-        delta = np.abs(nxt - x).sum(axis=0).max()
-        x = nxt
-        if delta < tol:
+            nxt += damping * ra * _row_sums(xa[:, dangling])
+        nxt += (1.0 - damping) * ra
+        nxt /= _row_sums(nxt)
+        delta = _row_sums(np.abs(nxt - xa))[:, 0]
+        x[active] = nxt
+        active = active[delta >= tol]
+        if len(active) == 0:
             break
-    return x[:, 0] if single else x
+    return x[0] if single else np.ascontiguousarray(x.T)

@@ -1,0 +1,265 @@
+"""Command line interface: ``hippo-engine {index,delete,stats,retrieve,qa,demo}``."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from .config import ConfigError, HippoConfig
+
+
+def read_corpus(path: str | Path) -> list[str]:
+    """Documents from JSON (a list) or JSONL (one item per line). Items are strings or
+    ``{"title", "text"}`` records, which become ``"title\\ntext"``."""
+    items = _read_items(path)
+    docs = []
+    for n, it in enumerate(items):
+        if isinstance(it, str):
+            docs.append(it)
+        elif isinstance(it, dict) and isinstance(it.get("text"), str):
+            title = it.get("title")
+            docs.append(f"{title}\n{it['text']}" if isinstance(title, str) and title else it["text"])
+        else:
+            raise ValueError(f"{path}: item {n} is neither a string nor a {{'title','text'}} record")
+    return docs
+
+
+def read_queries(path: str | Path) -> tuple[list[str], Optional[list], Optional[list]]:
+    """Queries from JSON/JSONL: strings, or records with ``question`` (and optionally
+    ``answers``/``answer``+``answer_aliases`` and ``gold_docs``, or MuSiQue-style
+    ``paragraphs`` with ``is_supporting``). Returns (questions, gold_docs, gold_answers)."""
+    items = _read_items(path)
+    qs, gd, ga = [], [], []
+    for n, it in enumerate(items):
+        if isinstance(it, str):
+            qs.append(it); gd.append(None); ga.append(None)
+            continue
+        if not isinstance(it, dict) or not isinstance(it.get("question"), str):
+            raise ValueError(f"{path}: item {n} has no 'question' string")
+        qs.append(it["question"])
+        if "gold_docs" in it:
+            gd.append(list(it["gold_docs"]))
+        elif "paragraphs" in it:
+            gd.append([f"{p['title']}\n{p.get('paragraph_text', p.get('text', ''))}"
+                       for p in it["paragraphs"] if p.get("is_supporting", True)])
+        else:
+            gd.append(None)
+        if "answers" in it:
+            ga.append(list(it["answers"]))
+        elif "answer" in it:
+            ga.append([it["answer"], *it.get("answer_aliases", [])])
+        else:
+            ga.append(None)
+    gold_docs = gd if gd and all(g is not None for g in gd) else None
+    gold_answers = ga if ga and all(g is not None for g in ga) else None
+    return qs, gold_docs, gold_answers
+
+
+def _read_items(path: str | Path) -> list[Any]:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"file not found: {path}")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    data = json.loads(text)
+    if isinstance(data, dict):
+        for key in ("corpus", "docs", "questions", "data"):
+            if isinstance(data.get(key), list):
+                return data[key]
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list (or JSONL)")
+    return data
+
+
+def _make_rag(args, **extra):
+    from .hipporag import HippoRAG
+    overrides = dict(extra)
+    for name in ("llm_base_url", "linking"):
+        if getattr(args, name, None) is not None:
+            overrides[name] = getattr(args, name)
+    if getattr(args, "no_filter", False):
+        overrides["use_filter"] = False
+    if getattr(args, "quiet", False):
+        overrides["show_progress"] = False
+    return HippoRAG(args.save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **overrides)
+
+
+def _print_solution(sol, k: int, with_answer: bool = False) -> None:
+    print(f"\nQ: {sol.question}")
+    if with_answer:
+        gold = f"   (gold: {' | '.join(sol.gold_answers)})" if sol.gold_answers else ""
+        print(f"A: {sol.answer}{gold}")
+    if sol.used_fallback:
+        print("   [no fact survived the filter: dense retrieval fallback]")
+    elif sol.kept_facts:
+        print("   facts: " + "; ".join(" | ".join(f) for f in sol.kept_facts))
+    for rank, (doc, score) in enumerate(zip(sol.docs[:k], sol.doc_scores[:k]), 1):
+        title, _, body = doc.partition("\n")
+        mark = " *" if sol.gold_docs and doc in sol.gold_docs else ""
+        print(f"  {rank:>2}. [{score:.4f}] {title}{mark}")
+
+
+def _print_metrics(name: str, metrics: dict) -> None:
+    if metrics:
+        print(f"{name}: " + "  ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
+
+
+# ------------------------------------------------------------------ commands
+def cmd_index(args) -> int:
+    rag = _make_rag(args)
+    if args.openie:
+        n = rag.import_openie(args.openie)
+        print(f"imported OpenIE results for {n} passages from {args.openie}")
+    docs = read_corpus(args.corpus)
+    t = time.perf_counter()
+    report = rag.index(docs)
+    print(f"indexed {report.get('added', 0)} new passage(s) in {time.perf_counter() - t:.1f}s "
+          f"({report.get('openie_llm_passages', 0)} sent to the LLM for OpenIE)")
+    print(json.dumps(rag.graph_stats(), indent=2))
+    return 0
+
+
+def cmd_delete(args) -> int:
+    rag = _make_rag(args)
+    report = rag.delete(read_corpus(args.corpus))
+    print(json.dumps(report, indent=2))
+    print(json.dumps(rag.graph_stats(), indent=2))
+    return 0
+
+
+def cmd_stats(args) -> int:
+    rag = _make_rag(args)
+    print(json.dumps(rag.graph_stats(), indent=2))
+    return 0
+
+
+def cmd_retrieve(args) -> int:
+    rag = _make_rag(args)
+    qs, gold_docs, _ = read_queries(args.queries)
+    qs, gold_docs = qs[:args.limit] if args.limit else qs, (gold_docs[:args.limit] if args.limit and gold_docs else gold_docs)
+    fn = rag.retrieve_dpr if args.dense else rag.retrieve
+    out = fn(qs, num_to_retrieve=max(args.top_k, 200 if gold_docs else args.top_k), gold_docs=gold_docs)
+    sols, metrics = out if gold_docs is not None else (out, {})
+    for s in sols:
+        _print_solution(s, args.top_k)
+    _print_metrics("\nretrieval", metrics)
+    if args.output:
+        Path(args.output).write_text(json.dumps({"metrics": metrics, "solutions": [s.to_dict() for s in sols]},
+                                                ensure_ascii=False, indent=1))
+    return 0
+
+
+def cmd_qa(args) -> int:
+    rag = _make_rag(args)
+    qs, gold_docs, gold_answers = read_queries(args.queries)
+    if args.limit:
+        qs = qs[:args.limit]
+        gold_docs = gold_docs[:args.limit] if gold_docs else None
+        gold_answers = gold_answers[:args.limit] if gold_answers else None
+    out = rag.rag_qa(qs, gold_docs=gold_docs, gold_answers=gold_answers, dense=args.dense)
+    sols = out[0]
+    for s in sols:
+        _print_solution(s, args.top_k, with_answer=True)
+    if len(out) == 5:
+        _print_metrics("\nretrieval", out[3])
+        _print_metrics("qa", out[4])
+    if args.output:
+        Path(args.output).write_text(json.dumps({"solutions": [s.to_dict() for s in sols],
+                                                 "metrics": list(out[3:])}, ensure_ascii=False, indent=1))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    """Index the bundled sample corpus with the offline defaults and answer its questions."""
+    from importlib import resources
+    from .hipporag import HippoRAG
+    data = json.loads(resources.files("hippo_engine").joinpath("data/sample_corpus.json").read_text("utf-8"))
+    docs = [f"{d['title']}\n{d['text']}" for d in data["corpus"]]
+    by_title = {d["title"]: f"{d['title']}\n{d['text']}" for d in data["corpus"]}
+    qs = [q["question"] for q in data["questions"]]
+    gold_docs = [[by_title[t] for t in q["supporting_titles"]] for q in data["questions"]]
+    gold_answers = [q["answers"] for q in data["questions"]]
+    save_dir = Path(args.save_dir)
+    print(f"hippo-engine demo: indexing {len(docs)} sample passages into {save_dir} "
+          f"(offline models; the first run converts the packaged LLM once)")
+    rag = HippoRAG(save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder,
+                   **({"show_progress": False} if args.quiet else {}))
+    t = time.perf_counter()
+    rag.index(docs)
+    print(f"indexed in {time.perf_counter() - t:.1f}s: {json.dumps(rag.graph_stats())}")
+    t = time.perf_counter()
+    sols, _, _, rmetrics, qmetrics = rag.rag_qa(qs, gold_docs=gold_docs, gold_answers=gold_answers)
+    for s in sols:
+        _print_solution(s, 3, with_answer=True)
+    print()
+    _print_metrics("retrieval", {k: v for k, v in rmetrics.items() if k in ("Recall@1", "Recall@2", "Recall@5")})
+    _print_metrics("qa", qmetrics)
+    print(f"answered {len(qs)} questions in {time.perf_counter() - t:.1f}s")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hippo-engine", description=(
+        "HippoRAG 2-style long-term memory: index documents into a passage-entity graph, retrieve "
+        "with Personalized PageRank, answer with an LLM. Runs offline with packaged default models."))
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress details (INFO level)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp, save_dir_default=None):
+        sp.add_argument("--save-dir", required=save_dir_default is None, default=save_dir_default,
+                        help="directory holding the index (created if missing)")
+        sp.add_argument("--llm", default=None, help="LLM name: packaged default, a local dir / hub name, or a "
+                        "model on --llm-base-url (default: packaged Qwen2.5-Coder-0.5B-Instruct)")
+        sp.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server URL (key from OPENAI_API_KEY)")
+        sp.add_argument("--embedder", default=None, help="embedding model (default: packaged all-MiniLM-L6-v2)")
+        sp.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    sp = sub.add_parser("index", help="add documents to an index")
+    sp.add_argument("corpus", help="JSON or JSONL of strings or {title,text} records")
+    sp.add_argument("--openie", default=None, help="seed OpenIE results from this file (reference or v1 format); "
+                    "passages it covers make no LLM call")
+    common(sp); sp.set_defaults(func=cmd_index)
+
+    sp = sub.add_parser("delete", help="remove documents from an index")
+    sp.add_argument("corpus", help="JSON or JSONL of the documents to remove")
+    common(sp); sp.set_defaults(func=cmd_delete)
+
+    sp = sub.add_parser("stats", help="print graph statistics")
+    common(sp); sp.set_defaults(func=cmd_stats)
+
+    for name, func, helptext in (("retrieve", cmd_retrieve, "retrieve passages for queries"),
+                                 ("qa", cmd_qa, "retrieve, then answer with the reader LLM")):
+        sp = sub.add_parser(name, help=helptext)
+        sp.add_argument("--queries", required=True, help="JSON/JSONL of strings or {question, ...} records; "
+                        "gold docs/answers in the records turn on Recall@k / EM / F1")
+        sp.add_argument("--top-k", type=int, default=5, help="passages to print per query (default 5)")
+        sp.add_argument("--limit", type=int, default=None, help="only the first N queries")
+        sp.add_argument("--dense", action="store_true", help="dense retrieval baseline instead of HippoRAG 2")
+        sp.add_argument("--no-filter", action="store_true", help="skip the LLM recognition filter")
+        sp.add_argument("--linking", choices=("fact", "ner", "query"), default=None, help="linking ablation")
+        sp.add_argument("--output", default=None, help="write solutions and metrics as JSON here")
+        common(sp); sp.set_defaults(func=func)
+
+    sp = sub.add_parser("demo", help="index the bundled sample corpus and answer its questions, offline")
+    common(sp, save_dir_default="outputs/demo"); sp.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except (FileNotFoundError, ValueError, TypeError, ConfigError, RuntimeError) as e:
+        print(f"hippo-engine: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The facade: bad input, duplicates, failures mid-index, OpenIE import, config."""
+import json
+
+import pytest
+
+from fakes import NgramEncoder, NoCallLLM, ScriptedLLM
+from helpers import CORPUS, make_rag, snapshot, assert_same, toy_respond
+from hippo_engine import ConfigError, HippoConfig, HippoRAG
+from hippo_engine.llm.base import LLMTimeoutError
+from hippo_engine.openie import OpenIEError
+
+
+def test_config_validation():
+    assert HippoConfig().damping == 0.5 and HippoConfig().passage_node_weight == 0.05
+    with pytest.raises(ConfigError, match="linking"):
+        HippoConfig(linking="nodes")
+    with pytest.raises(ConfigError, match="damping"):
+        HippoConfig(damping=1.0)
+    with pytest.raises(ConfigError, match="unknown"):
+        HippoConfig().replace(dampng=0.3)
+    with pytest.raises(ConfigError):
+        HippoRAG("/tmp/never-created-x", llm=NoCallLLM(), encoder=NgramEncoder(), retrieval_top_k=0)
+
+
+def test_empty_blank_and_duplicate_docs(tmp_path, caplog):
+    rag = make_rag(tmp_path)
+    assert rag.index([])["added"] == 0
+    with pytest.raises(TypeError):
+        rag.index("a single string")
+    with pytest.raises(TypeError):
+        rag.index(["ok", None])
+    rep = rag.index(["", "   \n", CORPUS[0], CORPUS[0], CORPUS[1]])
+    assert rep["added"] == 2
+    assert "empty or whitespace" in caplog.text
+    assert rag.graph_stats()["passage_nodes"] == 2
+
+
+def test_timeout_mid_index_loses_nothing(tmp_path):
+    rag = make_rag(tmp_path)
+    rag.index(CORPUS[:3])
+    before = snapshot(rag)
+
+    def flaky(messages):
+        if "Oren Pike" in messages[-1]["content"]:
+            raise LLMTimeoutError("no answer in 1s after 3 tries")
+        return toy_respond(messages)
+
+    rag2 = make_rag(tmp_path, llm=ScriptedLLM(flaky))
+    with pytest.raises(OpenIEError) as ei:
+        rag2.index(CORPUS[3:])
+    assert len(ei.value.failed) >= 1
+    s = rag2.graph_stats()
+    assert s["passage_nodes"] == len(CORPUS) - len(ei.value.failed)
+    for k in before["passage"]:
+        assert k in snapshot(rag2)["passage"]
+    # retry with a healthy LLM indexes the rest
+    rag3 = make_rag(tmp_path)
+    rag3.index(CORPUS)
+    assert rag3.graph_stats()["passage_nodes"] == len(CORPUS)
+
+
+def test_malformed_model_output_is_handled(tmp_path):
+    outputs = iter(['{"named_entities": ["Ilse", ', "I cannot do that.", '{"named_entities": []}',
+                    '```json\n{"triples": [["Velor", "in", "Kaldavia"], ["x"]]}\n```'])
+    rag = make_rag(tmp_path, llm=ScriptedLLM(lambda m: next(outputs)))
+    rag.llm.max_concurrency = 1
+    rag.index(CORPUS[1:3])
+    s = rag.graph_stats()
+    assert s["passage_nodes"] == 2 and s["entity_nodes"] == 2 and s["fact_edges"] == 1
+
+
+def test_import_openie_makes_no_llm_call(tmp_path):
+    openie = {"docs": [{"idx": "x", "passage": d, "extracted_entities": [],
+                        "extracted_triples": [["Alpha", "knows", "Beta"]]} for d in CORPUS[:2]]}
+    f = tmp_path / "openie.json"
+    f.write_text(json.dumps(openie))
+    rag = HippoRAG(tmp_path / "idx", llm=NoCallLLM(), encoder=NgramEncoder(), show_progress=False)
+    assert rag.import_openie(f) == 2
+    rag.index(CORPUS[:2])
+    assert rag.graph_stats()["entity_nodes"] == 2
+
+
+def test_embedding_model_mismatch_is_refused(tmp_path):
+    rag = make_rag(tmp_path)
+    rag.index(CORPUS[:2])
+    rag.close()
+    with pytest.raises(RuntimeError, match="embedding model"):
+        HippoRAG(tmp_path, llm=NoCallLLM(), encoder=NgramEncoder(name="other"))
+
+
+def test_no_eval_exec_pickle_in_package():
+    import pathlib
+    import re
+    root = pathlib.Path(__file__).resolve().parents[1]
+    pat = re.compile(r"(^|[^_.\w])(eval|exec)\(|import pickle|pickle\.load|allow_pickle=True")
+    hits = [f"{p}:{i}" for d in ("hippo_engine", "evaluation", "reproduce") for p in (root / d).rglob("*.py")
+            for i, line in enumerate(p.read_text().splitlines(), 1) if pat.search(line)]
+    assert hits == []
