@@ -4,10 +4,9 @@ from __future__ import annotations
 import json
 import re
 
-import numpy as np
-
 from fakes import NgramEncoder, ScriptedLLM
 from hippo_engine import HippoRAG
+from hippo_engine.diagnostics import diff_snapshots, snapshot_index
 
 CORPUS = [
     "Lake Veloria\nLake Veloria lies in the Orsk Highlands. Ilse Marrow mapped Lake Veloria in 1873.",
@@ -46,26 +45,8 @@ def make_rag(path, **kw) -> HippoRAG:
 
 
 def snapshot(rag: HippoRAG) -> dict:
-    """Everything the index holds, in a comparable form."""
-    st = rag.index_state.stores
-    snap = {}
-    for ns, s in st.items():
-        snap[ns] = {k: (s.text(k), s.matrix[s.row(k)].tobytes()) for k in s.ids}
-    g = rag.graph
-    snap["nodes"] = sorted(g.node_ids)
-    snap["edges"] = g.edge_dict()
-    snap["synonymy"] = {k: dict(v) for k, v in rag.index_state.synonymy.items()}
-    return snap
+    return snapshot_index(rag)
 
 
 def assert_same(a: dict, b: dict) -> None:
-    for key in ("passage", "entity", "fact"):
-        assert a[key].keys() == b[key].keys(), key
-        for k in a[key]:
-            assert a[key][k][0] == b[key][k][0]
-            np.testing.assert_allclose(np.frombuffer(a[key][k][1], np.float32),
-                                       np.frombuffer(b[key][k][1], np.float32), atol=1e-6)
-    assert a["nodes"] == b["nodes"]
-    assert a["edges"].keys() == b["edges"].keys()
-    for e, w in a["edges"].items():
-        assert abs(w - b["edges"][e]) < 1e-9, e
+    assert diff_snapshots(a, b) == []

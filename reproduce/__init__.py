@@ -1,0 +1,1 @@
+"""Reproduction scripts and benchmarks for hippo-engine (see README, "Reproducing the paper")."""
