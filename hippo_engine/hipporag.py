@@ -218,62 +218,30 @@ class HippoRAG:
         is given.
         """
         from .qa import QuerySolution
-        from .retrieval import top_k
         queries = self._check_queries(queries, "retrieve")
         cfg = self.config
         k = num_to_retrieve or cfg.retrieval_top_k
         t0 = time.perf_counter()
         r = self._get_retriever()
         q_fact, q_pass = self._encode_queries(queries)
-        dense = r.dense_scores(q_pass)
-        fact_scores = r.fact_scores(q_fact) if cfg.linking == "fact" else None
-        t_filter = 0.0
-        sols: list = [None] * len(queries)
-        resets, reset_cols = [], []
-        ner_entities = self._query_ner(queries) if cfg.linking == "ner" else None
-        for j, q in enumerate(queries):
-            cand_rows, kept_rows = [], []
-            if cfg.linking == "fact":
-                cand_rows = [int(i) for i in top_k(fact_scores[:, j], cfg.linking_top_k)]
-                candidates = [r.fact_triples[i] for i in cand_rows]
-                if cfg.use_filter and candidates:
-                    tf = time.perf_counter()
-                    kept, _info = self.recognition_filter.filter(q, candidates)
-                    t_filter += time.perf_counter() - tf
-                    kept_set = set(kept)
-                    kept_rows = [i for i in cand_rows if r.fact_triples[i] in kept_set]
-                else:
-                    kept_rows = cand_rows
-                linked = r.link_facts(kept_rows, fact_scores[:, j])
-            elif cfg.linking == "query":
-                linked = r.link_entities(q_fact[j:j + 1], cfg.linking_top_k)
-            else:
-                ents = ner_entities[j]
-                linked = r.link_entities(self.encoder.encode(ents), 1) if ents else []
-            sol = QuerySolution(question=q, docs=[], doc_scores=[],
-                                candidate_facts=[r.fact_triples[i] for i in cand_rows],
-                                kept_facts=[r.fact_triples[i] for i in kept_rows])
-            sols[j] = sol
-            if not linked:
-                order, scores = r.dense_rank(dense[:, j], k)
-                sol.used_fallback = True
-                self._fill(sol, order, scores)
-                continue
-            reset, seeds = r.reset_vector(linked, dense[:, j])
-            ids = r.graph.node_ids
-            sol.seed_entities = [(r.entity_text(ids[n]), float(w)) for n, w in seeds]
-            resets.append(reset)
-            reset_cols.append(j)
-        t1 = time.perf_counter()
-        if resets:
-            probs = r.run_ppr(np.column_stack(resets))
-            for c, j in enumerate(reset_cols):
-                order = top_k(probs[:, c], k)
-                self._fill(sols[j], order, probs[order, c])
-        t2 = time.perf_counter()
-        logger.info("retrieve: %d queries in %.2fs (filter %.2fs, PPR %.2fs, other %.2fs); fallback %d",
-                    len(queries), t2 - t0, t_filter, t2 - t1, t1 - t0 - t_filter,
-                    sum(s.used_fallback for s in sols))
+        ner_vectors = None
+        if cfg.linking == "ner":
+            ner_vectors = [self.encoder.encode(ents) if ents else None for ents in self._query_ner(queries)]
+        filter_fn = None
+        if cfg.use_filter and cfg.linking == "fact":
+            filter_fn = lambda q, cands: self.recognition_filter.filter(q, cands)[0]  # noqa: E731
+        results, timings = r.search(queries, q_fact, q_pass, k, filter_fn, ner_vectors)
+        sols = []
+        for q, res in zip(queries, results):
+            sol = QuerySolution(question=q, docs=[], doc_scores=[], candidate_facts=res.candidate_facts,
+                                kept_facts=res.kept_facts, seed_entities=res.seed_entities,
+                                used_fallback=res.used_fallback)
+            self._fill(sol, res.order, res.scores)
+            sols.append(sol)
+        logger.info("retrieve: %d queries in %.2fs (encoding %.2fs, filter %.2fs, PPR %.2fs, scoring+seeding "
+                    "%.2fs); dense fallback for %d", len(queries), time.perf_counter() - t0,
+                    time.perf_counter() - t0 - timings["total"], timings["filter"], timings["ppr"],
+                    timings["scoring"] + timings["seeding"], sum(s.used_fallback for s in sols))
         return self._with_metrics(sols, gold_docs, "retrieve")
 
     def _fill(self, sol, order, scores) -> None:

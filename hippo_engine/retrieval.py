@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -80,12 +80,17 @@ def passage_seeds(dpr_scores: np.ndarray, weight: float) -> np.ndarray:
 
 @dataclass
 class RawResult:
-    order: np.ndarray            # passage rows, best first (top retrieval_top_k)
-    scores: np.ndarray
-    candidate_facts: list
-    kept_facts: list
-    seed_entities: list          # [(phrase, weight)]
-    used_fallback: bool
+    """One query's ranking as passage store rows, plus what the graph search used."""
+
+    order: np.ndarray = None     # passage rows, best first (top k)
+    scores: np.ndarray = None
+    candidate_facts: list = field(default_factory=list)
+    kept_facts: list = field(default_factory=list)
+    seed_entities: list = field(default_factory=list)   # [(phrase, weight)]
+    used_fallback: bool = False
+
+
+FilterFn = Callable[[str, list], list]
 
 
 # ------------------------------------------------------------------ the retriever
@@ -179,3 +184,61 @@ class Retriever:
         else:
             probs = personalized_pagerank(self.P, self.dangling, resets, cfg.damping, cfg.ppr_tol, cfg.ppr_max_iter)
         return probs[self.passage_nodes]
+
+    # --- the whole query path ----------------------------------------------------------------
+    def search(self, queries: Sequence[str], q_fact: np.ndarray, q_pass: np.ndarray, k: int,
+               filter_fn: Optional[FilterFn] = None, ner_vectors: Optional[Sequence[np.ndarray]] = None
+               ) -> tuple[list[RawResult], dict]:
+        """Rank passages for a batch of encoded queries (spec section 2).
+
+        ``q_fact``/``q_pass``: (b, dim) query vectors for fact and passage matching.
+        ``filter_fn(question, candidates) -> kept`` is the recognition filter (None: keep all
+        candidates). ``ner_vectors[j]``: embeddings of query j's NER entities (``linking="ner"``).
+        Returns the results and a timing breakdown in seconds.
+        """
+        cfg = self.config
+        t0 = time.perf_counter()
+        dense = self.dense_scores(q_pass)
+        fact_scores = self.fact_scores(q_fact) if cfg.linking == "fact" else None
+        t_score = time.perf_counter() - t0
+        t_filter = 0.0
+        results: list[RawResult] = []
+        resets, cols = [], []
+        ids = self.graph.node_ids
+        for j, q in enumerate(queries):
+            res = RawResult()
+            if cfg.linking == "fact":
+                cand = [int(i) for i in top_k(fact_scores[:, j], cfg.linking_top_k)]
+                res.candidate_facts = [self.fact_triples[i] for i in cand]
+                kept_rows = cand
+                if filter_fn is not None and cand:
+                    tf = time.perf_counter()
+                    kept = set(filter_fn(q, res.candidate_facts))
+                    t_filter += time.perf_counter() - tf
+                    kept_rows = [i for i in cand if self.fact_triples[i] in kept]
+                res.kept_facts = [self.fact_triples[i] for i in kept_rows]
+                linked = self.link_facts(kept_rows, fact_scores[:, j])
+            elif cfg.linking == "query":
+                linked = self.link_entities(q_fact[j:j + 1], cfg.linking_top_k)
+            else:
+                vecs = ner_vectors[j] if ner_vectors is not None else None
+                linked = self.link_entities(vecs, 1) if vecs is not None and len(vecs) else []
+            if not linked:
+                res.used_fallback = True
+                res.order, res.scores = self.dense_rank(dense[:, j], k)
+            else:
+                reset, seeds = self.reset_vector(linked, dense[:, j])
+                res.seed_entities = [(self.entity_text(ids[n]), float(w)) for n, w in seeds]
+                resets.append(reset)
+                cols.append(j)
+            results.append(res)
+        t1 = time.perf_counter()
+        if resets:
+            probs = self.run_ppr(np.column_stack(resets))
+            for c, j in enumerate(cols):
+                order = top_k(probs[:, c], k)
+                results[j].order, results[j].scores = order, probs[order, c]
+        t2 = time.perf_counter()
+        timings = {"scoring": t_score, "filter": t_filter, "seeding": t1 - t0 - t_score - t_filter,
+                   "ppr": t2 - t1, "total": t2 - t0}
+        return results, timings
