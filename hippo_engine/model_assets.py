@@ -212,12 +212,13 @@ def converted_llm_dir(name: Optional[str]) -> Path:
     return models_dir() / "hf" / f"{spec.name}-bf16-{spec.sha256[:12]}"
 
 
-_THREAD_LOCK = threading.Lock()
+_THREAD_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive lock: in-process (threads) and, on POSIX, across processes."""
+def exclusive_lock(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path``: in-process (threads) and, on POSIX, across
+    processes (``fcntl.flock``). Used around every write into the model cache."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with _THREAD_LOCK:
         try:
@@ -379,7 +380,7 @@ def packaged_gguf(name: Optional[str] = None) -> Path:
         return dest
     paths = part_paths(spec.parts, spec.part_glob, spec.pip_command)
     dest_dir.mkdir(parents=True, exist_ok=True)
-    with _exclusive(dest.with_name(dest.name + ".lock")):
+    with exclusive_lock(dest.with_name(dest.name + ".lock")):
         if _marker_ok(dest, marker, spec.sha256):  # another process/thread did it meanwhile
             return dest
         if dest.is_file():  # present but not recorded (e.g. copied in): verify it in place
@@ -435,7 +436,7 @@ def packaged_zip_model_dir(name: str) -> Path:
         return dest
     paths = part_paths(spec.parts, spec.part_glob, spec.pip_command)
     root.mkdir(parents=True, exist_ok=True)
-    with _exclusive(root / f"{spec.name}.lock"):
+    with exclusive_lock(root / f"{spec.name}.lock"):
         if (dest / _DIR_MARKER).is_file():
             return dest
         t0 = time.perf_counter()
@@ -505,5 +506,5 @@ __all__ = [
     "DEFAULT_EMBEDDER", "DEFAULT_LLM", "ModelAssetError", "PackagedLLM", "PackagedZipModel",
     "PACKAGED_LLMS", "PACKAGED_EMBEDDERS", "cache_root", "models_dir", "converted_llm_dir",
     "find_packaged_llm", "is_packaged_llm", "packaged_gguf", "packaged_zip_model_dir",
-    "part_paths", "resolve_embedding_model", "sha256_file",
+    "part_paths", "resolve_embedding_model", "sha256_file", "exclusive_lock",
 ]

@@ -47,6 +47,13 @@ class LLMClient(ABC):
                  temperature: Optional[float] = None) -> LLMResponse:
         """Generate one reply. Raises ``LLMError`` (or ``LLMTimeoutError``) on failure."""
 
+    def generation_params(self, *, max_new_tokens: Optional[int] = None,
+                          temperature: Optional[float] = None) -> dict:
+        """The parameters a ``generate`` call with these arguments would really use (client
+        defaults filled in, plus anything else that changes the output). ``CachedLLM`` keys on
+        them; implementations with defaults or extra settings override this."""
+        return {"max_new_tokens": max_new_tokens, "temperature": temperature}
+
     def generate_many(self, batch: Sequence[Sequence[Message]], *, max_new_tokens: Optional[int] = None,
                       temperature: Optional[float] = None, show_progress: bool = False,
                       desc: str = "LLM") -> list[Union[LLMResponse, LLMError]]:

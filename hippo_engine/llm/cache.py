@@ -1,0 +1,211 @@
+"""``CachedLLM``: a persistent SQLite cache around any ``LLMClient``.
+
+The key is the SHA-256 of a canonical JSON document of the model name, the messages and the
+effective generation parameters (``LLMClient.generation_params``: client defaults filled in,
+plus anything else the client says changes its output). Only successful replies are stored
+(text, token counts, finish reason) as plain columns; errors are never cached. The database
+is in WAL mode, so several processes can share it; within a process one connection is used
+under a lock, and concurrent identical requests are sent to the inner client only once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+from .base import LLMClient, LLMError, LLMResponse, Message
+
+logger = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS llm_cache (
+    key               TEXT PRIMARY KEY,
+    model             TEXT NOT NULL,
+    request           TEXT NOT NULL,
+    text              TEXT NOT NULL,
+    prompt_tokens     INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    finish_reason     TEXT NOT NULL,
+    created_at        REAL NOT NULL
+)
+"""
+_KEY_VERSION = 1
+
+
+class CachedLLM(LLMClient):
+    """Wraps ``inner`` with a persistent cache at ``path`` (an SQLite file).
+
+    A hit returns the stored reply with ``cached=True`` and makes no call. Counters for
+    reports: :attr:`hits`, :attr:`misses`, :attr:`errors` and the tokens spent on misses
+    (:meth:`stats`). ``max_concurrency`` and ``model_name`` are the inner client's.
+    """
+
+    def __init__(self, inner: LLMClient, path: Union[str, Path]):
+        self.inner = inner
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db_lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None,
+                                     check_same_thread=False)
+        with self._db_lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute(_SCHEMA)
+        self._stats_lock = threading.Lock()
+        self._inflight: dict[str, Future] = {}
+        self._inflight_lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+        self.errors = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    # ------------------------------------------------------------------ delegation
+    @property
+    def model_name(self) -> str:  # type: ignore[override]
+        """The inner client's model name."""
+        return self.inner.model_name
+
+    @property
+    def max_concurrency(self) -> int:  # type: ignore[override]
+        """The inner client's concurrency."""
+        return self.inner.max_concurrency
+
+    def generation_params(self, *, max_new_tokens: Optional[int] = None,
+                          temperature: Optional[float] = None) -> dict:
+        """The inner client's effective parameters."""
+        return self.inner.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)
+
+    # ------------------------------------------------------------------ keys
+    def request_document(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
+                         temperature: Optional[float] = None) -> str:
+        """The canonical JSON document a request is keyed on."""
+        doc = {"v": _KEY_VERSION, "model": self.inner.model_name,
+               "messages": [dict(m) for m in messages],
+               "params": self.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)}
+        return json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+    def key(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
+            temperature: Optional[float] = None) -> str:
+        """SHA-256 (hex) of :meth:`request_document`."""
+        doc = self.request_document(messages, max_new_tokens=max_new_tokens, temperature=temperature)
+        return hashlib.sha256(doc.encode("utf-8")).hexdigest()
+
+    # ------------------------------------------------------------------ storage
+    def _get(self, key: str) -> Optional[LLMResponse]:
+        with self._db_lock:
+            row = self._conn.execute(
+                "SELECT text, prompt_tokens, completion_tokens, finish_reason FROM llm_cache "
+                "WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        return LLMResponse(text=row[0], prompt_tokens=row[1], completion_tokens=row[2],
+                           finish_reason=row[3], cached=True)
+
+    def _put(self, key: str, request: str, resp: LLMResponse) -> None:
+        with self._db_lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO llm_cache (key, model, request, text, prompt_tokens, "
+                "completion_tokens, finish_reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, self.inner.model_name, request, resp.text, int(resp.prompt_tokens),
+                 int(resp.completion_tokens), resp.finish_reason, time.time()))
+
+    def __len__(self) -> int:
+        with self._db_lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM llm_cache").fetchone()[0])
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
+                 temperature: Optional[float] = None) -> LLMResponse:
+        """The cached reply if there is one (``cached=True``), else the inner client's (stored)."""
+        request = self.request_document(messages, max_new_tokens=max_new_tokens,
+                                        temperature=temperature)
+        key = hashlib.sha256(request.encode("utf-8")).hexdigest()
+        hit = self._get(key)
+        if hit is not None:
+            self._count(hit=True)
+            return hit
+        with self._inflight_lock:
+            fut = self._inflight.get(key)
+            owner = fut is None
+            if owner:
+                fut = Future()
+                self._inflight[key] = fut
+        if not owner:  # the same request is in flight in another thread: share its outcome
+            resp = fut.result()  # re-raises the owner's error
+            self._count(hit=True)
+            return replace(resp, cached=True)
+        try:
+            hit = self._get(key)  # another process may have stored it meanwhile
+            if hit is not None:
+                self._count(hit=True)
+                fut.set_result(hit)
+                return hit
+            try:
+                resp = self.inner.generate(messages, max_new_tokens=max_new_tokens,
+                                           temperature=temperature)
+            except BaseException as e:
+                if isinstance(e, LLMError):
+                    with self._stats_lock:
+                        self.errors += 1
+                fut.set_exception(e)
+                raise
+            resp = replace(resp, cached=False)
+            try:
+                self._put(key, request, resp)
+            except sqlite3.Error as e:  # a full disk must not lose a paid-for reply
+                logger.warning("could not store an LLM reply in %s: %s", self.path, e)
+            self._count(hit=False, resp=resp)
+            fut.set_result(resp)
+            return resp
+        finally:
+            with self._inflight_lock:
+                self._inflight.pop(key, None)
+
+    def _count(self, *, hit: bool, resp: Optional[LLMResponse] = None) -> None:
+        with self._stats_lock:
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
+                if resp is not None:
+                    self.prompt_tokens += resp.prompt_tokens
+                    self.completion_tokens += resp.completion_tokens
+
+    # ------------------------------------------------------------------ reporting
+    @property
+    def total_tokens(self) -> int:
+        """Prompt + completion tokens spent on cache misses by this instance."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def stats(self) -> dict:
+        """Counters of this instance: hits, misses, errors and tokens spent on misses."""
+        with self._stats_lock:
+            return {"hits": self.hits, "misses": self.misses, "errors": self.errors,
+                    "prompt_tokens": self.prompt_tokens,
+                    "completion_tokens": self.completion_tokens,
+                    "total_tokens": self.prompt_tokens + self.completion_tokens}
+
+    def close(self) -> None:
+        """Close the database (the inner client stays usable)."""
+        with self._db_lock:
+            self._conn.close()
+
+    def __enter__(self) -> "CachedLLM":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"CachedLLM({self.inner!r}, path={str(self.path)!r})"
+
+
+__all__ = ["CachedLLM"]

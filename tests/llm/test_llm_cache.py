@@ -1,0 +1,148 @@
+"""CachedLLM: hits and misses, key sensitivity, persistence, errors, threads."""
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from hippo_engine.llm import CachedLLM, LLMClient, LLMError, LLMResponse, LLMTimeoutError
+
+
+class CountingLLM(LLMClient):
+    """Echoes the last user message; counts calls; may fail the first ``fail_first`` calls."""
+
+    def __init__(self, name="counting", fail_first=0, delay=0.0, max_concurrency=4):
+        self.model_name = name
+        self.max_concurrency = max_concurrency
+        self.fail_first = fail_first
+        self.delay = delay
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def generation_params(self, *, max_new_tokens=None, temperature=None):
+        return {"max_new_tokens": max_new_tokens or 100,
+                "temperature": 0.0 if temperature is None else temperature}
+
+    def generate(self, messages, *, max_new_tokens=None, temperature=None):
+        with self._lock:
+            self.calls += 1
+            n = self.calls
+        if self.delay:
+            time.sleep(self.delay)
+        if n <= self.fail_first:
+            raise LLMTimeoutError(f"scripted failure {n}")
+        p = self.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)
+        return LLMResponse(text=f"echo:{messages[-1]['content']}:{p['max_new_tokens']}:{p['temperature']}",
+                           prompt_tokens=10, completion_tokens=3,
+                           finish_reason="length" if p["max_new_tokens"] < 5 else "stop")
+
+
+def msgs(q):
+    return [{"role": "user", "content": q}]
+
+
+def test_hit_and_miss(tmp_path):
+    inner = CountingLLM()
+    c = CachedLLM(inner, tmp_path / "c.sqlite")
+    r1 = c.generate(msgs("a"))
+    r2 = c.generate(msgs("a"))
+    assert r1.cached is False and r2.cached is True
+    assert (r2.text, r2.prompt_tokens, r2.completion_tokens, r2.finish_reason) == \
+        (r1.text, r1.prompt_tokens, r1.completion_tokens, r1.finish_reason)
+    assert inner.calls == 1
+    assert c.stats() == {"hits": 1, "misses": 1, "errors": 0, "prompt_tokens": 10,
+                         "completion_tokens": 3, "total_tokens": 13}
+    assert len(c) == 1
+    r3 = c.generate(msgs("a"), max_new_tokens=2)
+    assert r3.finish_reason == "length" and not r3.cached
+    assert c.generate(msgs("a"), max_new_tokens=2).finish_reason == "length"  # stored as such
+
+
+def test_key_sensitivity(tmp_path):
+    inner = CountingLLM()
+    c = CachedLLM(inner, tmp_path / "c.sqlite")
+    base = c.key(msgs("a"))
+    assert c.key(msgs("a")) == base
+    # defaults are filled in before keying: None and the client's default are the same request
+    assert c.key(msgs("a"), max_new_tokens=100, temperature=0.0) == base
+    variants = {
+        c.key(msgs("b")),
+        c.key(msgs("a"), max_new_tokens=99),
+        c.key(msgs("a"), temperature=0.5),
+        c.key([{"role": "system", "content": "a"}]),
+        c.key([{"role": "system", "content": "s"}, {"role": "user", "content": "a"}]),
+        CachedLLM(CountingLLM(name="other-model"), tmp_path / "d.sqlite").key(msgs("a")),
+    }
+    assert base not in variants and len(variants) == 6
+    for kw in ({}, {"max_new_tokens": 99}, {"temperature": 0.5}):
+        c.generate(msgs("a"), **kw)
+    assert inner.calls == 3 and c.misses == 3
+
+
+def test_persistence_across_instances(tmp_path):
+    path = tmp_path / "sub" / "c.sqlite"
+    first = CachedLLM(CountingLLM(), path)
+    first.generate(msgs("persist me"))
+    first.close()
+    inner2 = CountingLLM()
+    with CachedLLM(inner2, path) as second:
+        r = second.generate(msgs("persist me"))
+        assert r.cached and r.text == "echo:persist me:100:0.0"
+        assert inner2.calls == 0 and second.hits == 1 and second.total_tokens == 0
+    # plain columns, no pickles
+    with sqlite3.connect(path) as db:
+        row = db.execute("SELECT model, text, prompt_tokens, completion_tokens, finish_reason, request "
+                         "FROM llm_cache").fetchone()
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert row[:5] == ("counting", "echo:persist me:100:0.0", 10, 3, "stop")
+    assert '"persist me"' in row[5]
+
+
+def test_errors_are_not_cached(tmp_path):
+    inner = CountingLLM(fail_first=1)
+    c = CachedLLM(inner, tmp_path / "c.sqlite")
+    with pytest.raises(LLMTimeoutError):
+        c.generate(msgs("x"))
+    assert len(c) == 0 and c.errors == 1
+    r = c.generate(msgs("x"))
+    assert not r.cached and inner.calls == 2
+    assert c.generate(msgs("x")).cached
+
+
+def test_generate_many_reports_errors_and_delegates_concurrency(tmp_path):
+    inner = CountingLLM(fail_first=1, max_concurrency=1)
+    c = CachedLLM(inner, tmp_path / "c.sqlite")
+    assert c.max_concurrency == 1 and c.model_name == "counting"
+    out = c.generate_many([msgs("p"), msgs("q"), msgs("q")])
+    assert isinstance(out[0], LLMError)
+    assert out[1].text == "echo:q:100:0.0" and out[2].cached
+    assert inner.calls == 2  # p (failed), q; the second q was a hit
+
+
+def test_concurrent_threads_share_cache_and_dedupe_in_flight(tmp_path):
+    inner = CountingLLM(delay=0.05, max_concurrency=8)
+    c = CachedLLM(inner, tmp_path / "c.sqlite")
+    questions = [f"q{i % 5}" for i in range(40)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda q: c.generate(msgs(q)), questions))
+    assert [r.text for r in results] == [f"echo:{q}:100:0.0" for q in questions]
+    assert inner.calls == 5  # each distinct request reached the inner client once
+    assert c.misses == 5 and c.hits == 35 and len(c) == 5
+    assert sum(not r.cached for r in results) == 5
+
+
+def test_two_instances_same_file_from_threads(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    a, b = CachedLLM(CountingLLM(), path), CachedLLM(CountingLLM(), path)
+
+    def work(i):
+        cl = a if i % 2 else b
+        return cl.generate(msgs(f"k{i % 7}")).text
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        texts = list(pool.map(work, range(60)))
+    assert texts == [f"echo:k{i % 7}:100:0.0" for i in range(60)]
+    assert len(a) == 7

@@ -1,0 +1,73 @@
+"""LocalHFClient: name resolution (fast) and one real run of the packaged 0.5B model (slow).
+
+The slow test uses the real model cache (``HIPPO_ENGINE_CACHE`` or ~/.cache/hippo-engine): the
+first run converts the packaged GGUF once (about a minute on 2 cores), later runs load the
+converted bfloat16 safetensors in seconds.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hippo_engine import model_assets as ma
+from hippo_engine.llm import LLMError, LLMTimeoutError, LocalHFClient
+
+
+def test_names_resolve_without_loading(tmp_path):
+    c = LocalHFClient()
+    assert c.model_name == ma.DEFAULT_LLM and not c.loaded and c.max_concurrency == 1
+    assert LocalHFClient("qwen2.5-coder-0.5b-instruct-q4_k_m").model_name == ma.DEFAULT_LLM
+    assert LocalHFClient("Qwen2.5-Coder-1.5B-Instruct").model_name == "Qwen2.5-Coder-1.5B-Instruct"
+    assert LocalHFClient(str(tmp_path)).model_name == str(tmp_path)
+    assert LocalHFClient("some-org/some-model").model_name == "some-org/some-model"
+    p = LocalHFClient(max_new_tokens=7, temperature=0.3).generation_params()
+    assert p == {"max_new_tokens": 7, "temperature": 0.3, "backend": "transformers", "dtype": "float32"}
+    with pytest.raises(ValueError):
+        LocalHFClient(dtype="int3")
+
+
+def test_unloadable_directory_raises_llm_error(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(LLMError, match="cannot load local model"):
+        LocalHFClient(str(tmp_path)).generate([{"role": "user", "content": "hi"}])
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    # One thread: on a shared 2-core box, two OpenMP threads fighting other processes run
+    # several times slower than one.
+    return LocalHFClient(num_threads=1, max_new_tokens=16).load()
+
+
+@pytest.mark.slow
+def test_packaged_model_generates(qwen):
+    d = ma.converted_llm_dir(ma.DEFAULT_LLM)
+    assert (d / "model.safetensors").is_file() and (d / "config.json").is_file()
+    info = json.loads((d / "hippo_conversion.json").read_text())
+    assert info["source_sha256"] == ma.PACKAGED_LLMS[ma.DEFAULT_LLM].sha256
+    assert info["dtype"] == "bfloat16"
+
+    import torch
+    threads = torch.get_num_threads()
+    r = qwen.generate([{"role": "user", "content": "What is the capital of France? Answer in one sentence."}])
+    assert torch.get_num_threads() == threads  # the generation's thread setting was scoped
+    assert "Paris" in r.text
+    assert r.prompt_tokens > 10 and 0 < r.completion_tokens <= 16
+    assert r.finish_reason == "stop" and not r.cached
+
+    cut = qwen.generate([{"role": "user", "content": "Count from 1 to 50, comma separated."}],
+                        max_new_tokens=3)
+    assert cut.finish_reason == "length" and cut.completion_tokens == 3
+
+
+@pytest.mark.slow
+def test_packaged_model_timeout(qwen):
+    old = qwen.timeout
+    qwen.timeout = 1e-4  # max_time stops generation after the first token
+    try:
+        with pytest.raises(LLMTimeoutError, match="timeout"):
+            qwen.generate([{"role": "user", "content": "Write a long poem about the sea."}],
+                          max_new_tokens=16)
+    finally:
+        qwen.timeout = old
