@@ -113,39 +113,62 @@ def build_graph(passage_ids: Sequence[str], passage_triples: Mapping[str, Sequen
     """Build the graph from the passages, their normalised triples and the synonymy lists.
 
     Entity nodes are the subjects and objects of the triples; a passage without triples is
-    still a (isolated) node.
+    still an (isolated) node. Vectorised: Python touches each triple once to map phrases to
+    node numbers; pairs are merged with ``np.unique`` on int64 pair keys.
     """
-    ent_ids: set[str] = set()
-    pair_w: dict[tuple[str, str], float] = {}
-    pair_k: dict[tuple[str, str], int] = {}
-
-    def add(a: str, b: str, w: float, kind: int) -> None:
-        if a == b:
-            return
-        key = (a, b) if a < b else (b, a)
-        pair_w[key] = pair_w.get(key, 0.0) + w
-        pair_k[key] = pair_k.get(key, 0) | kind
-
-    for pid in sorted(passage_ids):
-        ents_here: set[str] = set()
+    passage_ids = sorted(passage_ids)
+    phrase_id: dict[str, str] = {}
+    for pid in passage_ids:
         for s, _, o in passage_triples.get(pid, ()):
-            si, oi = mdhash_id(s, "entity-"), mdhash_id(o, "entity-")
-            ents_here.update((si, oi))
-            add(si, oi, FACT_WEIGHT, KIND_FACT)
-        for e in sorted(ents_here):
-            add(pid, e, CONTEXT_WEIGHT, KIND_CONTEXT)
-        ent_ids |= ents_here
-    for s in sorted(synonymy):
-        for d, w in synonymy[s].items():
-            add(s, d, float(w), KIND_SYNONYMY)
-
-    node_ids = np.array(sorted(ent_ids) + sorted(passage_ids), dtype=object)
+            if s not in phrase_id:
+                phrase_id[s] = mdhash_id(s, "entity-")
+            if o not in phrase_id:
+                phrase_id[o] = mdhash_id(o, "entity-")
+    ent_sorted = sorted(set(phrase_id.values()))
+    node_ids = np.array(ent_sorted + passage_ids, dtype=object)
+    n = len(node_ids)
     idx = {k: i for i, k in enumerate(node_ids)}
-    keys = sorted(pair_w, key=lambda ab: (idx[ab[0]], idx[ab[1]]))
-    src = np.fromiter((idx[a] for a, _ in keys), np.int64, len(keys))
-    dst = np.fromiter((idx[b] for _, b in keys), np.int64, len(keys))
-    swap = src > dst
-    src[swap], dst[swap] = dst[swap], src[swap]
-    weight = np.fromiter((pair_w[k] for k in keys), np.float64, len(keys))
-    kinds = np.fromiter((pair_k[k] for k in keys), np.uint8, len(keys))
-    return GraphData(node_ids, len(ent_ids), src, dst, weight, kinds)
+    phrase_node = {ph: idx[e] for ph, e in phrase_id.items()}
+
+    subj, obj, owner = [], [], []
+    for pid in passage_ids:
+        ts = passage_triples.get(pid, ())
+        if ts:
+            pi = idx[pid]
+            subj.extend(phrase_node[t[0]] for t in ts)
+            obj.extend(phrase_node[t[2]] for t in ts)
+            owner.extend([pi] * len(ts))
+    subj, obj, owner = (np.array(x, dtype=np.int64) for x in (subj, obj, owner))
+
+    keys, weights, kinds = [], [], []
+    # fact edges: 2 per triple occurrence, self-loops dropped
+    a, b = np.minimum(subj, obj), np.maximum(subj, obj)
+    keep = a != b
+    keys.append(a[keep] * n + b[keep]); weights.append(np.full(int(keep.sum()), FACT_WEIGHT))
+    kinds.append(np.full(int(keep.sum()), KIND_FACT, np.uint8))
+    # context edges: one per distinct (entity, passage) pair (entity index < passage index)
+    ctx = np.unique(np.concatenate([subj * n + owner, obj * n + owner]))
+    keys.append(ctx); weights.append(np.full(len(ctx), CONTEXT_WEIGHT)); kinds.append(np.full(len(ctx), KIND_CONTEXT, np.uint8))
+    # synonymy: the cosine once per direction found
+    ss, dd, ww = [], [], []
+    for src_id in sorted(synonymy):  # fixed order, so float sums do not depend on history
+        si = idx[src_id]
+        nb = synonymy[src_id]
+        for dst_id in sorted(nb):
+            w = nb[dst_id]
+            ss.append(si); dd.append(idx[dst_id]); ww.append(float(w))
+    if ss:
+        ss, dd = np.array(ss, dtype=np.int64), np.array(dd, dtype=np.int64)
+        sa, sb = np.minimum(ss, dd), np.maximum(ss, dd)
+        keys.append(sa * n + sb); weights.append(np.array(ww)); kinds.append(np.full(len(ww), KIND_SYNONYMY, np.uint8))
+
+    allk = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+    allw = np.concatenate(weights) if weights else np.zeros(0)
+    allkind = np.concatenate(kinds) if kinds else np.zeros(0, np.uint8)
+    order = np.argsort(allk, kind="stable")
+    allk, allw, allkind = allk[order], allw[order], allkind[order]
+    uk, start = np.unique(allk, return_index=True)
+    # sum weights in a fixed order (sorted by key, then by the kind order above)
+    weight = np.add.reduceat(allw, start) if len(allk) else np.zeros(0)
+    kind = np.bitwise_or.reduceat(allkind, start) if len(allk) else np.zeros(0, np.uint8)
+    return GraphData(node_ids, len(ent_sorted), uk // n, uk % n, weight.astype(np.float64), kind.astype(np.uint8))
