@@ -205,6 +205,21 @@ def read_filter_program_metadata(path: Union[str, Path, None] = None) -> dict:
     return dict((state.get("metadata") or {}).get(METADATA_KEY) or {})
 
 
+def filter_demo_split(path: Union[str, Path, None] = None) -> dict[str, list[str]]:
+    """The training-question split recorded in a program JSON (default: ours).
+
+    ``{"evaluation_ids": [...], "demo_pool_ids": [...], "demo_ids": [...]}``: MuSiQue train ids
+    of the evaluation part, of the pool the demonstrations were drawn from (never evaluate on
+    these) and of the questions actually used as demonstrations. Lists are empty when the file
+    records no split.
+    """
+    meta = read_filter_program_metadata(path)
+    split = meta.get("split") or {}
+    return {"evaluation_ids": list(split.get("musique_train_evaluation_ids") or []),
+            "demo_pool_ids": list(split.get("musique_train_demo_pool_ids") or []),
+            "demo_ids": list(meta.get("demo_question_ids") or [])}
+
+
 # ----------------------------------------------------------------------------- fact I/O
 def format_facts(facts: Sequence[Sequence[str]]) -> str:
     """Facts as the JSON text the filter sees: ``[["s", "p", "o"], ...]`` (UTF-8, not escaped)."""
@@ -375,7 +390,7 @@ class RecognitionFilter:
             raw = e.lm_response if isinstance(e.lm_response, str) else None
             if raw is None:
                 info.reason, info.error = "parse_error", str(e)[:500]
-        except DSPyError as e:
+        except (DSPyError, LLMError) as e:
             llm_err = _find_llm_error(e)
             info.reason = "llm_error" if llm_err is not None else "error"
             info.error = f"{type(llm_err or e).__name__}: {llm_err or e}"

@@ -1,0 +1,35 @@
+"""The prompt-file loader."""
+import pytest
+
+from hippo_engine.prompts import available_prompts, load_json_prompt, load_prompt, prompt_path, prompts_dir
+
+
+def test_prompts_dir_is_repo_prompts_folder():
+    d = prompts_dir()
+    assert d.is_absolute() and d.is_dir() and d.name == "prompts"
+    assert (d.parent / "hippo_engine").is_dir()
+
+
+def test_load_prompt_reads_file():
+    text = load_prompt("qa_system.txt")
+    assert "Answer:" in text
+    assert "qa_system.txt" in available_prompts()
+    assert prompt_path("qa_system.txt") == prompts_dir() / "qa_system.txt"
+
+
+def test_load_json_prompt():
+    data = load_json_prompt("qa_example.json")
+    assert data["examples"][0]["response"].rstrip().splitlines()[-1].startswith("Answer:")
+
+
+def test_missing_prompt_lists_available_files():
+    with pytest.raises(FileNotFoundError) as e:
+        load_prompt("no_such_prompt.txt")
+    assert "no_such_prompt.txt" in str(e.value)
+    assert "qa_system.txt" in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["../pyproject.toml", "/etc/hostname"])
+def test_names_outside_prompts_dir_are_refused(name):
+    with pytest.raises(ValueError):
+        load_prompt(name)
