@@ -80,6 +80,30 @@ class HippoConfig:
     chunk_size: Optional[int] = None
     chunk_overlap: int = 0
 
+    # --- communities (HiRAG) --------------------------------------------------------
+    # Hierarchical Leiden communities of the entity graph, their LLM reports, community
+    # summary nodes in the PPR graph and HiRAG's retrieval modes (hippo_engine.communities,
+    # hippo_engine.hirag). Off by default: retrieval is then exactly HippoRAG 2.
+    use_community_nodes: bool = False       # add community nodes to the PPR graph and seed them
+    max_cluster_size: int = 10              # communities larger than this are split one level down
+    community_seed: int = 0                 # Leiden random seed (results are deterministic per seed)
+    community_min_size: int = 2             # smaller communities (singletons) are not recorded
+    community_max_levels: int = 8           # safety cap on the hierarchy depth
+    community_entity_weight: float = 1.0    # edge weight community node <-> member entity
+    community_parent_weight: float = 1.0    # edge weight community node <-> parent community
+    community_seed_weight: float = 0.05     # reset weight x min-max(query . report vector)
+    community_seed_top_k: int = 5           # community nodes seeded per query
+    community_report_context_tokens: int = 3000   # context budget of one report prompt
+    community_report_max_new_tokens: int = 768    # reply budget of one report
+    community_auto_update: bool = True      # rebuild stale communities (after index/delete) on use
+    hi_top_k: int = 20                      # HiRAG: entities retrieved per query
+    hi_top_m: int = 10                      # HiRAG: key entities per retrieved community (bridge)
+    hi_level: int = 2                       # HiRAG: communities up to this level are used
+    hi_text_unit_tokens: int = 20000        # HiRAG token budgets per context section
+    hi_local_context_tokens: int = 20000
+    hi_bridge_tokens: int = 12500
+    hi_report_tokens: int = 12500
+
     # --- misc ------------------------------------------------------------------------
     show_progress: bool = True
     extra: dict = field(default_factory=dict)
@@ -138,6 +162,22 @@ class HippoConfig:
         choice("embedding_dtype", EMBEDDING_DTYPES)
         choice("ppr_backend", PPR_BACKENDS)
         for b in ("use_passage_nodes", "use_filter", "llm_cache", "show_progress"):
+            if not isinstance(getattr(self, b), bool):
+                raise ConfigError(f"{b} must be True or False, got {getattr(self, b)!r}")
+        # --- communities (HiRAG) ---
+        for n in ("max_cluster_size", "community_seed_top_k", "community_report_context_tokens",
+                  "community_report_max_new_tokens", "community_max_levels", "hi_top_k", "hi_top_m",
+                  "hi_text_unit_tokens", "hi_local_context_tokens", "hi_bridge_tokens", "hi_report_tokens"):
+            positive_int(n)
+        for n in ("community_seed", "community_min_size", "hi_level"):
+            v = getattr(self, n)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ConfigError(f"{n} must be an integer >= 0, got {v!r}")
+        for n in ("community_entity_weight", "community_parent_weight", "community_seed_weight"):
+            v = getattr(self, n)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not (v >= 0) or v == float("inf"):
+                raise ConfigError(f"{n} must be a finite number >= 0, got {v!r}")
+        for b in ("use_community_nodes", "community_auto_update"):
             if not isinstance(getattr(self, b), bool):
                 raise ConfigError(f"{b} must be True or False, got {getattr(self, b)!r}")
 

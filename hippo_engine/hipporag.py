@@ -163,6 +163,9 @@ class HippoRAG:
 
     # ------------------------------------------------------------------ retrieval
     def _get_retriever(self):
+        if self._retriever is None and self.config.use_community_nodes:
+            from .hirag import community_retriever  # HiRAG summary nodes (hirag.py)
+            self._retriever = community_retriever(self)
         if self._retriever is None:
             from .retrieval import Retriever
             st = self.index_state.stores
@@ -209,14 +212,21 @@ class HippoRAG:
         logger.info("%s recall: %s", what, {k: round(v, 4) for k, v in metrics.items()})
         return solutions, metrics
 
-    def retrieve(self, queries: Sequence[str], num_to_retrieve: Optional[int] = None, gold_docs=None):
+    def retrieve(self, queries: Sequence[str], num_to_retrieve: Optional[int] = None, gold_docs=None,
+                 mode: str = "hipporag2", only_need_context: bool = False):
         """HippoRAG 2 retrieval for each query (spec section 2).
 
         Returns a list of ``QuerySolution`` (passages best first with their PPR scores, plus the
         candidate facts, kept facts, seed entities and whether the dense fallback fired), or
         ``(solutions, metrics)`` with Recall@k when ``gold_docs`` (a list of gold passage lists)
-        is given.
+        is given. ``mode`` picks another retriever (``naive``, ``hi_local``, ``hi_global``,
+        ``hi_bridge``, ``hi``; see ``hippo_engine.hirag``); ``only_need_context=True`` returns
+        each query's assembled context (``hirag.HiContext``) instead.
         """
+        if mode != "hipporag2" or only_need_context:
+            from .hirag import retrieve_mode
+            return retrieve_mode(self, queries, mode, num_to_retrieve=num_to_retrieve, gold_docs=gold_docs,
+                                 only_need_context=only_need_context)
         from .qa import QuerySolution
         queries = self._check_queries(queries, "retrieve")
         cfg = self.config
@@ -287,13 +297,20 @@ class HippoRAG:
                                                temperature=self.config.temperature)
         return solutions, responses, metadata
 
-    def rag_qa(self, queries, gold_docs=None, gold_answers=None, template=None, dense: bool = False):
+    def rag_qa(self, queries, gold_docs=None, gold_answers=None, template=None, dense: bool = False,
+               mode: str = "hipporag2", only_need_context: bool = False):
         """Retrieve (unless ``queries`` are already ``QuerySolution``s), read, and score.
 
         Returns ``(solutions, responses, metadata)``, or with gold given
         ``(solutions, responses, metadata, retrieval_metrics, qa_metrics)``. ``dense=True``
         uses dense retrieval instead of HippoRAG 2 (the paper's baseline, same reader).
+        ``mode``: another retriever whose assembled context the reader sees (see
+        ``hippo_engine.hirag``); ``only_need_context=True`` returns the contexts, no answers.
         """
+        if mode != "hipporag2" or only_need_context:
+            from .hirag import rag_qa_mode
+            return rag_qa_mode(self, queries, mode, gold_docs=gold_docs, gold_answers=gold_answers,
+                               template=template, dense=dense, only_need_context=only_need_context)
         from .qa import QuerySolution
         retrieval_metrics: dict = {}
         if queries and all(isinstance(q, QuerySolution) for q in queries):
@@ -320,6 +337,21 @@ class HippoRAG:
             qa_metrics = score_answers([s.answer or "" for s in solutions], [s.gold_answers for s in solutions])
             logger.info("rag_qa: %s", qa_metrics)
         return solutions, responses, metadata, retrieval_metrics, qa_metrics
+
+    # ------------------------------------------------------------------ communities (HiRAG)
+    def build_communities(self, max_llm_reports: Optional[int] = None) -> dict:
+        """Cluster the entity graph hierarchically (Leiden) and write a report per community;
+        after an insert or delete only communities whose member set changed get new reports.
+        At most ``max_llm_reports`` reports go to the LLM (None: all), the rest list their
+        members. Returns counts per level and report statistics. See ``hippo_engine.communities``."""
+        from .hirag import build_communities
+        return build_communities(self, max_llm_reports=max_llm_reports)
+
+    @property
+    def communities(self):
+        """The stored ``communities.CommunitySet`` (None before ``build_communities``)."""
+        from .hirag import get_community_set
+        return get_community_set(self, build=False)
 
     # ------------------------------------------------------------------ inspection
     def graph_stats(self) -> dict:
