@@ -742,7 +742,29 @@ def ablation_methods(use_filter: bool) -> list[Method]:
     return ms
 
 
-def _ordering(curves: dict[str, Optional[dict]], k: int = 5) -> list[str]:
+def _per_question_recall(entries: Sequence[dict], k: int) -> list[float]:
+    return [(sum(1 for r in e["gold_ranks"] if r is not None and r <= k) / e["n_gold"]) if e["n_gold"] else 0.0
+            for e in entries]
+
+
+def paired_difference(a: Sequence[dict], b: Sequence[dict], k: int = 5, resamples: int = 2000,
+                      seed: int = 0) -> dict:
+    """Per-question Recall@k of ``a`` minus ``b`` (same questions, same order): the mean
+    difference, a 95% bootstrap interval (deterministic seed), and how many questions got
+    better / worse."""
+    import random
+
+    d = [x - y for x, y in zip(_per_question_recall(a, k), _per_question_recall(b, k))]
+    if not d:
+        return {"mean": 0.0, "low": 0.0, "high": 0.0, "better": 0, "worse": 0}
+    rng = random.Random(seed)
+    n = len(d)
+    means = sorted(sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    return {"mean": sum(d) / n, "low": means[int(0.025 * resamples)], "high": means[int(0.975 * resamples) - 1],
+            "better": sum(1 for x in d if x > 0), "worse": sum(1 for x in d if x < 0)}
+
+
+def _ordering(curves: dict[str, Optional[dict]], entries: dict[str, Optional[list]], k: int = 5) -> list[str]:
     c = {key: (v[k] if v else None) for key, v in curves.items()}
     checks = [("query-to-node < NER-to-node", "query", "ner"), ("NER-to-node < full", "ner", "full"),
               ("w/o passage nodes < full", "no_passage", "full")]
@@ -750,9 +772,12 @@ def _ordering(curves: dict[str, Optional[dict]], k: int = 5) -> list[str]:
     for text, a, b in checks:
         if c.get(a) is None or c.get(b) is None:
             out.append(f"- {text}: not measured")
-        else:
-            verdict = "yes" if c[a] < c[b] else ("tie" if abs(c[a] - c[b]) < 1e-12 else "no")
-            out.append(f"- {text}: {verdict} ({_pct(c[a])} vs {_pct(c[b])})")
+            continue
+        verdict = "yes" if c[a] < c[b] else ("tie" if abs(c[a] - c[b]) < 1e-12 else "no")
+        p = paired_difference(entries[a], entries[b], k)
+        out.append(f"- {text}: {verdict} ({_pct(c[a])} vs {_pct(c[b])}; per question {100 * p['mean']:+.1f} points, "
+                   f"95% bootstrap interval [{100 * p['low']:+.1f}, {100 * p['high']:+.1f}], "
+                   f"{p['better']} better / {p['worse']} worse)")
     return out
 
 
@@ -786,7 +811,7 @@ def table_ablations(r: Runner) -> Path:
     lines += ["", "NER-to-node needs the LLM at query time (named entities of the question); query-to-node "
               "and the fact-linking rows without the filter do not. " + _S_NOTE, "",
               "## Ordering check (Recall@5; the paper has query-to-node < NER-to-node < full and "
-              "w/o passage nodes < full on MuSiQue)", ""] + _ordering(curves)
+              "w/o passage nodes < full on MuSiQue)", ""] + _ordering(curves, {m.key: e for m, e in res.items()})
     lines += ["", "## Recall@k (%)", ""] + _curve_table(r, {m.label: curves[m.key] for m in methods})
     return r.write("ablations", lines, {m.label: curves[m.key] for m in methods if curves[m.key]},
                    "HippoRAG 2 ablations: Recall@k")

@@ -11,7 +11,7 @@ from evaluation.metrics import recall_at_k
 from hippo_engine import HippoRAG
 from hippo_engine.llm.base import LLMResponse
 from reproduce import tables
-from reproduce.tables import MeteredLLM, ResultCache, main, paper_column, recall_curve
+from reproduce.tables import MeteredLLM, ResultCache, main, paired_difference, paper_column, recall_curve
 
 # (question, gold passage indices into helpers.CORPUS, answer)
 QUESTIONS = [("Where was Ilse Marrow born?", [1], "Velor"),
@@ -250,3 +250,13 @@ def test_failed_reader_call_is_reported_and_retried_on_rerun(env):
     assert "qa:dense: 1 question(s)" in again and "qa:hipporag2: 1 question(s)" in again
     rows = [l for l in again.splitlines() if l.startswith("| ") and "reader |" in l]
     assert all(l.rstrip(" |").endswith("0") for l in rows)
+
+
+def test_paired_difference():
+    a = [{"gold_ranks": [1], "n_gold": 1}, {"gold_ranks": [None], "n_gold": 1}, {"gold_ranks": [3, 9], "n_gold": 2}]
+    b = [{"gold_ranks": [7], "n_gold": 1}, {"gold_ranks": [2], "n_gold": 1}, {"gold_ranks": [3, 4], "n_gold": 2}]
+    p = paired_difference(a, b, k=5)
+    assert p["better"] == 1 and p["worse"] == 2
+    assert p["mean"] == pytest.approx((1 - 1 - 0.5) / 3)
+    assert p["low"] <= p["mean"] <= p["high"]
+    assert paired_difference(a, b, k=5) == p  # deterministic
