@@ -1,6 +1,10 @@
 """Text encoders. ``Encoder`` is the interface; ``TransformersEncoder`` the implementation."""
 from __future__ import annotations
 
+import json
+import logging
+import math
+import os
 from abc import ABC, abstractmethod
 from typing import Optional, Sequence
 
@@ -23,12 +27,6 @@ class Encoder(ABC):
 # Hugging Face transformers implementation
 # --------------------------------------------------------------------------------------------
 
-import json
-import logging
-import math
-import os
-from pathlib import Path
-
 logger = logging.getLogger(__name__)
 
 _DTYPES = ("float32", "bfloat16")
@@ -48,7 +46,7 @@ _MIN_GEMM_ROWS = 16
 def _looks_like_local_path(name: str) -> bool:
     """True when ``name`` is clearly meant as a filesystem path rather than a hub id."""
     return (os.path.isabs(name) or name.startswith(("./", "../", "~", ".\\", "..\\"))
-            or name in (".", "..") or name.count("/") > 1 or os.sep in name and os.sep != "/")
+            or name in (".", "..") or name.count("/") > 1 or (os.sep != "/" and os.sep in name))
 
 
 def _read_st_max_seq_length(path: str) -> Optional[int]:
