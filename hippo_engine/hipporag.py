@@ -327,16 +327,22 @@ class HippoRAG:
         solutions, responses, metadata = self.qa(solutions, template=template)
         if gold_docs is None and gold_answers is None:
             return solutions, responses, metadata
-        qa_metrics: dict = {}
-        if gold_answers is not None:
-            from evaluation.metrics import qa_metrics as score_answers
-            if len(gold_answers) != len(solutions):
-                raise ValueError(f"rag_qa(): {len(gold_answers)} gold answer lists for {len(solutions)} queries")
-            for s, g in zip(solutions, gold_answers):
-                s.gold_answers = [g] if isinstance(g, str) else list(g)
-            qa_metrics = score_answers([s.answer or "" for s in solutions], [s.gold_answers for s in solutions])
-            logger.info("rag_qa: %s", qa_metrics)
+        qa_metrics = self._score_answers(solutions, gold_answers, "rag_qa")
         return solutions, responses, metadata, retrieval_metrics, qa_metrics
+
+    @staticmethod
+    def _score_answers(solutions, gold_answers, what: str) -> dict:
+        """Attach gold answers to the solutions and return EM/F1 ({} when none given)."""
+        if gold_answers is None:
+            return {}
+        from evaluation.metrics import qa_metrics as score_answers
+        if len(gold_answers) != len(solutions):
+            raise ValueError(f"{what}(): {len(gold_answers)} gold answer lists for {len(solutions)} queries")
+        for s, g in zip(solutions, gold_answers):
+            s.gold_answers = [g] if isinstance(g, str) else list(g)
+        metrics = score_answers([s.answer or "" for s in solutions], [s.gold_answers for s in solutions])
+        logger.info("%s: %s", what, metrics)
+        return metrics
 
     # ------------------------------------------------------------------ communities (HiRAG)
     def build_communities(self, max_llm_reports: Optional[int] = None) -> dict:

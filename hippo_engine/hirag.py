@@ -643,15 +643,7 @@ def rag_qa_mode(rag, queries, mode: str = "hipporag2", gold_docs=None, gold_answ
     retrieval_metrics: dict = {}
     if gold_docs is not None:
         sols, retrieval_metrics = rag._with_metrics(sols, gold_docs, f"rag_qa[{mode}]")
-    qa_metrics: dict = {}
-    if gold_answers is not None:
-        from evaluation.metrics import qa_metrics as score_answers
-        if len(gold_answers) != len(sols):
-            raise ValueError(f"rag_qa(): {len(gold_answers)} gold answer lists for {len(sols)} queries")
-        for s, g in zip(sols, gold_answers):
-            s.gold_answers = [g] if isinstance(g, str) else list(g)
-        qa_metrics = score_answers([s.answer or "" for s in sols], [s.gold_answers for s in sols])
-        logger.info("rag_qa[%s]: %s", mode, qa_metrics)
+    qa_metrics = rag._score_answers(sols, gold_answers, f"rag_qa[{mode}]")
     return sols, responses, metadata, retrieval_metrics, qa_metrics
 
 
