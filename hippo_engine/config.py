@@ -13,6 +13,7 @@ LINKING_MODES = ("fact", "ner", "query")
 NORMALIZATIONS = ("unicode", "reference")
 EMBEDDING_DTYPES = ("float32", "bfloat16")
 PPR_BACKENDS = ("power", "igraph")
+LLM_BACKENDS = ("auto", "transformers", "llama_cpp")
 
 
 class ConfigError(ValueError):
@@ -68,6 +69,10 @@ class HippoConfig:
     llm_timeout: float = 120.0
     llm_max_retries: int = 5
     llm_cache: bool = True
+    # Local models: "llama_cpp" runs a GGUF with llama-cpp-python (optional extra ``fast``),
+    # "transformers" de-quantises it into torch; "auto" takes llama_cpp when it is installed.
+    llm_backend: str = "auto"
+    llm_threads: Optional[int] = None       # CPU threads of a local model (None: all usable)
 
     # --- embedding -------------------------------------------------------------------
     embedding_batch_size: int = 64
@@ -103,6 +108,8 @@ class HippoConfig:
     hi_local_context_tokens: int = 20000
     hi_bridge_tokens: int = 12500
     hi_report_tokens: int = 12500
+
+    # --- storage and performance (see reproduce/bench.py) ---------------------------
 
     # --- misc ------------------------------------------------------------------------
     show_progress: bool = True
@@ -161,6 +168,8 @@ class HippoConfig:
         choice("normalization", NORMALIZATIONS)
         choice("embedding_dtype", EMBEDDING_DTYPES)
         choice("ppr_backend", PPR_BACKENDS)
+        choice("llm_backend", LLM_BACKENDS)
+        positive_int("llm_threads", allow_none=True)
         for b in ("use_passage_nodes", "use_filter", "llm_cache", "show_progress"):
             if not isinstance(getattr(self, b), bool):
                 raise ConfigError(f"{b} must be True or False, got {getattr(self, b)!r}")
