@@ -79,7 +79,7 @@ def _read_items(path: str | Path) -> list[Any]:
 def _make_rag(args, **extra):
     from .hipporag import HippoRAG
     overrides = dict(extra)
-    for name in ("llm_base_url", "linking"):
+    for name in ("llm_base_url", "llm_backend", "linking"):
         if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
     if getattr(args, "no_filter", False):
@@ -187,8 +187,11 @@ def cmd_demo(args) -> int:
     save_dir = Path(args.save_dir)
     print(f"hippo-engine demo: indexing {len(docs)} sample passages into {save_dir} "
           f"(offline models; the first run converts the packaged LLM once)")
-    rag = HippoRAG(save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder,
-                   **({"show_progress": False} if args.quiet else {}))
+    overrides: dict = {"show_progress": False} if args.quiet else {}
+    for name in ("llm_base_url", "llm_backend"):
+        if getattr(args, name, None) is not None:
+            overrides[name] = getattr(args, name)
+    rag = HippoRAG(save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **overrides)
     t = time.perf_counter()
     rag.index(docs)
     print(f"indexed in {time.perf_counter() - t:.1f}s: {json.dumps(rag.graph_stats())}")
@@ -216,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--llm", default=None, help="LLM name: packaged default, a local dir / hub name, or a "
                         "model on --llm-base-url (default: packaged Qwen2.5-Coder-0.5B-Instruct)")
         sp.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server URL (key from OPENAI_API_KEY)")
+        sp.add_argument("--llm-backend", choices=("auto", "transformers", "llama_cpp"), default=None,
+                        help="how a local model runs: llama_cpp (GGUF, fast; pip install 'hippo-engine[fast]'), "
+                             "transformers, or auto (llama_cpp when installed; the default)")
         sp.add_argument("--embedder", default=None, help="embedding model (default: packaged all-MiniLM-L6-v2)")
         sp.add_argument("--quiet", action="store_true", help="no progress bars")
 

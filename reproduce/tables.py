@@ -342,6 +342,8 @@ class Runner:
         overrides: dict = {"show_progress": not args.quiet}
         if args.llm_base_url:
             overrides["llm_base_url"] = args.llm_base_url
+        if getattr(args, "llm_backend", None):
+            overrides["llm_backend"] = args.llm_backend
         self._overrides = overrides
         # The factory instance creates the default models exactly as the engine does (the
         # default LLM wrapped in the SQLite response cache in save_dir).
@@ -962,6 +964,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--llm", default=None,
                        help="LLM for the filter, query NER and reader (default: the engine's local model)")
         p.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server for --llm")
+        p.add_argument("--llm-backend", choices=("auto", "transformers", "llama_cpp"), default=None,
+                       help="local model backend (default auto: llama_cpp when installed); replies are "
+                            "cached per backend, so rebuilding a table from its cache needs the same one")
         p.add_argument("--openie", default=None,
                        help="OpenIE results file to import before indexing (default: an openie_*.json beside "
                             "the data; 'none' to run OpenIE with the LLM)")

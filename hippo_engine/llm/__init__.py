@@ -1,5 +1,5 @@
-"""LLM clients: one interface (:class:`LLMClient`), an OpenAI-compatible HTTP client, a local
-``transformers`` client, a persistent cache around either, and :func:`make_llm`.
+"""LLM clients: one interface (:class:`LLMClient`), an OpenAI-compatible HTTP client, two local
+clients (``llama-cpp-python`` for GGUF files, ``transformers`` for anything), a persistent cache around either, and :func:`make_llm`.
 
 The heavy modules (``openai``, ``torch``, ``transformers``) are imported only when a client
 that needs them is built.
@@ -13,11 +13,12 @@ from .cache import CachedLLM
 from .factory import make_llm
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .llamacpp import LlamaCppClient
     from .local import LocalHFClient
     from .openai_client import OpenAIClient
 
 __all__ = ["LLMClient", "LLMError", "LLMResponse", "LLMTimeoutError", "Message", "CachedLLM",
-           "OpenAIClient", "LocalHFClient", "make_llm"]
+           "OpenAIClient", "LocalHFClient", "LlamaCppClient", "make_llm"]
 
 
 def __getattr__(name: str):
@@ -27,4 +28,7 @@ def __getattr__(name: str):
     if name == "LocalHFClient":
         from .local import LocalHFClient
         return LocalHFClient
+    if name == "LlamaCppClient":
+        from .llamacpp import LlamaCppClient
+        return LlamaCppClient
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

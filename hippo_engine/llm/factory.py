@@ -14,6 +14,16 @@ logger = logging.getLogger(__name__)
 CACHE_FILENAME = "llm_cache.sqlite"
 
 
+def local_backend(model_name: Optional[str], config: HippoConfig) -> str:
+    """``"llama_cpp"`` or ``"transformers"``: the backend a local ``model_name`` runs on."""
+    if config.llm_backend != "auto":
+        return config.llm_backend
+    from .llamacpp import llama_cpp_available, resolve_gguf
+    if llama_cpp_available() and resolve_gguf(model_name) != (None, None):
+        return "llama_cpp"
+    return "transformers"
+
+
 def make_llm(model_name: Optional[str], config: HippoConfig,
              cache_dir: Union[str, Path, None] = None) -> LLMClient:
     """Build the LLM client for ``model_name`` under ``config``.
@@ -23,8 +33,10 @@ def make_llm(model_name: Optional[str], config: HippoConfig,
     * With ``config.llm_base_url`` set: an :class:`OpenAIClient` for that URL, sending
       ``model_name`` as the model (pass the name the server serves), with the config's key,
       timeout, retries and concurrency.
-    * Otherwise a :class:`LocalHFClient` (packaged name, local directory, ``.gguf`` file or hub
-      name), loaded lazily on its first call.
+    * Otherwise a local model, loaded lazily on its first call: a :class:`LlamaCppClient` for a
+      packaged model or ``.gguf`` file when ``config.llm_backend`` is ``"llama_cpp"``, or
+      ``"auto"`` and ``llama-cpp-python`` is installed; else a :class:`LocalHFClient`
+      (``transformers``; packaged name, local directory, ``.gguf`` file or hub name).
 
     With ``config.llm_cache`` and a ``cache_dir`` the client is wrapped in :class:`CachedLLM`
     at ``cache_dir/llm_cache.sqlite``.
@@ -37,10 +49,16 @@ def make_llm(model_name: Optional[str], config: HippoConfig,
                               timeout=config.llm_timeout, max_retries=config.llm_max_retries,
                               max_concurrency=config.llm_max_concurrency,
                               temperature=config.temperature, max_new_tokens=config.max_new_tokens)
+    elif local_backend(name, config) == "llama_cpp":
+        from .llamacpp import LlamaCppClient
+        client = LlamaCppClient(name, temperature=config.temperature,
+                                max_new_tokens=config.max_new_tokens, timeout=config.llm_timeout,
+                                num_threads=config.llm_threads)
     else:
         from .local import LocalHFClient
         client = LocalHFClient(name, temperature=config.temperature,
-                               max_new_tokens=config.max_new_tokens, timeout=config.llm_timeout)
+                               max_new_tokens=config.max_new_tokens, timeout=config.llm_timeout,
+                               num_threads=config.llm_threads)
     if config.llm_cache:
         if cache_dir is None:
             logger.debug("llm_cache is on but no cache_dir was given; not caching")
@@ -51,4 +69,4 @@ def make_llm(model_name: Optional[str], config: HippoConfig,
     return client
 
 
-__all__ = ["make_llm", "CACHE_FILENAME"]
+__all__ = ["make_llm", "local_backend", "CACHE_FILENAME"]

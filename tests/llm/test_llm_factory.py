@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 from hippo_engine.config import HippoConfig
-from hippo_engine.llm import CachedLLM, LocalHFClient, OpenAIClient, make_llm
+import pytest
+
+from hippo_engine.llm import CachedLLM, LLMError, LlamaCppClient, LocalHFClient, OpenAIClient, make_llm
+from hippo_engine.llm import factory
 from hippo_engine.model_assets import DEFAULT_LLM
 
 from openai_server import FakeOpenAIServer
 
 
 def test_default_is_cached_lazy_local_model(tmp_path):
-    llm = make_llm(None, HippoConfig(max_new_tokens=99, llm_timeout=7.0), tmp_path)
+    llm = make_llm(None, HippoConfig(max_new_tokens=99, llm_timeout=7.0, llm_backend="transformers"),
+                   tmp_path)
     assert isinstance(llm, CachedLLM) and llm.path == tmp_path / "llm_cache.sqlite"
     assert llm.path.exists()
     inner = llm.inner
@@ -19,8 +23,9 @@ def test_default_is_cached_lazy_local_model(tmp_path):
 
 
 def test_no_cache_when_disabled_or_no_dir(tmp_path):
-    assert isinstance(make_llm(None, HippoConfig(llm_cache=False), tmp_path), LocalHFClient)
-    assert isinstance(make_llm("qwen2.5-coder-0.5b", HippoConfig(), None), LocalHFClient)
+    cfg = HippoConfig(llm_backend="transformers")
+    assert isinstance(make_llm(None, cfg.replace(llm_cache=False), tmp_path), LocalHFClient)
+    assert isinstance(make_llm("qwen2.5-coder-0.5b", cfg, None), LocalHFClient)
     assert not (tmp_path / "llm_cache.sqlite").exists()
 
 
@@ -43,3 +48,24 @@ def test_openai_through_cache_end_to_end(tmp_path):
     assert not first.cached and second.cached and again.cached
     assert second.text == again.text == "cached answer"
     assert llm.stats()["total_tokens"] == 18
+
+
+def test_auto_backend_prefers_llama_cpp_for_gguf_when_installed(tmp_path, monkeypatch):
+    from hippo_engine.llm import llamacpp
+    cfg = HippoConfig(llm_cache=False, llm_threads=3)
+    monkeypatch.setattr(llamacpp, "llama_cpp_available", lambda: True)
+    llm = make_llm(None, cfg, tmp_path)
+    assert isinstance(llm, LlamaCppClient) and not llm.loaded and llm.num_threads == 3
+    assert llm.generation_params()["backend"] == "llama_cpp"
+    # a model llama.cpp cannot run (a hub name / plain directory) stays on transformers
+    assert factory.local_backend("some-org/some-model", cfg) == "transformers"
+    monkeypatch.setattr(llamacpp, "llama_cpp_available", lambda: False)
+    assert isinstance(make_llm(None, cfg, tmp_path), LocalHFClient)
+    # an explicit choice is obeyed
+    assert factory.local_backend(None, cfg.replace(llm_backend="transformers")) == "transformers"
+
+
+def test_llama_cpp_backend_rejects_non_gguf_models(tmp_path):
+    (tmp_path / "model").mkdir()
+    with pytest.raises(LLMError, match="GGUF"):
+        make_llm(str(tmp_path / "model"), HippoConfig(llm_backend="llama_cpp", llm_cache=False))

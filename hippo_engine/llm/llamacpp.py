@@ -1,0 +1,203 @@
+"""A local GGUF chat model run by ``llama-cpp-python`` (the optional ``fast`` extra).
+
+It runs the packaged Q4_K_M GGUF as it is (no de-quantisation), several times faster on a CPU
+than the ``transformers`` path of :class:`~hippo_engine.llm.local.LocalHFClient`, and reuses the
+evaluated prompt prefix between calls (OpenIE and filter prompts share long instructions).
+
+Install with ``pip install "hippo-engine[fast]"`` (builds llama.cpp from source: a C/C++
+compiler and CMake are needed, a few minutes on 2 cores). Without it the engine falls back to
+the ``transformers`` backend (``HippoConfig.llm_backend = "auto"``).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+from ..model_assets import PackagedLLM, find_packaged_llm, packaged_gguf
+from .base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
+
+logger = logging.getLogger(__name__)
+
+
+def llama_cpp_available() -> bool:
+    """Whether ``llama_cpp`` can be imported (without importing it twice)."""
+    import importlib.util
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def _usable_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_gguf(model: Union[str, os.PathLike, None]) -> tuple[Optional[PackagedLLM], Optional[Path]]:
+    """``(packaged spec, None)`` for a packaged model name, ``(None, path)`` for a ``.gguf``
+    file, ``(None, None)`` for anything this backend cannot run."""
+    if model is not None and Path(model).is_file() and str(model).endswith(".gguf"):
+        return None, Path(model)
+    if model is None or not Path(model).exists():
+        spec = find_packaged_llm(None if model is None else str(model))
+        if spec is not None:
+            return spec, None
+    return None, None
+
+
+class LlamaCppClient(LLMClient):
+    """A GGUF chat model on CPU through ``llama-cpp-python``.
+
+    Args:
+        model: a packaged model name or alias (``None``: the default packaged model) or a path
+            to a ``.gguf`` file (its embedded chat template is used).
+        temperature: default temperature; ``0`` is greedy decoding (deterministic).
+        max_new_tokens: default cap on generated tokens.
+        timeout: seconds one generation may run; a reply cut off by it raises
+            :class:`LLMTimeoutError`. Loading is not counted.
+        num_threads: CPU threads (``None``: env ``HIPPO_ENGINE_LLM_THREADS``, else every CPU
+            this process may use).
+        n_ctx: context window in tokens (prompt + reply).
+        seed: sampling seed (only matters with ``temperature > 0``).
+
+    The model is loaded on the first ``generate`` (or :meth:`load`), so a client whose calls are
+    all answered by a cache never loads it. One generation runs at a time (a lock).
+    """
+
+    max_concurrency = 1
+
+    def __init__(self, model: Union[str, os.PathLike, None] = None, *, temperature: float = 0.0,
+                 max_new_tokens: int = 2048, timeout: float = 120.0,
+                 num_threads: Optional[int] = None, n_ctx: int = 16384, seed: int = 0):
+        self._spec, self._gguf = resolve_gguf(model)
+        if self._spec is None and self._gguf is None:
+            raise LLMError(f"the llama_cpp backend runs GGUF files; {model!r} is neither a packaged "
+                           f"model nor a .gguf file (use llm_backend='transformers' for it)")
+        self.model_name = self._spec.name if self._spec is not None else str(self._gguf)
+        if timeout is None or timeout <= 0:
+            raise ValueError("timeout must be > 0 seconds")
+        self.default_temperature = float(temperature)
+        self.default_max_new_tokens = int(max_new_tokens)
+        self.timeout = float(timeout)
+        env_threads = os.environ.get("HIPPO_ENGINE_LLM_THREADS")
+        self.num_threads = int(num_threads or env_threads or _usable_cpus())
+        self.n_ctx = int(n_ctx)
+        self.seed = int(seed)
+        self._lock = threading.Lock()
+        self._llm: Any = None
+        self._weights_id: Optional[str] = None
+        self.load_seconds: Optional[float] = None
+
+    def __repr__(self) -> str:
+        return f"LlamaCppClient(model={self.model_name!r}, threads={self.num_threads})"
+
+    # ------------------------------------------------------------------ loading
+    @property
+    def loaded(self) -> bool:
+        return self._llm is not None
+
+    def load(self) -> "LlamaCppClient":
+        with self._lock:
+            self._ensure_loaded()
+        return self
+
+    def _weights(self) -> str:
+        """A short id of the weights (the pinned digest, or size+mtime of a user file)."""
+        if self._weights_id is None:
+            if self._spec is not None:
+                self._weights_id = self._spec.sha256[:16]
+            else:
+                st = self._gguf.stat()
+                self._weights_id = hashlib.sha256(
+                    f"{self._gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+        return self._weights_id
+
+    def _ensure_loaded(self) -> None:
+        if self._llm is not None:
+            return
+        try:
+            from llama_cpp import Llama
+        except ImportError as e:
+            raise LLMError("llama-cpp-python is not installed: pip install 'hippo-engine[fast]', "
+                           "or set llm_backend='transformers'") from e
+        t0 = time.perf_counter()
+        path = packaged_gguf(self._spec.name) if self._spec is not None else self._gguf
+        try:
+            self._llm = Llama(model_path=str(path), n_ctx=self.n_ctx, n_threads=self.num_threads,
+                              n_threads_batch=self.num_threads, seed=self.seed, verbose=False)
+        except Exception as e:  # noqa: BLE001 - anything here means "cannot load the model"
+            raise LLMError(f"cannot load {path} with llama.cpp: {e}") from e
+        self.load_seconds = time.perf_counter() - t0
+        logger.info("loaded %s with llama.cpp (%d threads, n_ctx %d) in %.1fs", self.model_name,
+                    self.num_threads, self.n_ctx, self.load_seconds)
+
+    # ------------------------------------------------------------------ generation
+    def generation_params(self, *, max_new_tokens: Optional[int] = None,
+                          temperature: Optional[float] = None) -> dict:
+        params = {"max_new_tokens": int(max_new_tokens or self.default_max_new_tokens),
+                  "temperature": float(self.default_temperature if temperature is None else temperature),
+                  "backend": "llama_cpp", "weights": self._weights()}
+        if params["temperature"] > 0:
+            params["seed"] = self.seed
+        return params
+
+    def generate(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
+                 temperature: Optional[float] = None) -> LLMResponse:
+        """Generate one reply with the GGUF's chat template (greedy when temperature is 0).
+
+        ``finish_reason`` is ``"stop"`` at the end of turn and ``"length"`` when
+        ``max_new_tokens`` (or the context window) was reached; a generation stopped by
+        ``timeout`` raises :class:`LLMTimeoutError`.
+        """
+        params = self.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)
+        max_new, temp = params["max_new_tokens"], params["temperature"]
+        msgs = [{"role": m["role"], "content": m["content"]} for m in messages]
+        with self._lock:
+            self._ensure_loaded()
+            llm = self._llm
+            t0 = time.perf_counter()
+            deadline = t0 + self.timeout
+            pieces: list[str] = []
+            finish: Optional[str] = None
+            n_new = 0
+            try:
+                stream = llm.create_chat_completion(
+                    messages=msgs, max_tokens=max_new, temperature=temp, top_k=0 if temp == 0 else 40,
+                    top_p=1.0, min_p=0.0, repeat_penalty=1.0, seed=self.seed, stream=True)
+                for chunk in stream:
+                    choice = chunk["choices"][0]
+                    piece = choice.get("delta", {}).get("content")
+                    if piece:
+                        pieces.append(piece)
+                        n_new += 1
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
+                    if time.perf_counter() > deadline and finish is None:
+                        break
+            except ValueError as e:  # prompt longer than the context window, among others
+                raise LLMError(f"llama.cpp generation with {self.model_name!r} failed: {e}") from e
+            except Exception as e:  # noqa: BLE001 - surface as LLMError, never crash a batch
+                raise LLMError(f"llama.cpp generation with {self.model_name!r} failed: {e}") from e
+            elapsed = time.perf_counter() - t0
+            if finish is None:
+                raise LLMTimeoutError(f"local model {self.model_name!r} hit the {self.timeout:g}s "
+                                      f"timeout after {n_new} of at most {max_new} new tokens")
+            text = "".join(pieces)
+            n_prompt = self._count_prompt_tokens(msgs)
+            n_out = len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else 0
+        logger.debug("%s: %d prompt + %d new tokens in %.2fs", self.model_name, n_prompt, n_out, elapsed)
+        return LLMResponse(text=text, prompt_tokens=n_prompt, completion_tokens=n_out,
+                           finish_reason="length" if finish == "length" else "stop")
+
+    def _count_prompt_tokens(self, msgs: list[dict]) -> int:
+        """Prompt length in tokens (approximate: the message texts, not the template)."""
+        llm = self._llm
+        return sum(len(llm.tokenize(m["content"].encode("utf-8"), add_bos=False, special=False))
+                   for m in msgs)
+
+
+__all__ = ["LlamaCppClient", "llama_cpp_available", "resolve_gguf"]

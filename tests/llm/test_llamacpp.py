@@ -1,0 +1,73 @@
+"""LlamaCppClient: name resolution (fast) and real runs of the packaged 0.5B GGUF (skipped when
+``llama-cpp-python``, the ``fast`` extra, is not installed)."""
+from __future__ import annotations
+
+import pytest
+
+from hippo_engine import model_assets as ma
+from hippo_engine.llm import LLMError, LLMTimeoutError, LlamaCppClient
+from hippo_engine.llm.llamacpp import llama_cpp_available, resolve_gguf
+
+
+def test_resolution_without_loading(tmp_path):
+    c = LlamaCppClient(max_new_tokens=7, num_threads=2)
+    assert c.model_name == ma.DEFAULT_LLM and not c.loaded and c.max_concurrency == 1
+    p = c.generation_params()
+    assert p == {"max_new_tokens": 7, "temperature": 0.0, "backend": "llama_cpp",
+                 "weights": ma.PACKAGED_LLMS[ma.DEFAULT_LLM].sha256[:16]}
+    assert LlamaCppClient("Qwen2.5-Coder-1.5B-Instruct").model_name == "Qwen2.5-Coder-1.5B-Instruct"
+    g = tmp_path / "m.gguf"
+    g.write_bytes(b"GGUF")
+    assert resolve_gguf(str(g)) == (None, g)
+    assert LlamaCppClient(str(g)).model_name == str(g)
+    assert resolve_gguf("some-org/some-model") == (None, None)
+    with pytest.raises(LLMError, match="GGUF"):
+        LlamaCppClient("some-org/some-model")
+    with pytest.raises(ValueError):
+        LlamaCppClient(timeout=0)
+
+
+def test_broken_gguf_file_raises_llm_error(tmp_path):
+    if not llama_cpp_available():
+        pytest.skip("llama-cpp-python not installed (pip install 'hippo-engine[fast]')")
+    g = tmp_path / "broken.gguf"
+    g.write_bytes(b"not a gguf at all")
+    with pytest.raises(LLMError, match="cannot load"):
+        LlamaCppClient(str(g)).generate([{"role": "user", "content": "hi"}])
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    if not llama_cpp_available():
+        pytest.skip("llama-cpp-python not installed (pip install 'hippo-engine[fast]')")
+    return LlamaCppClient(max_new_tokens=24, n_ctx=2048).load()
+
+
+@pytest.mark.slow
+def test_packaged_gguf_generates_deterministically(qwen):
+    q = [{"role": "system", "content": "You answer in one short sentence."},
+         {"role": "user", "content": "What is the capital of France?"}]
+    first = qwen.generate(q)
+    assert "Paris" in first.text and first.finish_reason == "stop" and not first.cached
+    assert first.prompt_tokens > 5 and 0 < first.completion_tokens <= 24
+    # another prompt in between (the evaluated prefix differs), then the same prompt again
+    other = qwen.generate([{"role": "user", "content": "Name a colour."}])
+    assert other.text
+    assert qwen.generate(q).text == first.text
+
+    cut = qwen.generate([{"role": "user", "content": "Count from 1 to 50, comma separated."}],
+                        max_new_tokens=3)
+    assert cut.finish_reason == "length" and 1 <= cut.completion_tokens <= 4
+
+
+@pytest.mark.slow
+def test_packaged_gguf_timeout_and_context_overflow(qwen):
+    old = qwen.timeout
+    qwen.timeout = 1e-4
+    try:
+        with pytest.raises(LLMTimeoutError, match="timeout"):
+            qwen.generate([{"role": "user", "content": "Write a long poem about the sea."}])
+    finally:
+        qwen.timeout = old
+    with pytest.raises(LLMError):  # longer than n_ctx = 2048 tokens
+        qwen.generate([{"role": "user", "content": "word " * 5000}])
