@@ -90,6 +90,7 @@ class LlamaCppClient(LLMClient):
         self._lock = threading.Lock()
         self._llm: Any = None
         self._weights_id: Optional[str] = None
+        self._chat_formatter: Any = None
         self.load_seconds: Optional[float] = None
 
     def __repr__(self) -> str:
@@ -145,13 +146,29 @@ class LlamaCppClient(LLMClient):
             params["seed"] = self.seed
         return params
 
+    def _formatter(self):
+        """The GGUF's own chat template as a llama-cpp formatter (built once per load)."""
+        if self._chat_formatter is None:
+            from llama_cpp import llama_chat_format
+            llm = self._llm
+            template = llm.metadata.get("tokenizer.chat_template")
+            if not template:
+                raise LLMError(f"{self.model_name!r} has no chat template in its GGUF metadata; "
+                               f"use an instruction-tuned model")
+            eos, bos = llm.token_eos(), llm.token_bos()
+            self._chat_formatter = llama_chat_format.Jinja2ChatFormatter(
+                template=template, eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+                bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
+                stop_token_ids=[eos] if eos != -1 else None)
+        return self._chat_formatter
+
     def generate(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
                  temperature: Optional[float] = None) -> LLMResponse:
         """Generate one reply with the GGUF's chat template (greedy when temperature is 0).
 
         ``finish_reason`` is ``"stop"`` at the end of turn and ``"length"`` when
         ``max_new_tokens`` (or the context window) was reached; a generation stopped by
-        ``timeout`` raises :class:`LLMTimeoutError`.
+        ``timeout`` raises :class:`LLMTimeoutError`. Token counts are exact.
         """
         params = self.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)
         max_new, temp = params["max_new_tokens"], params["temperature"]
@@ -159,45 +176,39 @@ class LlamaCppClient(LLMClient):
         with self._lock:
             self._ensure_loaded()
             llm = self._llm
-            t0 = time.perf_counter()
-            deadline = t0 + self.timeout
-            pieces: list[str] = []
-            finish: Optional[str] = None
-            n_new = 0
+            timed_out = False
+
+            def past_deadline(_ids, _logits) -> bool:
+                nonlocal timed_out
+                timed_out = time.perf_counter() > deadline
+                return timed_out
+
             try:
-                stream = llm.create_chat_completion(
-                    messages=msgs, max_tokens=max_new, temperature=temp, top_k=0 if temp == 0 else 40,
-                    top_p=1.0, min_p=0.0, repeat_penalty=1.0, seed=self.seed, stream=True)
-                for chunk in stream:
-                    choice = chunk["choices"][0]
-                    piece = choice.get("delta", {}).get("content")
-                    if piece:
-                        pieces.append(piece)
-                        n_new += 1
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
-                    if time.perf_counter() > deadline and finish is None:
-                        break
-            except ValueError as e:  # prompt longer than the context window, among others
-                raise LLMError(f"llama.cpp generation with {self.model_name!r} failed: {e}") from e
-            except Exception as e:  # noqa: BLE001 - surface as LLMError, never crash a batch
+                from llama_cpp import StoppingCriteriaList
+                fmt = self._formatter()(messages=msgs)
+                prompt = llm.tokenize(fmt.prompt.encode("utf-8"), add_bos=not fmt.added_special,
+                                      special=True)
+                stop = fmt.stop if isinstance(fmt.stop, list) else ([fmt.stop] if fmt.stop else [])
+                t0 = time.perf_counter()
+                deadline = t0 + self.timeout
+                out = llm.create_completion(
+                    prompt=prompt, max_tokens=max_new, temperature=temp, top_k=0 if temp == 0 else 40,
+                    top_p=1.0, min_p=0.0, repeat_penalty=1.0, seed=self.seed, stop=stop,
+                    stopping_criteria=StoppingCriteriaList([past_deadline]))
+            except LLMError:
+                raise
+            except Exception as e:  # noqa: BLE001 - e.g. a prompt longer than the context window
                 raise LLMError(f"llama.cpp generation with {self.model_name!r} failed: {e}") from e
             elapsed = time.perf_counter() - t0
-            if finish is None:
-                raise LLMTimeoutError(f"local model {self.model_name!r} hit the {self.timeout:g}s "
-                                      f"timeout after {n_new} of at most {max_new} new tokens")
-            text = "".join(pieces)
-            n_prompt = self._count_prompt_tokens(msgs)
-            n_out = len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else 0
-        logger.debug("%s: %d prompt + %d new tokens in %.2fs", self.model_name, n_prompt, n_out, elapsed)
-        return LLMResponse(text=text, prompt_tokens=n_prompt, completion_tokens=n_out,
-                           finish_reason="length" if finish == "length" else "stop")
-
-    def _count_prompt_tokens(self, msgs: list[dict]) -> int:
-        """Prompt length in tokens (approximate: the message texts, not the template)."""
-        llm = self._llm
-        return sum(len(llm.tokenize(m["content"].encode("utf-8"), add_bos=False, special=False))
-                   for m in msgs)
+        choice, usage = out["choices"][0], out.get("usage") or {}
+        n_prompt = int(usage.get("prompt_tokens", len(prompt)))
+        n_new = int(usage.get("completion_tokens", 0))
+        if timed_out:
+            raise LLMTimeoutError(f"local model {self.model_name!r} hit the {self.timeout:g}s "
+                                  f"timeout after {n_new} of at most {max_new} new tokens")
+        logger.debug("%s: %d prompt + %d new tokens in %.2fs", self.model_name, n_prompt, n_new, elapsed)
+        return LLMResponse(text=choice.get("text") or "", prompt_tokens=n_prompt, completion_tokens=n_new,
+                           finish_reason="length" if choice.get("finish_reason") == "length" else "stop")
 
 
 __all__ = ["LlamaCppClient", "llama_cpp_available", "resolve_gguf"]
