@@ -193,7 +193,15 @@ def cmd_demo(args) -> int:
             overrides[name] = getattr(args, name)
     rag = HippoRAG(save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **overrides)
     t = time.perf_counter()
-    rag.index(docs)
+    from .openie import OpenIEError
+    for attempt in (1, 2):
+        try:
+            rag.index(docs)
+            break
+        except OpenIEError as e:  # the other passages are indexed; a rerun retries only the failed
+            print(f"warning: {e}", file=sys.stderr)
+            if attempt == 2:
+                print("warning: answering with the passages that were indexed", file=sys.stderr)
     print(f"indexed in {time.perf_counter() - t:.1f}s: {json.dumps(rag.graph_stats())}")
     t = time.perf_counter()
     sols, _, _, rmetrics, qmetrics = rag.rag_qa(qs, gold_docs=gold_docs, gold_answers=gold_answers)

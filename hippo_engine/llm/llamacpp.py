@@ -37,6 +37,18 @@ def _usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def default_threads() -> int:
+    """CPU threads for llama.cpp: the usable CPUs minus those other processes keep busy (1-minute
+    load average), at least 1. llama.cpp threads wait for each other at every layer, so one thread
+    that shares its core with another process slows the whole generation several times over."""
+    n = _usable_cpus()
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - not Unix
+        busy = 0.0
+    return max(1, min(n, int(n - busy + 0.5)))
+
+
 def resolve_gguf(model: Union[str, os.PathLike, None]) -> tuple[Optional[PackagedLLM], Optional[Path]]:
     """``(packaged spec, None)`` for a packaged model name, ``(None, path)`` for a ``.gguf``
     file, ``(None, None)`` for anything this backend cannot run."""
@@ -59,8 +71,8 @@ class LlamaCppClient(LLMClient):
         max_new_tokens: default cap on generated tokens.
         timeout: seconds one generation may run; a reply cut off by it raises
             :class:`LLMTimeoutError`. Loading is not counted.
-        num_threads: CPU threads (``None``: env ``HIPPO_ENGINE_LLM_THREADS``, else every CPU
-            this process may use).
+        num_threads: CPU threads (``None``: env ``HIPPO_ENGINE_LLM_THREADS``, else
+            :func:`default_threads` when the model loads: the CPUs not kept busy by others).
         n_ctx: context window in tokens (prompt + reply).
         seed: sampling seed (only matters with ``temperature > 0``).
 
@@ -84,7 +96,8 @@ class LlamaCppClient(LLMClient):
         self.default_max_new_tokens = int(max_new_tokens)
         self.timeout = float(timeout)
         env_threads = os.environ.get("HIPPO_ENGINE_LLM_THREADS")
-        self.num_threads = int(num_threads or env_threads or _usable_cpus())
+        self._fixed_threads = int(num_threads or env_threads or 0) or None
+        self.num_threads = self._fixed_threads or _usable_cpus()
         self.n_ctx = int(n_ctx)
         self.seed = int(seed)
         self._lock = threading.Lock()
@@ -127,6 +140,8 @@ class LlamaCppClient(LLMClient):
                            "or set llm_backend='transformers'") from e
         t0 = time.perf_counter()
         path = packaged_gguf(self._spec.name) if self._spec is not None else self._gguf
+        if self._fixed_threads is None:
+            self.num_threads = default_threads()
         try:
             self._llm = Llama(model_path=str(path), n_ctx=self.n_ctx, n_threads=self.num_threads,
                               n_threads_batch=self.num_threads, seed=self.seed, verbose=False)
@@ -211,4 +226,4 @@ class LlamaCppClient(LLMClient):
                            finish_reason="length" if choice.get("finish_reason") == "length" else "stop")
 
 
-__all__ = ["LlamaCppClient", "llama_cpp_available", "resolve_gguf"]
+__all__ = ["LlamaCppClient", "default_threads", "llama_cpp_available", "resolve_gguf"]

@@ -71,3 +71,13 @@ def test_packaged_gguf_timeout_and_context_overflow(qwen):
         qwen.timeout = old
     with pytest.raises(LLMError):  # longer than n_ctx = 2048 tokens
         qwen.generate([{"role": "user", "content": "word " * 5000}])
+
+
+def test_default_threads_leave_busy_cores_alone(monkeypatch):
+    from hippo_engine.llm import llamacpp
+    monkeypatch.setattr(llamacpp, "_usable_cpus", lambda: 4)
+    for load, want in ((0.0, 4), (0.4, 4), (1.2, 3), (2.6, 1), (9.0, 1)):
+        monkeypatch.setattr(llamacpp.os, "getloadavg", lambda load=load: (load, load, load))
+        assert llamacpp.default_threads() == want
+    monkeypatch.setenv("HIPPO_ENGINE_LLM_THREADS", "2")
+    assert LlamaCppClient().num_threads == 2
