@@ -50,7 +50,7 @@ class HippoConfig:
     max_filtered_facts: int = 4
     filter_program_path: Optional[str] = None
     ppr_backend: str = "power"
-    ppr_tol: float = 1e-10
+    ppr_tol: float = 1e-6                   # stop at an L1 change below this (per query)
     ppr_max_iter: int = 200
 
     # --- graph -----------------------------------------------------------------------
@@ -110,6 +110,17 @@ class HippoConfig:
     hi_report_tokens: int = 12500
 
     # --- storage and performance (see reproduce/bench.py) ---------------------------
+    # Embedding vectors on disk as "float32" or "float16" (half the bytes, ~3 significant
+    # digits); embedding_mmap memory-maps them on load from <save_dir>/vectors/*.npy.
+    embedding_storage_dtype: str = "float32"
+    embedding_mmap: bool = False
+    # Personalized PageRank kernel (hippo_engine.ppr): Chebyshev-accelerated iteration on a
+    # float32 CSR matrix built once per graph version, ppr_block_size queries per sparse x
+    # dense product; queries are scored and seeded query_batch_size at a time.
+    ppr_dtype: str = "float32"              # "float32" | "float64"
+    ppr_method: str = "chebyshev"           # "chebyshev" | "power"
+    ppr_block_size: Optional[int] = None    # None: fit the columns of a block in ~2 MB of cache
+    query_batch_size: int = 64
 
     # --- misc ------------------------------------------------------------------------
     show_progress: bool = True
@@ -169,6 +180,9 @@ class HippoConfig:
         choice("embedding_dtype", EMBEDDING_DTYPES)
         choice("ppr_backend", PPR_BACKENDS)
         choice("llm_backend", LLM_BACKENDS)
+        choice("embedding_storage_dtype", ("float32", "float16"))
+        if not isinstance(self.embedding_mmap, bool):
+            raise ConfigError(f"embedding_mmap must be True or False, got {self.embedding_mmap!r}")
         positive_int("llm_threads", allow_none=True)
         for b in ("use_passage_nodes", "use_filter", "llm_cache", "show_progress"):
             if not isinstance(getattr(self, b), bool):

@@ -1,77 +1,210 @@
-"""Personalized PageRank as pure functions.
+"""Personalized PageRank kernel, built once per graph version, for one query or a batch.
 
-``transition_matrix`` builds, once per graph version, the column-stochastic matrix of the
-undirected weighted graph; ``personalized_pagerank`` runs power iteration for one reset vector
-or a batch of them (columns). Dangling nodes (no edges) send their mass back along the reset
-distribution, as igraph's PRPACK solver does, so results match ``igraph.Graph.personalized_pagerank``.
+The walk follows an edge (probability proportional to its weight) with probability
+``damping`` and jumps to the reset distribution otherwise; nodes without edges send their
+mass back along the reset distribution, as igraph's PRPACK solver does, so results match
+``igraph.Graph.personalized_pagerank(..., implementation="prpack")``.
+
+How it is computed. With W the symmetric weight matrix, D the node strengths and
+P = W D^-1 the transition matrix, the PPR vector is x = y / sum(y) with (I - d P) y = r
+(the dangling-node term only rescales y). Substituting y = D^1/2 z gives the symmetric
+system (I - d S) z = D^-1/2 r with S = D^-1/2 W D^-1/2, whose spectrum lies in
+[1 - d, 1 + d]. ``PPRKernel`` stores S once as a CSR matrix (float32 by default) and solves
+the system by the fixed-point steps z <- D^-1/2 r + d S z (spectrum of d S in [-d, d]),
+either with Chebyshev acceleration (default: z_k+1 = w_k+1 (D^-1/2 r + d S z_k) +
+(1 - w_k+1) z_k-1 with the classical weights w; convergence factor about
+(1 - sqrt(1 - d^2)) / d = 0.27 per step at d = 0.5, against 0.5 for plain power iteration,
+so about 13 sparse products instead of 20 for an L1 change of 1e-6) or plainly
+(``method="power"``). The weights are fixed numbers and there are no inner products: every
+column (query) goes through exactly the same arithmetic whatever else is in its batch.
+
+Determinism. Each column stops on its own when the L1 change of its iterate falls below
+``tol``; that change is summed over the column as one contiguous 1-D array, and converged
+columns leave the batch, so a query gets bit-identical scores alone or in any batch, in any
+run (scipy's CSR products handle the columns of a dense block independently and in the
+same order as a single vector).
 """
 from __future__ import annotations
+
+import math
+from typing import Optional
 
 import numpy as np
 import scipy.sparse as sp
 
-
-def transition_matrix(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
-                      dtype=np.float64) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Return (P, dangling) for an undirected graph given once per node pair.
-
-    ``P[j, i] = w_ij / strength(i)`` (columns sum to 1 for non-dangling i); ``dangling`` is a
-    boolean mask of nodes with zero strength.
-    """
-    rows = np.concatenate([src, dst])
-    cols = np.concatenate([dst, src])
-    w = np.concatenate([weight, weight]).astype(np.float64)
-    strength = np.bincount(cols, weights=w, minlength=n)
-    dangling = strength <= 0
-    inv = np.zeros(n)
-    inv[~dangling] = 1.0 / strength[~dangling]
-    P = sp.csr_matrix((w * inv[cols], (rows, cols)), shape=(n, n), dtype=dtype)
-    P.sum_duplicates()
-    return P, dangling
+METHODS = ("chebyshev", "power")
+DTYPES = ("float32", "float64")
 
 
-def _row_sums(m: np.ndarray) -> np.ndarray:
-    """Sum of each row, computed row by row (1-D pairwise sums), so the result for a row never
-    depends on how many rows there are: NumPy's 2-D reductions may change summation order."""
-    return np.array([row.sum() for row in m], dtype=m.dtype).reshape(-1, 1)
+def _col_sums(m: np.ndarray) -> np.ndarray:
+    """Sum of each column of a 2-D array, each computed as a 1-D contiguous (pairwise) sum,
+    so a column's sum never depends on how many columns there are."""
+    if m.shape[1] == 1:
+        return np.array([m[:, 0].sum()])
+    t = np.ascontiguousarray(m.T)
+    return np.array([row.sum() for row in t])
 
 
-def personalized_pagerank(P: sp.csr_matrix, dangling: np.ndarray, reset: np.ndarray, damping: float = 0.5,
-                          tol: float = 1e-10, max_iter: int = 200) -> np.ndarray:
-    """Stationary distribution of the walk that follows an edge with probability ``damping``
-    and jumps to the reset distribution otherwise.
+class PPRKernel:
+    """PPR over one undirected weighted graph (``src``/``dst``/``weight`` given once per pair;
+    repeated pairs add up). Build once per graph version; ``run`` answers any number of
+    reset vectors."""
 
-    ``reset``: shape (n,) or (n, b); negative or NaN entries count as 0; each column is
-    normalised to sum 1 (an all-zero column gives a uniform reset). Each column iterates until
-    its L1 change is below ``tol``. Returns an array of the same shape, columns
-    summing to 1.
-    """
-    r = np.asarray(reset, dtype=P.dtype)
-    single = r.ndim == 1
-    # Work on rows (b, n): every per-query sum is then a contiguous row reduction, computed the
-    # same way whatever the batch size; columns of a sparse product are independent too. Rows
-    # stop when they converge. So a query gets bit-identical scores alone or in a batch.
-    r = np.ascontiguousarray(r[None, :] if single else r.T)
-    r = np.where(np.isnan(r) | (r < 0), 0, r)
-    sums = _row_sums(r)
-    zero = sums[:, 0] <= 0
-    if zero.any():
-        r[zero] = 1.0 / r.shape[1]
-        sums = _row_sums(r)
-    r = r / sums
-    x = r.copy()
-    has_dangling = bool(dangling.any())
-    active = np.arange(x.shape[0])
-    for _ in range(max_iter):
-        xa, ra = x[active], r[active]
-        nxt = damping * np.ascontiguousarray((P @ xa.T).T)
-        if has_dangling:
-            nxt += damping * ra * _row_sums(xa[:, dangling])
-        nxt += (1.0 - damping) * ra
-        nxt /= _row_sums(nxt)
-        delta = _row_sums(np.abs(nxt - xa))[:, 0]
-        x[active] = nxt
-        active = active[delta >= tol]
-        if len(active) == 0:
-            break
-    return x[0] if single else np.ascontiguousarray(x.T)
+    def __init__(self, n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, dtype: str = "float32"):
+        if str(np.dtype(dtype)) not in DTYPES:
+            raise ValueError(f"PPR dtype must be one of {DTYPES}, got {dtype!r}")
+        self.n = int(n)
+        self.dtype = np.dtype(dtype)
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        w = np.asarray(weight, dtype=np.float64)
+        keep = src != dst          # a self-loop is not an edge of the walk's graph here
+        src, dst, w = src[keep], dst[keep], w[keep]
+        strength = np.bincount(src, weights=w, minlength=n) + np.bincount(dst, weights=w, minlength=n)
+        self.isolated = ~(strength > 0)
+        inv_sqrt = np.zeros(n)
+        inv_sqrt[~self.isolated] = 1.0 / np.sqrt(strength[~self.isolated])
+        vals = w * inv_sqrt[src] * inv_sqrt[dst]
+        idx_dtype = np.int32 if max(n, 2 * len(src)) < 2 ** 31 - 1 else np.int64
+        S = sp.coo_matrix((np.concatenate([vals, vals]),
+                           (np.concatenate([src, dst]).astype(idx_dtype), np.concatenate([dst, src]).astype(idx_dtype))),
+                          shape=(n, n)).tocsr()   # duplicates summed, columns sorted per row
+        S.sum_duplicates()
+        self.S = sp.csr_matrix((S.data.astype(self.dtype), S.indices.astype(idx_dtype), S.indptr.astype(idx_dtype)),
+                               shape=(n, n))
+        self.sqrt_strength64 = np.sqrt(np.where(self.isolated, 0.0, strength))
+        self.sqrt_strength = self.sqrt_strength64.astype(self.dtype)
+        self.inv_sqrt64 = inv_sqrt
+        self.last_iterations: list[int] = []
+
+    @classmethod
+    def from_graph(cls, graph, dtype: str = "float32") -> "PPRKernel":
+        return cls(graph.num_nodes, graph.src, graph.dst, graph.weight, dtype)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored operator (CSR arrays and the strength vectors)."""
+        return int(self.S.data.nbytes + self.S.indices.nbytes + self.S.indptr.nbytes
+                   + self.sqrt_strength.nbytes + self.sqrt_strength64.nbytes + self.inv_sqrt64.nbytes)
+
+    # ------------------------------------------------------------------------------------
+    def auto_block_size(self) -> int:
+        """Columns per sparse x dense product. scipy's product handles several columns well only
+        while they stay in cache (measured on 2 cores: 8-16 columns 1.3-2x faster per query than
+        one at a time at 58k nodes, 2-4 columns 2x slower at 440k nodes), so as many columns as
+        fit in 4 MB, at most 16, and one at a time below 4."""
+        cols = int(min(16, (4 << 20) // max(1, self.n * self.dtype.itemsize)))
+        return cols if cols >= 4 else 1
+
+    def run(self, reset: np.ndarray, damping: float = 0.5, tol: float = 1e-6, max_iter: int = 200,
+            method: str = "chebyshev", block_size: Optional[int] = None) -> np.ndarray:
+        """Stationary distribution(s) for ``reset`` of shape (n,) or (n, b).
+
+        Negative or NaN reset entries count as 0; each column is normalised to sum 1 (an
+        all-zero column gives a uniform reset). Columns are solved ``block_size`` at a time
+        (one sparse x dense product per step; None: ``auto_block_size()``); each stops when
+        its L1 change is below ``tol`` or after ``max_iter`` steps (float32 rounding keeps the
+        change above about 1e-7, so a tighter ``tol`` needs ``dtype="float64"``). Returns
+        float64 columns summing to 1, of the same shape as ``reset``. ``self.last_iterations``
+        holds the steps each column took.
+        """
+        if method not in METHODS:
+            raise ValueError(f"PPR method must be one of {METHODS}, got {method!r}")
+        if not (0.0 < damping < 1.0):
+            raise ValueError(f"damping must lie in (0, 1), got {damping!r}")
+        r = np.asarray(reset, dtype=np.float64)
+        single = r.ndim == 1
+        if single:
+            r = r[:, None]
+        if r.shape[0] != self.n:
+            raise ValueError(f"reset has {r.shape[0]} rows, the graph {self.n} nodes")
+        b = r.shape[1]
+        out = np.empty((self.n, b))
+        self.last_iterations = [0] * b
+        step = self.auto_block_size() if block_size is None else max(1, int(block_size))
+        # no convergence check before the worst-case step count minus 3 (checks cost passes over
+        # the vectors; the count is a fixed number, so batching cannot change when a column stops)
+        first_check = max(1, iterations_for(tol, damping, method) - 3)
+        for start in range(0, b, step):
+            cols = slice(start, min(b, start + step))
+            out[:, cols] = self._run_block(r[:, cols], damping, tol, max_iter, method,
+                                           np.arange(cols.start, cols.stop), first_check)
+        return out[:, 0] if single else out
+
+    def _run_block(self, r: np.ndarray, d: float, tol: float, max_iter: int, method: str,
+                   cols: np.ndarray, first_check: int = 1) -> np.ndarray:
+        n, b = r.shape
+        r = np.where(np.isnan(r) | (r < 0), 0.0, r)
+        sums = _col_sums(r)
+        zero = ~(sums > 0)
+        if zero.any():
+            r[:, zero] = 1.0 / n
+            sums = _col_sums(r)
+        r = r / sums
+        dt = self.dtype
+        rhs = np.ascontiguousarray((r * self.inv_sqrt64[:, None]).astype(dt))
+        # z <- omega_k (rhs + d S z) + (1 - omega_k) z_prev: Jacobi-style steps on z = rhs + d S z
+        # (spectrum of d S in [-d, d]) with Chebyshev weights omega (all 1 for power iteration)
+        z_out = np.empty((n, b), dt)
+        prev = np.zeros((n, b), dt)    # z_{k-1} of the columns still running (``active``)
+        z = rhs.copy()                 # z_1 = rhs (from z_0 = 0)
+        active = np.arange(b)
+        S, sq = self.S, self.sqrt_strength[:, None]
+        cheb = method == "chebyshev"
+        omega = 1.0
+        for it in range(1, max_iter + 1):
+            # z holds z_it, prev holds z_{it-1}; has the column converged?
+            if it >= first_check or it == max_iter:
+                diff = z - prev
+                np.abs(diff, out=diff)
+                diff *= sq
+                conv = _col_sums(diff) < tol
+            else:
+                conv = np.zeros(len(active), bool)
+            if it == max_iter:
+                conv[:] = True
+            if conv.any():
+                for c in np.flatnonzero(conv):
+                    self.last_iterations[int(cols[active[c]])] = it
+                z_out[:, active[conv]] = z[:, conv]
+                if conv.all():
+                    break
+                keep = ~conv
+                active = active[keep]
+                z = np.ascontiguousarray(z[:, keep])
+                prev = np.ascontiguousarray(prev[:, keep])
+                rhs = np.ascontiguousarray(rhs[:, keep])
+            t = S @ z
+            t *= d
+            t += rhs
+            if cheb:
+                omega = 2.0 / (2.0 - d * d) if it == 1 else 1.0 / (1.0 - d * d * omega / 4.0)
+                t *= omega
+                prev *= 1.0 - omega
+                t += prev
+            prev, z = z, t
+        z = z_out
+        y = z.astype(np.float64) * self.sqrt_strength64[:, None]
+        if self.isolated.any():
+            y[self.isolated] = r[self.isolated]
+        return y / _col_sums(y)
+
+
+def personalized_pagerank(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, reset: np.ndarray,
+                          damping: float = 0.5, tol: float = 1e-6, max_iter: int = 200, dtype: str = "float32",
+                          method: str = "chebyshev") -> np.ndarray:
+    """One-shot convenience wrapper: build a ``PPRKernel`` and run it."""
+    return PPRKernel(n, src, dst, weight, dtype).run(reset, damping, tol, max_iter, method)
+
+
+def iterations_for(tol: float, damping: float, method: str = "chebyshev") -> int:
+    """Worst-case number of steps to bring a unit L1 change below ``tol`` (the asymptotic
+    convergence factor of the method)."""
+    if not (0 < tol < 1) or not (0 < damping < 1):
+        return 1
+    if method == "power":
+        rate = damping
+    else:
+        k = (1 + damping) / (1 - damping)
+        rate = (math.sqrt(k) - 1) / (math.sqrt(k) + 1)
+    return int(math.ceil(math.log(tol) / math.log(rate))) + 1

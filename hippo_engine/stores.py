@@ -6,16 +6,18 @@ readable; upserts and deletes touch only the rows they change (no full rewrite).
 
 ``EmbeddingStore`` is the typed interface; ``SQLiteEmbeddingStore`` implements it and keeps an
 in-memory matrix whose rows are sorted by id, so the same content gives the same matrix
-whatever order it was inserted in.
+whatever order it was inserted in. Vectors are stored as float32 or float16, and can be
+memory-mapped on load from a derived ``vectors/*.npy`` file (see ``SQLiteEmbeddingStore``).
 """
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sqlite3
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -23,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "1"
 STORE_NAMES = ("passage", "entity", "fact")
+VECTOR_DTYPES = ("float32", "float16")
 
 
 class StoreError(RuntimeError):
@@ -49,7 +52,8 @@ class EmbeddingStore(ABC):
     @property
     @abstractmethod
     def matrix(self) -> np.ndarray:
-        """(len, dim) float32 matrix, rows in the order of ``ids``."""
+        """(len, dim) matrix, rows in the order of ``ids``: float32, or the storage dtype
+        (float16) for a memory-mapped store; ``matrix @ q`` with a float32 ``q`` gives float32."""
 
     @abstractmethod
     def row(self, key: str) -> int: ...
@@ -78,6 +82,7 @@ class IndexDB:
         except sqlite3.DatabaseError as e:
             raise StoreError(f"cannot open index database {self.path}: {e}") from e
         self._depth = 0
+        self._after_commit: list[Callable[[], None]] = []
 
     def _create(self) -> None:
         c = self.conn
@@ -107,12 +112,30 @@ class IndexDB:
         except BaseException:
             self._depth -= 1
             if self._depth == 0:
+                self._after_commit.clear()
                 self.conn.execute("ROLLBACK")
             raise
         else:
             self._depth -= 1
             if self._depth == 0:
                 self.conn.execute("COMMIT")
+                self._run_after_commit()
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the current transaction has committed (now, outside one).
+        Dropped if the transaction rolls back."""
+        if self._depth == 0:
+            fn()
+        elif fn not in self._after_commit:
+            self._after_commit.append(fn)
+
+    def _run_after_commit(self) -> None:
+        todo, self._after_commit = self._after_commit, []
+        for fn in todo:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - derived data only; the commit stands
+                logger.warning("after-commit step %r failed: %s", fn, e)
 
     def get_meta(self, key: str) -> Optional[str]:
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
@@ -155,31 +178,188 @@ class IndexDB:
 
 
 class SQLiteEmbeddingStore(EmbeddingStore):
-    """An ``EmbeddingStore`` in one table of an ``IndexDB``, mirrored in memory."""
+    """An ``EmbeddingStore`` in one table of an ``IndexDB``, mirrored in memory.
 
-    def __init__(self, db: IndexDB, namespace: str, dim: int):
+    Rows of :attr:`matrix` are sorted by id, so the same content gives the same matrix whatever
+    order it was inserted in. There is exactly one copy of the vectors in memory: the matrix
+    (no list of blobs, no second matrix); ids and texts are kept beside it.
+
+    Storage dtype (``vector_dtype``): vectors are written to SQLite as ``float32`` (4 bytes
+    per dimension, the default) or ``float16`` (2 bytes, half the disk; values rounded to
+    float16, about 3 significant digits). A row's dtype is read from its blob length, so an
+    index may mix both (written under different settings). In RAM the matrix is float32.
+
+    Memory mapping (``mmap=True``): on load the matrix is a read-only ``numpy.memmap`` of
+    ``<save_dir>/vectors/<namespace>.<generation>.<dtype>.npy`` instead of an array in RAM;
+    its dtype is ``vector_dtype`` (so a float16 store maps 2 bytes per dimension and callers
+    get a float16 matrix: ``matrix @ q`` upcasts per call). The file is *derived* data, like
+    ``graph.npz``: SQLite stays the single source of truth. Each write (upsert/delete) bumps
+    the store's generation in the same SQLite transaction as the rows; after the commit the
+    file of the new generation is written to a temporary name, flushed, fsynced and renamed
+    into place, then mapped, and older generations are deleted. A crash at any point leaves
+    either a committed generation whose file is missing or stale (rebuilt from SQLite on the
+    next load, streaming row by row) or an uncommitted generation whose file is ignored and
+    removed. Between a write and its commit the matrix is a float32 array in RAM (the
+    synonymy update needs it); it is mapped again after the commit.
+    """
+
+    #: class-level defaults (subclasses that bypass ``__init__`` get a plain float32 RAM store)
+    vector_dtype: np.dtype = np.dtype(np.float32)
+    mmap: bool = False
+    mmap_dir: Optional[Path] = None
+
+    def __init__(self, db: IndexDB, namespace: str, dim: int, *, vector_dtype: str = "float32",
+                 mmap: bool = False, mmap_dir: Optional[Path] = None):
         if namespace not in STORE_NAMES:
             raise ValueError(f"unknown store {namespace!r}")
+        if vector_dtype not in VECTOR_DTYPES:
+            raise ValueError(f"vector_dtype must be one of {VECTOR_DTYPES}, got {vector_dtype!r}")
         self.db, self.namespace, self.dim = db, namespace, dim
         self.table = f"store_{namespace}"
+        self.vector_dtype = np.dtype(vector_dtype)
+        self.mmap = bool(mmap)
+        self.mmap_dir = Path(mmap_dir) if mmap_dir is not None else db.path.parent / "vectors"
         self.reload()
+
+    # ------------------------------------------------------------------ loading
+    def _decode(self, blob: bytes) -> np.ndarray:
+        n = len(blob)
+        if n == 4 * self.dim:
+            return np.frombuffer(blob, dtype=np.float32)
+        if n == 2 * self.dim:
+            return np.frombuffer(blob, dtype=np.float16)
+        have = n // 4 if n % 4 == 0 else n / 2
+        raise StoreError(f"{self.namespace} store holds {have:g}-dim vectors but the encoder gives "
+                         f"{self.dim}; use the embedding model the index was built with, or a new save_dir")
+
+    def _gen(self) -> int:
+        return int(self.db.get_meta(f"vectors_gen_{self.namespace}") or 0)
 
     def reload(self) -> None:
         """Re-read the table (after a rolled-back transaction, for instance)."""
-        ids, texts, vecs = [], {}, []
-        for key, content, blob in self.db.conn.execute(f"SELECT id, content, vec FROM {self.table} ORDER BY id"):
-            v = np.frombuffer(blob, dtype=np.float32)
-            if v.shape[0] != self.dim:
-                raise StoreError(f"{self.namespace} store holds {v.shape[0]}-dim vectors but the encoder gives "
-                                 f"{self.dim}; use the embedding model the index was built with, or a new save_dir")
-            ids.append(key)
-            texts[key] = content
-            vecs.append(v)
+        conn = self.db.conn
+        count = conn.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0]
+        ids: list[str] = []
+        texts: dict[str, str] = {}
+        self._mat = None  # drop the old matrix before building the new one
+        if self.mmap and count:
+            for key, content in conn.execute(f"SELECT id, content FROM {self.table} ORDER BY id"):
+                ids.append(key)
+                texts[key] = content
+            mat = self._map(count)
+        else:
+            mat = np.empty((count, self.dim), dtype=np.float32)
+            for i, (key, content, blob) in enumerate(
+                    conn.execute(f"SELECT id, content, vec FROM {self.table} ORDER BY id")):
+                mat[i] = self._decode(blob)
+                ids.append(key)
+                texts[key] = content
+            if len(ids) != count:  # pragma: no cover - concurrent writer
+                raise StoreError(f"{self.namespace} store changed while it was read")
         self._ids = np.array(ids, dtype=object)
         self._texts = texts
-        self._mat = np.vstack(vecs).astype(np.float32, copy=False) if vecs else np.zeros((0, self.dim), np.float32)
+        self._mat = mat
         self._row = {k: i for i, k in enumerate(ids)}
 
+    # ------------------------------------------------------------------ memory mapping
+    def sidecar_path(self, gen: Optional[int] = None) -> Path:
+        gen = self._gen() if gen is None else gen
+        return self.mmap_dir / f"{self.namespace}.{gen}.{self.vector_dtype.name}.npy"
+
+    def _sidecars(self) -> list[Path]:
+        if not self.mmap_dir.is_dir():
+            return []
+        return [p for p in self.mmap_dir.iterdir() if p.name.startswith(f"{self.namespace}.")]
+
+    def _map(self, count: int) -> np.ndarray:
+        """Map the sidecar of the committed generation, (re)building it from SQLite if needed."""
+        path = self.sidecar_path()
+        mat = None
+        if path.is_file():
+            try:
+                mat = np.load(path, mmap_mode="r")
+            except (OSError, ValueError) as e:
+                logger.warning("ignoring unreadable %s: %s", path, e)
+            if mat is not None and (mat.shape != (count, self.dim) or mat.dtype != self.vector_dtype):
+                logger.warning("ignoring %s: shape %s %s, expected (%d, %d) %s", path, mat.shape,
+                               mat.dtype, count, self.dim, self.vector_dtype)
+                mat = None
+        if mat is None:
+            def rows():
+                for (blob,) in self.db.conn.execute(f"SELECT vec FROM {self.table} ORDER BY id"):
+                    yield self._decode(blob)
+            self._write_sidecar(path, count, rows())
+            mat = np.load(path, mmap_mode="r")
+        self._remove_sidecars(keep=path)
+        return mat
+
+    def _write_sidecar(self, path: Path, count: int, rows) -> None:
+        """Write ``count`` rows to ``path`` atomically (temporary file, fsync, rename)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        try:
+            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=self.vector_dtype,
+                                            shape=(count, self.dim))
+            if isinstance(rows, np.ndarray):
+                for start in range(0, count, 65536):  # bounded temporaries when casting
+                    out[start:start + 65536] = rows[start:start + 65536]
+            else:
+                i = -1
+                for i, v in enumerate(rows):
+                    out[i] = v
+                if i + 1 != count:  # pragma: no cover - concurrent writer
+                    raise StoreError(f"{self.namespace} store changed while it was read")
+            out.flush()
+            del out
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        with contextlib.suppress(OSError):  # make the rename durable
+            fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def _remove_sidecars(self, keep: Optional[Path]) -> None:
+        for p in self._sidecars():
+            if p != keep:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+
+    def _to_ram(self) -> None:
+        """Before a write: make the matrix a writable float32 array in RAM."""
+        if not (isinstance(self._mat, np.ndarray) and self._mat.dtype == np.float32
+                and self._mat.flags.writeable and not isinstance(self._mat, np.memmap)):
+            self._mat = np.array(self._mat, dtype=np.float32)
+
+    def _after_write(self) -> None:
+        """Inside the write's transaction: bump the generation; map the new file after commit."""
+        self.db.set_meta(f"vectors_gen_{self.namespace}", str(self._gen() + 1))
+        if self.mmap:
+            self.db.after_commit(self._remap)
+
+    def _remap(self) -> None:
+        if not self.mmap:
+            return
+        if len(self._ids) == 0:
+            self._remove_sidecars(keep=None)
+            return
+        path = self.sidecar_path()
+        try:
+            self._write_sidecar(path, len(self._ids), self._mat)
+            mat = np.load(path, mmap_mode="r")
+        except OSError as e:  # the RAM matrix stays valid; the next load rebuilds the file
+            logger.warning("could not write %s: %s", path, e)
+            return
+        self._mat = mat
+        self._remove_sidecars(keep=path)
+
+    # ------------------------------------------------------------------ reading
     def __len__(self) -> int:
         return len(self._ids)
 
@@ -192,6 +372,8 @@ class SQLiteEmbeddingStore(EmbeddingStore):
 
     @property
     def matrix(self) -> np.ndarray:
+        """(len, dim) matrix, rows in the order of ``ids``: float32 in RAM, or a read-only
+        memmap of dtype ``vector_dtype`` when the store is memory-mapped."""
         return self._mat
 
     def row(self, key: str) -> int:
@@ -203,40 +385,59 @@ class SQLiteEmbeddingStore(EmbeddingStore):
     def texts(self, keys: Iterable[str]) -> list[str]:
         return [self._texts[k] for k in keys]
 
+    def nbytes(self) -> dict[str, int]:
+        """Bytes of the vectors: ``ram`` (anonymous memory), ``mapped`` (file-backed)."""
+        mapped = isinstance(self._mat, np.memmap) or (
+            isinstance(self._mat, np.ndarray) and isinstance(self._mat.base, np.memmap))
+        n = int(self._mat.nbytes)
+        return {"ram": 0 if mapped else n, "mapped": n if mapped else 0}
+
+    # ------------------------------------------------------------------ writing
     def upsert(self, keys: Sequence[str], texts: Sequence[str], vectors: np.ndarray) -> None:
         if not (len(keys) == len(texts) == len(vectors)):
             raise ValueError("keys, texts and vectors must have the same length")
         if len(keys) == 0:
             return
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        vectors = np.asarray(vectors)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ValueError(f"vectors must have shape (n, {self.dim})")
+        stored = np.ascontiguousarray(vectors, dtype=self.vector_dtype)
         self.db.conn.executemany(f"INSERT OR REPLACE INTO {self.table} (id, content, vec) VALUES (?, ?, ?)",
-                                 [(k, t, v.tobytes()) for k, t, v in zip(keys, texts, vectors)])
-        # memory: replace existing rows in place, merge new ones keeping id order
-        new_keys, new_rows = [], []
-        for k, t, v in zip(keys, texts, vectors):
-            self._texts[k] = t
+                                 [(k, t, v.tobytes()) for k, t, v in zip(keys, texts, stored)])
+        # memory: the values a reload would give (rounded to the storage dtype, as float32)
+        self._to_ram()
+        last: dict[str, int] = {}
+        for i, k in enumerate(keys):  # a repeated key: the last one wins, as in SQLite
+            last[k] = i
+        new_keys = []
+        for k, i in last.items():
+            self._texts[k] = texts[i]
             if k in self._row:
-                self._mat[self._row[k]] = v
+                self._mat[self._row[k]] = stored[i]
             else:
                 new_keys.append(k)
-                new_rows.append(v)
         if new_keys:
-            all_ids = np.concatenate([self._ids, np.array(new_keys, dtype=object)])
-            all_mat = np.vstack([self._mat, np.vstack(new_rows)])
-            order = np.argsort(all_ids.astype(str), kind="stable")
-            self._ids, self._mat = all_ids[order], np.ascontiguousarray(all_mat[order])
+            new_keys.sort()
+            src = np.fromiter((last[k] for k in new_keys), np.int64, len(new_keys))
+            new_ids = np.array(new_keys, dtype=object)
+            pos = np.searchsorted(self._ids, new_ids) if len(self._ids) else np.zeros(len(new_keys), np.int64)
+            # one allocation for the merged matrix (np.insert keeps the old rows' order and
+            # places the sorted new rows before the old row at each position)
+            self._mat = np.insert(self._mat, pos, stored[src].astype(np.float32), axis=0)
+            self._ids = np.insert(self._ids, pos, new_ids)
             self._row = {k: i for i, k in enumerate(self._ids)}
+        self._after_write()
 
     def delete(self, keys: Iterable[str]) -> None:
         keys = [k for k in set(keys) if k in self._row]
         if not keys:
             return
         self.db.conn.executemany(f"DELETE FROM {self.table} WHERE id=?", [(k,) for k in keys])
-        drop = np.zeros(len(self._ids), bool)
-        drop[[self._row[k] for k in keys]] = True
+        self._to_ram()
+        keep = np.ones(len(self._ids), bool)
+        keep[[self._row[k] for k in keys]] = False
         for k in keys:
             del self._texts[k]
-        self._ids, self._mat = self._ids[~drop], np.ascontiguousarray(self._mat[~drop])
+        self._ids, self._mat = self._ids[keep], np.ascontiguousarray(self._mat[keep])
         self._row = {k: i for i, k in enumerate(self._ids)}
+        self._after_write()

@@ -23,44 +23,98 @@ def exact_scores(mat: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray) -> np.
     return np.einsum("ij,ij->i", a, b)
 
 
+#: Upper bound on the floats of one similarity block (64 MB), whatever the index size.
+BLOCK_ELEMENTS = 1 << 24
+
+
+def _hits(a_mat: np.ndarray, b_mat: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    sims = a_mat @ b_mat.T  # float32 block
+    # 1-D search of the flat mask: several times faster than a 2-D nonzero
+    return np.divmod(np.flatnonzero(sims >= np.float32(threshold - _MARGIN)), sims.shape[1])
+
+
 def pairs_above(mat: np.ndarray, query_rows: np.ndarray, threshold: float,
                 block_size: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All (query_row, key_row, score) with cosine >= threshold, query_row != key_row.
 
-    Keys are all rows of ``mat``. Memory is bounded by ``block_size x len(mat)`` floats.
+    Keys are all rows of ``mat``. Pairs of two query rows are computed once (blocks on and
+    above the diagonal) and reported in both directions, so the all-vs-all case costs half
+    the products; query rows against the other rows go block by block. Memory is bounded
+    by one ``block_size`` x ``max(block_size, BLOCK_ELEMENTS / block_size)`` float32 block.
     """
+    n = len(mat)
+    Q = np.unique(np.asarray(query_rows, dtype=np.int64))
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    if len(Q) == 0 or n == 0:
+        return empty
+    is_q = np.zeros(n, bool)
+    is_q[Q] = True
+    others = np.flatnonzero(~is_q)
+    bq = max(1, int(block_size))
+    bk = max(bq, BLOCK_ELEMENTS // bq)
     qs, ks, ss = [], [], []
-    query_rows = np.asarray(query_rows, dtype=np.int64)
-    for start in range(0, len(query_rows), block_size):
-        q = query_rows[start:start + block_size]
-        sims = mat[q] @ mat.T  # (b, n) float32
-        qi, ki = np.nonzero(sims >= threshold - _MARGIN)
-        qi = q[qi]
-        keep = qi != ki
-        qi, ki = qi[keep], ki[keep]
-        s = exact_scores(mat, qi, ki)
-        keep = s >= threshold
-        qs.append(qi[keep]); ks.append(ki[keep]); ss.append(s[keep])
+
+    def keep(ra: np.ndarray, rb: np.ndarray, both: bool) -> None:
+        sc = exact_scores(mat, ra, rb)
+        m = sc >= threshold
+        ra, rb, sc = ra[m], rb[m], sc[m]
+        qs.append(ra); ks.append(rb); ss.append(sc)
+        if both:
+            qs.append(rb); ks.append(ra); ss.append(sc)
+
+    for i0 in range(0, len(Q), bq):
+        qi = Q[i0:i0 + bq]
+        A = mat[qi]
+        for j0 in range(i0, len(Q), bq):
+            qj = Q[j0:j0 + bq]
+            a, b = _hits(A, A if j0 == i0 else mat[qj], threshold)
+            if j0 == i0:
+                upper = a < b
+                a, b = a[upper], b[upper]
+            keep(qi[a], qj[b], True)
+        for k0 in range(0, len(others), bk):
+            ok = others[k0:k0 + bk]
+            a, b = _hits(A, mat[ok], threshold)
+            keep(qi[a], ok[b], False)
     if not qs:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        return empty
     return np.concatenate(qs), np.concatenate(ks), np.concatenate(ss)
 
 
 def top_lists(q: np.ndarray, k: np.ndarray, s: np.ndarray, ids: np.ndarray,
               max_neighbors: int) -> dict[str, dict[str, float]]:
-    """Group pairs by query and keep each query's best ``max_neighbors`` (ties by id)."""
+    """Group pairs by query and keep each query's best ``max_neighbors`` (ties by id).
+
+    ``ids`` must be sorted (store order), so a tie on the score goes to the lower row."""
     out: dict[str, dict[str, float]] = {}
     if len(q) == 0:
         return out
-    key_ids = ids[k].astype(str)
-    order = np.lexsort((key_ids, -s, q))
-    q, key_ids, s = q[order], key_ids[order], s[order]
-    bounds = np.flatnonzero(np.diff(q)) + 1
-    for chunk in np.split(np.arange(len(q)), bounds):
-        src = ids[q[chunk[0]]]
-        sel = chunk[:max_neighbors]
-        out[src] = {key_ids[i]: float(s[i]) for i in sel}
+    order = np.lexsort((k, -s, q))
+    q, k, s = q[order], k[order], s[order]
+    starts = np.flatnonzero(np.r_[True, q[1:] != q[:-1]])
+    rank = np.arange(len(q)) - np.repeat(starts, np.diff(np.r_[starts, len(q)]))
+    sel = rank < max_neighbors
+    q, k, s = q[sel], k[sel], s[sel]
+    starts = np.flatnonzero(np.r_[True, q[1:] != q[:-1]])
+    ends = np.r_[starts[1:], len(q)]
+    kid = ids[k].tolist()
+    sc = s.tolist()
+    src = ids[q[starts]].tolist()
+    for name, a, b in zip(src, starts.tolist(), ends.tolist()):
+        out[name] = dict(zip(kid[a:b], sc[a:b]))
     return out
+
+
+def rows_of(ids: np.ndarray, keys) -> np.ndarray:
+    """Rows of ``keys`` in the sorted id array ``ids`` (keys that are absent are left out)."""
+    q = np.empty(len(keys), dtype=object)
+    q[:] = list(keys)
+    if len(q) == 0 or len(ids) == 0:
+        return np.zeros(0, np.int64)
+    pos = np.searchsorted(ids, q)
+    ok = pos < len(ids)
+    ok[ok] = ids[pos[ok]] == q[ok]
+    return np.sort(pos[ok]).astype(np.int64)
 
 
 def _trim(nb: dict[str, float], max_neighbors: int) -> dict[str, float]:
@@ -80,8 +134,7 @@ def update_synonymy(lists: dict[str, dict[str, float]], ids: np.ndarray, mat: np
     ``None`` for a source that no longer exists. The result equals recomputing every list from
     scratch, at a cost that grows with the number of added/removed entities, not the index.
     """
-    row = {k: i for i, k in enumerate(ids)}
-    added = [a for a in set(added) if a in row]
+    add_rows = rows_of(ids, sorted(set(added)))
     removed = set(removed)
     changed: dict[str, Optional[dict[str, float]]] = {}
     recompute: set[str] = set()
@@ -99,34 +152,31 @@ def update_synonymy(lists: dict[str, dict[str, float]], ids: np.ndarray, mat: np
                 else:
                     changed[src] = {d: w for d, w in nb.items() if d not in removed}
 
-    if added:
-        add_rows = np.array(sorted(row[a] for a in added), dtype=np.int64)
+    if len(add_rows):
         q, k, s = pairs_above(mat, add_rows, threshold, block_size)
         # forward: new eligible entities get full lists
         fwd = eligible[q]
         new_lists = top_lists(q[fwd], k[fwd], s[fwd], ids, max_neighbors)
-        for a in added:
-            if eligible[row[a]]:
-                changed[a] = new_lists.get(a, {})
+        for a in ids[add_rows[eligible[add_rows]]].tolist():
+            changed[a] = new_lists.get(a, {})
         # reverse: old eligible entities that now see a new one
         is_added = np.zeros(len(ids), bool)
         is_added[add_rows] = True
         rev = ~is_added[k] & eligible[k]
-        for qi, ki, sc in zip(q[rev], k[rev], s[rev]):
-            old = ids[ki]
+        for new_id, old, sc in zip(ids[q[rev]].tolist(), ids[k[rev]].tolist(), s[rev].tolist()):
             if old in recompute:
                 continue
             base = changed.get(old)
             if base is None:
                 base = dict(lists.get(old, {}))
-            base[ids[qi]] = float(sc)
+            base[new_id] = sc
             changed[old] = base
         for src, nb in list(changed.items()):
             if nb is not None and len(nb) > max_neighbors:
                 changed[src] = _trim(nb, max_neighbors)
 
     if recompute:
-        rows = np.array(sorted(row[r] for r in recompute), dtype=np.int64)
+        rows = rows_of(ids, sorted(recompute))
         q, k, s = pairs_above(mat, rows, threshold, block_size)
         full = top_lists(q, k, s, ids, max_neighbors)
         for src in recompute:

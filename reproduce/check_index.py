@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import time
@@ -36,7 +37,18 @@ class ForbiddenLLM(LLMClient):
 
 
 def peak_rss_mb() -> float:
+    try:  # VmHWM: ru_maxrss is carried over fork/exec from the parent process
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def loadavg() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main(argv=None) -> int:
@@ -60,10 +72,13 @@ def main(argv=None) -> int:
     full = fresh("full")
     _ = full.encoder  # load the model outside the timed index
     load_s = time.perf_counter() - t
+    load_before, cpu0 = loadavg(), time.process_time()
     rep = full.index(docs)
+    cpu_s = time.process_time() - cpu0
     print(f"[1] indexed {rep['added']} passages; LLM calls: {ForbiddenLLM.calls}; embedder load {load_s:.1f}s")
     print("    graph:", json.dumps(full.graph_stats()))
     print("    stages (s):", json.dumps({k: round(v, 2) for k, v in rep["timings"].items()}))
+    print(f"    CPU {cpu_s:.1f}s (all threads); load average before {load_before}, after {loadavg()}")
     print(f"    peak RSS so far: {peak_rss_mb():.0f} MB")
     if args.skip_equality:
         return 0

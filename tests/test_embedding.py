@@ -97,11 +97,12 @@ def test_order_preserved_with_length_sorting(enc):
     # texts -> distinct rows), and row i best matches text i.
     alone = np.stack([enc.encode([t])[0] for t in texts])
     assert np.argmax(together @ alone.T, axis=1).tolist() == list(range(len(texts)))
-    # The planner really groups by length: each batch holds a single token length.
+    # The planner really groups by length: each batch holds a single token length, and at
+    # most the token budget's worth of texts.
     lengths = [len(x) for x in enc.tokenize(texts)]
     for batch in enc.plan_batches(lengths):
         assert len({lengths[i] for i in batch}) == 1
-        assert len(batch) <= enc.batch_size
+        assert len(batch) <= enc.texts_per_batch(lengths[batch[0]])
 
 
 def test_semantic_sanity(enc):
@@ -169,13 +170,52 @@ def test_batch_composition_independence_bit_exact(enc, enc_bf16, which):
     split[perm[cut:]] = second
     assert np.array_equal(split, all_at_once), np.abs(split - all_at_once).max()
 
-    old = e.batch_size
+    old = e.max_batch_tokens
     try:
-        e.batch_size = 3
+        e.max_batch_tokens = 24  # 1 to 8 texts per batch
         small_batches = e.encode(texts)
     finally:
-        e.batch_size = old
+        e.max_batch_tokens = old
     assert np.array_equal(small_batches, all_at_once), np.abs(small_batches - all_at_once).max()
+
+    # serial in the calling thread (with the process's thread count) == parallel workers
+    old_workers = e.num_workers
+    try:
+        e.num_workers = 1
+        serial = e.encode(texts)
+        e.num_workers = 3
+        three = e.encode(texts)
+    finally:
+        e.num_workers = old_workers
+    assert np.array_equal(serial, all_at_once) and np.array_equal(three, all_at_once)
+
+
+def test_token_budget_batches(enc):
+    """Short texts share big batches, long ones get small batches of the same cost."""
+    assert enc.max_batch_tokens == enc.batch_size * 64
+    lengths = [5] * 1000 + [20] * 300 + [200] * 50
+    batches = enc.plan_batches(lengths)
+    sizes = {}
+    for b in batches:
+        sizes.setdefault(lengths[b[0]], []).append(len(b))
+    budget = enc.max_batch_tokens
+    assert sizes[5] == [budget // 5, 1000 - budget // 5]
+    assert sizes[20] == [budget // 20, 300 - budget // 20]
+    assert max(sizes[200]) == budget // 200
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+    assert TransformersEncoder.texts_per_batch(enc, 10 * budget) == 1
+
+
+def test_workers_restore_thread_count(enc):
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        enc.encode(ENTITIES)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_duplicates_identical(enc):
@@ -203,6 +243,10 @@ def test_bad_arguments():
         TransformersEncoder(dtype="float16")
     with pytest.raises(ValueError, match="batch_size"):
         TransformersEncoder(batch_size=0)
+    with pytest.raises(ValueError, match="max_batch_tokens"):
+        TransformersEncoder(max_batch_tokens=0)
+    with pytest.raises(ValueError, match="num_workers"):
+        TransformersEncoder(num_workers=0)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -221,11 +265,25 @@ def test_gemm_row_invariance_above_floor(threads):
         for k, n in ((384, 1536), (1536, 384)):
             w = torch.randn(n, k, generator=gen) * 0.05
             b = torch.randn(n, generator=gen)
-            x = torch.randn(300, k, generator=gen)
+            x = torch.randn(4100, k, generator=gen)
             with torch.inference_mode():
                 ref = torch.nn.functional.linear(x, w, b)
-                for m in list(range(emb._MIN_GEMM_ROWS, 70)) + [97, 128, 255, 300]:
+                # up to the default token budget (4096 rows) and a little beyond
+                for m in list(range(emb._MIN_GEMM_ROWS, 70)) + [97, 128, 255, 300, 1025, 4096, 4100]:
                     out = torch.nn.functional.linear(x[:m], w, b)
                     assert torch.equal(out, ref[:m]), (k, n, m, threads)
     finally:
         torch.set_num_threads(before)
+
+
+def test_worker_error_propagates_and_restores_threads(enc, monkeypatch):
+    import torch
+
+    def boom(batch_ids):
+        raise RuntimeError("forward failed")
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(enc, "_forward", boom)
+    with pytest.raises(RuntimeError, match="forward failed"):
+        enc.encode(ENTITIES)
+    assert torch.get_num_threads() == before

@@ -127,3 +127,62 @@ def test_non_latin_entities_stay_distinct(tmp_path):
     names = {rag.index_state.stores["entity"].text(e) for e in rag.index_state.stores["entity"].ids}
     assert names == {"東京", "日本", "москва", "россия"}
     assert rag.graph_stats()["entity_nodes"] == 4
+
+
+def _graph_arrays(g):
+    return (list(g.node_ids), g.num_entities, g.src.tolist(), g.dst.tolist(), g.weight.tolist(), g.kinds.tolist())
+
+
+def test_incremental_graph_is_bit_identical_and_not_rebuilt(tmp_path, monkeypatch):
+    """Inserts merge into the previous graph (no rebuild) and give exactly the arrays a
+    from-scratch build gives, also after reopening the index (graph.npz)."""
+    import hippo_engine.indexer as ix
+    inc = make_rag(tmp_path / "inc")
+    inc.index(CORPUS[:3])
+
+    def no_rebuild(*a, **k):
+        raise AssertionError("graph rebuilt from scratch on insert")
+
+    monkeypatch.setattr(ix, "build_graph", no_rebuild)
+    inc.index(CORPUS[3:6])
+    inc.close()
+    reopened = make_rag(tmp_path / "inc")
+    reopened.index(CORPUS[6:])           # starts from the saved graph.npz
+    monkeypatch.undo()
+    full = make_rag(tmp_path / "full")
+    full.index(CORPUS)
+    assert _graph_arrays(reopened.graph) == _graph_arrays(full.graph)
+    assert snapshot(reopened)["synonymy"] == snapshot(full)["synonymy"]
+
+
+def test_short_entities_are_not_synonymy_queries(tmp_path):
+    def respond(messages):
+        user = messages[-1]["content"]
+        if "Named entities:" not in user:
+            return json.dumps({"named_entities": []})
+        if "first" in user:
+            return json.dumps({"triples": [["ab", "near", "abc"], ["abc", "near", "abd"]]})
+        return json.dumps({"triples": [["ab", "near", "xyz"], ["abd", "near", "ab"]]})
+
+    kw = dict(synonymy_threshold=0.0, synonymy_min_alnum_chars=3)
+    inc = make_rag(tmp_path / "i", llm=ScriptedLLM(respond), **kw)
+    inc.index(["the first one"])
+    inc.index(["the second one"])
+    full = make_rag(tmp_path / "f", llm=ScriptedLLM(respond), **kw)
+    full.index(["the first one", "the second one"])
+    short = mdhash_id("ab", "entity-")
+    assert short not in inc.index_state.synonymy                       # never a query
+    assert any(short in nb for nb in inc.index_state.synonymy.values())  # but a neighbour
+    assert snapshot(inc)["synonymy"] == snapshot(full)["synonymy"]
+    assert _graph_arrays(inc.graph) == _graph_arrays(full.graph)
+
+
+def test_chunked_encoding_gives_the_same_index(tmp_path, monkeypatch):
+    import hippo_engine.indexer as ix
+    ref = make_rag(tmp_path / "ref")
+    ref.index(CORPUS)
+    monkeypatch.setattr(ix.Index, "ENCODE_CHUNK", 3)
+    small = make_rag(tmp_path / "small")
+    small.index(CORPUS)
+    assert_same(snapshot(ref), snapshot(small))
+    assert _graph_arrays(ref.graph) == _graph_arrays(small.graph)

@@ -133,3 +133,85 @@ def test_bad_queries(tmp_path):
         rag.retrieve("not a list")
     with pytest.raises(ValueError):
         rag.retrieve(["ok", "  "])
+
+
+# ------------------------------------------------------------------ vectorised paths
+def test_entity_seed_table_matches_per_query_seeds():
+    from hippo_engine.retrieval import entity_seed_table
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 5, 30)
+    links = [[(int(rng.integers(0, 30)), float(rng.random())) for _ in range(rng.integers(0, 12))] for _ in range(7)]
+    q = np.concatenate([[j] * len(l) for j, l in enumerate(links)]).astype(np.int64)
+    n = np.array([a for l in links for a, _ in l], dtype=np.int64)
+    s = np.array([b for l in links for _, b in l])
+    tq, tn, tw = entity_seed_table(q, n, s, counts, keep=3)
+    for j, l in enumerate(links):
+        _, seeds = entity_seeds(l, counts, 30, keep=3)
+        m = tq == j
+        assert list(zip(tn[m].tolist(), tw[m].tolist())) == seeds
+
+
+def test_top_facts_exact_with_ties():
+    """Candidates, their order (ties: lower row) and min-max scores equal the exact float64 answer."""
+    from hippo_engine.retrieval import Retriever
+    rng = np.random.default_rng(1)
+    mat = rng.standard_normal((5000, 16)).astype(np.float32)
+    mat[10] = mat[20] = mat[30]            # exact ties
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    q = np.vstack([mat[30] + 0.01 * rng.standard_normal(16).astype(np.float32), rng.standard_normal((3, 16))])
+    q = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+    r = Retriever.__new__(Retriever)      # only the fact matrix is needed
+    r.fact_mat, r._fact_norm = mat, None
+    import hippo_engine.retrieval as rt
+    for block in (rt.ROW_BLOCK, 777):
+        old, rt.ROW_BLOCK = rt.ROW_BLOCK, block
+        try:
+            rows, scores = r.top_facts(q, 5)
+            single = [r.top_facts(q[j:j + 1], 5) for j in range(len(q))]
+        finally:
+            rt.ROW_BLOCK = old
+        for j in range(len(q)):
+            ex = mat.astype(np.float64) @ q[j].astype(np.float64)
+            order = np.lexsort((np.arange(len(ex)), -ex))[:5]
+            assert list(rows[j]) == list(order)
+            np.testing.assert_allclose(scores[j], (ex[order] - ex.min()) / (ex.max() - ex.min()), rtol=0, atol=1e-12)
+            assert np.array_equal(single[j][0][0], rows[j]) and np.array_equal(single[j][1][0], scores[j])
+    assert list(rows[0][:3]) == [10, 20, 30]
+
+
+def test_batch_equals_single_bitwise(tmp_path):
+    rag = make_rag(tmp_path, use_filter=False)
+    rag.index(CORPUS)
+    qs = ["Where was Ilse Marrow born?", "Who founded Tamsin College?", "Which fair is held in Velor?",
+          "Who married Oren Pike?", "What is the capital of Kaldavia?"]
+    batch = rag.retrieve(qs)
+    for q, b in zip(qs, batch):
+        (s,) = rag.retrieve([q])
+        assert s.docs == b.docs and np.array_equal(s.doc_scores, b.doc_scores)
+        assert s.seed_entities == b.seed_entities and s.kept_facts == b.kept_facts
+
+
+def test_batched_search_in_blocks_and_subclass_path(tmp_path):
+    """query_batch_size splits a batch without changing results; the per-query seeding path
+    (used by subclasses that add seeds) gives the same reset vectors as the vectorised one."""
+    rag = make_rag(tmp_path, use_filter=False)
+    rag.index(CORPUS)
+    qs = ["Where was Ilse Marrow born?", "Who founded Tamsin College?", "Who married Oren Pike?"]
+    ref = rag.retrieve(qs)
+    rag2 = make_rag(tmp_path, use_filter=False, query_batch_size=1)
+    assert [s.docs for s in rag2.retrieve(qs)] == [s.docs for s in ref]
+    from hippo_engine.retrieval import Retriever
+
+    class PerQuery(Retriever):
+        def reset_vector(self, linked, dense):
+            return super().reset_vector(linked, dense)
+
+    r = rag._get_retriever()
+    sub = PerQuery(r.config, r.graph, rag.index_state.stores["passage"].ids, r.passage_mat, r.fact_ids, r.fact_mat,
+                   r.entity_ids, r.entity_mat, r.entity_text, rag.index_state.passage_triples)
+    q_fact, q_pass = rag._encode_queries(qs)
+    a, _ = r.search(qs, q_fact, q_pass, 10)
+    b, _ = sub.search(qs, q_fact, q_pass, 10)
+    for x, y in zip(a, b):
+        assert np.array_equal(x.order, y.order) and np.array_equal(x.scores, y.scores)
+        assert x.seed_entities == y.seed_entities
