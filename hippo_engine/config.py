@@ -78,6 +78,7 @@ class HippoConfig:
     embedding_batch_size: int = 64
     embedding_dtype: str = "float32"
     embedding_max_length: Optional[int] = None
+    embedding_num_workers: Optional[int] = None   # parallel forward passes (None: one per usable CPU)
     query_instruction_fact: Optional[str] = None
     query_instruction_passage: Optional[str] = None
 
@@ -184,6 +185,11 @@ class HippoConfig:
         if not isinstance(self.embedding_mmap, bool):
             raise ConfigError(f"embedding_mmap must be True or False, got {self.embedding_mmap!r}")
         positive_int("llm_threads", allow_none=True)
+        positive_int("embedding_num_workers", allow_none=True)
+        positive_int("query_batch_size")
+        positive_int("ppr_block_size", allow_none=True)
+        choice("ppr_dtype", ("float32", "float64"))
+        choice("ppr_method", ("chebyshev", "power"))
         for b in ("use_passage_nodes", "use_filter", "llm_cache", "show_progress"):
             if not isinstance(getattr(self, b), bool):
                 raise ConfigError(f"{b} must be True or False, got {getattr(self, b)!r}")

@@ -73,7 +73,8 @@ class HippoRAG:
             from .embedding import TransformersEncoder
             cfg = self.config
             self._encoder = TransformersEncoder(self.embedding_model_name, batch_size=cfg.embedding_batch_size,
-                                                dtype=cfg.embedding_dtype, max_length=cfg.embedding_max_length)
+                                                dtype=cfg.embedding_dtype, max_length=cfg.embedding_max_length,
+                                                num_workers=cfg.embedding_num_workers)
         return self._encoder
 
     # ------------------------------------------------------------------ documents

@@ -146,6 +146,10 @@ def _blocks(n: int, size: Optional[int] = None):
 
 
 _POOL = None
+#: threads of the scan pool; matrices with fewer rows than ``_SPLIT_MIN_ROWS`` are scanned
+#: in the calling thread (the hand-off costs more than it saves)
+_SCAN_THREADS = max(1, min(4, os.cpu_count() or 1))
+_SPLIT_MIN_ROWS = 8192
 
 
 def _pool():
@@ -153,7 +157,7 @@ def _pool():
     global _POOL
     if _POOL is None:
         from concurrent.futures import ThreadPoolExecutor
-        _POOL = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)),
+        _POOL = ThreadPoolExecutor(max_workers=_SCAN_THREADS,
                                    thread_name_prefix="hippo-scan")
     return _POOL
 
@@ -186,7 +190,12 @@ def dense_column(mat: np.ndarray, q: np.ndarray) -> np.ndarray:
     def work(se):
         out[se[0]:se[1]] = _row_scores(mat, se[0], se[1], q32)[0]
 
-    blocks = list(_blocks(len(mat), min(ROW_BLOCK, 16384)))
+    n = len(mat)
+    # equal blocks, one per scan thread at least once the matrix is worth splitting (an
+    # unbalanced split, e.g. 16384 + 649 rows, leaves one thread doing all the work)
+    parts = max(-(-n // 16384), _SCAN_THREADS if n >= _SPLIT_MIN_ROWS else 1)
+    size = -(-n // parts) if n else 1
+    blocks = list(_blocks(n, size))
     if len(blocks) > 1:
         list(_pool().map(work, blocks))
     elif blocks:

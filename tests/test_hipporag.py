@@ -18,6 +18,11 @@ def test_config_validation():
         HippoConfig(damping=1.0)
     with pytest.raises(ConfigError, match="unknown"):
         HippoConfig().replace(dampng=0.3)
+    for bad in ({"ppr_method": "jacobi"}, {"ppr_dtype": "float16"}, {"query_batch_size": 0},
+                {"ppr_block_size": -1}, {"embedding_num_workers": 0}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            HippoConfig(**bad)
+    assert HippoConfig(ppr_method="power", ppr_dtype="float64", ppr_block_size=None).ppr_method == "power"
     with pytest.raises(ConfigError):
         HippoRAG("/tmp/never-created-x", llm=NoCallLLM(), encoder=NgramEncoder(), retrieval_top_k=0)
 

@@ -215,3 +215,18 @@ def test_batched_search_in_blocks_and_subclass_path(tmp_path):
     for x, y in zip(a, b):
         assert np.array_equal(x.order, y.order) and np.array_equal(x.scores, y.scores)
         assert x.seed_entities == y.seed_entities
+
+
+def test_dense_column_split_over_threads_matches_one_scan():
+    """The scan splits big matrices into equal blocks on a thread pool; each score must be
+    the one a single scan gives (bit for bit), whatever the number of rows."""
+    from hippo_engine.retrieval import dense_column
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal(48).astype(np.float32)
+    for n in (0, 5, 8191, 8192, 17033, 40001):
+        mat = rng.standard_normal((n, 48)).astype(np.float32)
+        got = dense_column(mat, q)
+        assert got.dtype == np.float32 and got.shape == (n,)
+        assert np.array_equal(got, np.einsum("ij,j->i", mat, q))
+        if n:
+            assert np.array_equal(dense_column(mat[n // 3:], q), got[n // 3:])
