@@ -181,6 +181,18 @@ def _row_scores(mat: np.ndarray, s: int, e: int, q32: np.ndarray) -> np.ndarray:
     return q32 @ blk.T
 
 
+def _blas_scores(mat: np.ndarray, q32: np.ndarray) -> np.ndarray:
+    """(b, n) float32 scores of all rows against the query rows ``q32`` by BLAS, a block of
+    rows at a time (a float16 or memory-mapped matrix is converted block by block). Rounding
+    may depend on the BLAS kernel chosen; use only where a margin covers float32 error."""
+    n = len(mat)
+    out = np.empty((q32.shape[0], n), np.float32)
+    for s, e in _blocks(n):
+        blk = np.asarray(mat[s:e], dtype=np.float32)
+        out[:, s:e] = q32 @ blk.T if q32.shape[0] > 1 else (blk @ q32[0])[None, :]
+    return out
+
+
 def dense_column(mat: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``mat @ q`` (float32) for one query, computed row by row with NumPy's dot loop (blocks
     of rows on a few threads), so a query's scores never depend on what else is scored."""
@@ -321,10 +333,11 @@ class Retriever:
         hi_c: list[list[np.ndarray]] = [[] for _ in range(b)]
         lo_c: list[list[np.ndarray]] = [[] for _ in range(b)]
         qidx = np.arange(b + 1)
-        # one query: a single threaded scan; several: one BLAS product per block of rows
+        # one query: one BLAS pass over all rows; several: one BLAS product per block of rows
+        # (either way the margin delta covers the float32 rounding, whatever the kernel)
         spans = [(0, n)] if b == 1 else list(_blocks(n))
         for s, e in spans:
-            sc = dense_column(self.fact_mat, q[0])[None, :] if b == 1 else _row_scores(self.fact_mat, s, e, q)
+            sc = _blas_scores(self.fact_mat, q) if b == 1 else _row_scores(self.fact_mat, s, e, q)
             m = e - s
             kb = min(kk, m)
             kth = np.partition(sc, m - kb, axis=1)[:, m - kb]   # per query, k-th best in the block
