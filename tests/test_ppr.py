@@ -105,3 +105,20 @@ def test_duplicate_pairs_and_self_loops():
     x = personalized_pagerank(n, src, dst, w, np.eye(n)[0], tol=1e-13, dtype="float64")
     ref = igraph_ppr(n, np.array([0, 1, 2]), np.array([1, 2, 3]), np.array([3.0, 1.0, 1.0]), np.eye(n)[0], 0.5)
     np.testing.assert_allclose(x, ref, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_block_product_equals_scipy_bitwise_and_restores_threads(dtype):
+    """Blocks of columns go through torch's CSR kernel, single vectors through scipy's: each
+    column must be bit-identical either way, and torch's thread count is left as it was."""
+    import torch
+    rng = np.random.default_rng(7)
+    n, m = 3000, 20000
+    kern = PPRKernel(n, rng.integers(0, n, m), rng.integers(0, n, m), rng.random(m) + 0.1, dtype)
+    z = np.ascontiguousarray(rng.random((n, 7)).astype(dtype))
+    block = kern._product(z)
+    for j in range(z.shape[1]):
+        assert np.array_equal(block[:, j], kern.S @ z[:, j])
+    before = torch.get_num_threads()
+    kern.run(rng.random((n, 5)), block_size=5)
+    assert torch.get_num_threads() == before
