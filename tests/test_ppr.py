@@ -122,3 +122,13 @@ def test_block_product_equals_scipy_bitwise_and_restores_threads(dtype):
     before = torch.get_num_threads()
     kern.run(rng.random((n, 5)), block_size=5)
     assert torch.get_num_threads() == before
+
+
+def test_blocks_on_threads_are_bit_identical():
+    n, src, dst, w = random_graph(n=2000, m=9000, seed=3)
+    rng = np.random.default_rng(4)
+    R = rng.random((n, 11)) * (rng.random((n, 11)) < 0.01)
+    kern = PPRKernel(n, src, dst, w)
+    ref = kern.run(R, block_size=1, workers=1)
+    for bs, workers in ((1, 2), (3, 2), (4, 3), (16, 2)):
+        assert np.array_equal(kern.run(R, block_size=bs, workers=workers), ref)
