@@ -12,6 +12,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .system import usable_cpus
+
 
 class Encoder(ABC):
     """Maps texts to L2-normalised float32 vectors of size ``dim``."""
@@ -69,12 +71,6 @@ def _release_free_memory() -> None:
 
 _malloc_trim = None
 
-
-def _usable_cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _looks_like_local_path(name: str) -> bool:
@@ -218,7 +214,7 @@ class TransformersEncoder(Encoder):
         self.dtype = dtype
         self.device = torch.device(device)
         if num_workers is None:
-            num_workers = _usable_cpus() if self.device.type == "cpu" else 1
+            num_workers = usable_cpus() if self.device.type == "cpu" else 1
         self.num_workers = int(num_workers)
         self._torch_dtype = torch.bfloat16 if dtype == "bfloat16" else torch.float32
 

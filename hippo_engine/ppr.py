@@ -34,6 +34,7 @@ from typing import Optional
 
 import numpy as np
 import scipy.sparse as sp
+from .system import usable_cpus
 
 METHODS = ("chebyshev", "power")
 DTYPES = ("float32", "float64")
@@ -47,12 +48,6 @@ def _col_sums(m: np.ndarray) -> np.ndarray:
     t = np.ascontiguousarray(m.T)
     return np.array([row.sum() for row in t])
 
-
-def _usable_cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 _POOLS: dict = {}
@@ -131,7 +126,7 @@ class PPRKernel:
         self.inv_sqrt64 = inv_sqrt
         self.last_iterations: list[int] = []
         self._torch_S = None       # the same CSR arrays seen by torch (built on first use)
-        self.workers = _usable_cpus()   # threads that solve blocks of columns side by side
+        self.workers = usable_cpus()   # threads that solve blocks of columns side by side
 
     @classmethod
     def from_graph(cls, graph, dtype: str = "float32") -> "PPRKernel":

@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence, Union
 
 from ..model_assets import PackagedLLM, find_packaged_llm, packaged_gguf
 from .base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
+from ..system import usable_cpus
 
 logger = logging.getLogger(__name__)
 
@@ -30,18 +31,12 @@ def llama_cpp_available() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
-def _usable_cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
 
 def default_threads() -> int:
     """CPU threads for llama.cpp: the usable CPUs minus those other processes keep busy (1-minute
     load average), at least 1. llama.cpp threads wait for each other at every layer, so one thread
     that shares its core with another process slows the whole generation several times over."""
-    n = _usable_cpus()
+    n = usable_cpus()
     try:
         busy = os.getloadavg()[0]
     except (AttributeError, OSError):  # pragma: no cover - not Unix
@@ -97,7 +92,7 @@ class LlamaCppClient(LLMClient):
         self.timeout = float(timeout)
         env_threads = os.environ.get("HIPPO_ENGINE_LLM_THREADS")
         self._fixed_threads = int(num_threads or env_threads or 0) or None
-        self.num_threads = self._fixed_threads or _usable_cpus()
+        self.num_threads = self._fixed_threads or usable_cpus()
         self.n_ctx = int(n_ctx)
         self.seed = int(seed)
         self._lock = threading.Lock()

@@ -21,6 +21,7 @@ from typing import Any, Optional, Sequence, Union
 from ..model_assets import (DEFAULT_LLM, PackagedLLM, converted_llm_dir, exclusive_lock,
                             find_packaged_llm, packaged_gguf)
 from .base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
+from ..system import usable_cpus
 
 logger = logging.getLogger(__name__)
 
@@ -116,12 +117,6 @@ def convert_packaged_model(name: Optional[str] = None) -> Path:
     return dest
 
 
-def _available_cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
 
 @contextlib.contextmanager
 def _torch_threads(n: int):
@@ -186,7 +181,7 @@ class LocalHFClient(LLMClient):
         self.timeout = float(timeout)
         self.dtype = dtype
         env_threads = os.environ.get("HIPPO_ENGINE_LLM_THREADS")
-        self.num_threads = int(num_threads or env_threads or max(1, min(8, _available_cpus() // 2)))
+        self.num_threads = int(num_threads or env_threads or max(1, min(8, usable_cpus() // 2)))
         self._lock = threading.Lock()
         self._model = None
         self._tokenizer = None

@@ -75,7 +75,7 @@ def test_packaged_gguf_timeout_and_context_overflow(qwen):
 
 def test_default_threads_leave_busy_cores_alone(monkeypatch):
     from hippo_engine.llm import llamacpp
-    monkeypatch.setattr(llamacpp, "_usable_cpus", lambda: 4)
+    monkeypatch.setattr(llamacpp, "usable_cpus", lambda: 4)
     for load, want in ((0.0, 4), (0.4, 4), (1.2, 3), (2.6, 1), (9.0, 1)):
         monkeypatch.setattr(llamacpp.os, "getloadavg", lambda load=load: (load, load, load))
         assert llamacpp.default_threads() == want
