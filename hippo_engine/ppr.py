@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from typing import Optional
 
 import numpy as np
 import scipy.sparse as sp
+
 from .system import usable_cpus
 
 METHODS = ("chebyshev", "power")
@@ -47,7 +47,6 @@ def _col_sums(m: np.ndarray) -> np.ndarray:
         return np.array([m[:, 0].sum()])
     t = np.ascontiguousarray(m.T)
     return np.array([row.sum() for row in t])
-
 
 
 _POOLS: dict = {}
@@ -185,6 +184,8 @@ class PPRKernel:
                                            np.arange(cols.start, cols.stop), first_check)
 
         workers = min(len(spans), self.workers if workers is None else max(1, int(workers)))
+        if step > 1 and b > 1:
+            self._torch_matrix()   # built here, not by two workers at once
         with _one_torch_thread(step > 1 and b > 1):
             if workers <= 1:
                 for cols in spans:

@@ -30,6 +30,7 @@ from .graph import KIND_CONTEXT, GraphData
 from .ppr import DTYPES as PPR_DTYPES
 from .ppr import METHODS as PPR_METHODS
 from .ppr import PPRKernel
+from .system import usable_cpus
 from .text import fact_text, mdhash_id
 
 logger = logging.getLogger(__name__)
@@ -148,7 +149,7 @@ def _blocks(n: int, size: Optional[int] = None):
 _POOL = None
 #: threads of the scan pool; matrices with fewer rows than ``_SPLIT_MIN_ROWS`` are scanned
 #: in the calling thread (the hand-off costs more than it saves)
-_SCAN_THREADS = max(1, min(4, os.cpu_count() or 1))
+_SCAN_THREADS = min(4, usable_cpus())
 _SPLIT_MIN_ROWS = 8192
 
 
@@ -181,15 +182,13 @@ def _row_scores(mat: np.ndarray, s: int, e: int, q32: np.ndarray) -> np.ndarray:
     return q32 @ blk.T
 
 
-def _blas_scores(mat: np.ndarray, q32: np.ndarray) -> np.ndarray:
-    """(b, n) float32 scores of all rows against the query rows ``q32`` by BLAS, a block of
-    rows at a time (a float16 or memory-mapped matrix is converted block by block). Rounding
-    may depend on the BLAS kernel chosen; use only where a margin covers float32 error."""
-    n = len(mat)
-    out = np.empty((q32.shape[0], n), np.float32)
-    for s, e in _blocks(n):
-        blk = np.asarray(mat[s:e], dtype=np.float32)
-        out[:, s:e] = q32 @ blk.T if q32.shape[0] > 1 else (blk @ q32[0])[None, :]
+def _blas_column(mat: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``mat @ q`` (float32) for one query by BLAS, a block of rows at a time (a float16 or
+    memory-mapped matrix is converted block by block). The rounding may depend on the BLAS
+    kernel, so use it only where a margin covers the float32 error (``top_facts``)."""
+    out = np.empty(len(mat), np.float32)
+    for s, e in _blocks(len(mat)):
+        out[s:e] = np.asarray(mat[s:e], dtype=np.float32) @ q
     return out
 
 
@@ -337,7 +336,7 @@ class Retriever:
         # (either way the margin delta covers the float32 rounding, whatever the kernel)
         spans = [(0, n)] if b == 1 else list(_blocks(n))
         for s, e in spans:
-            sc = _blas_scores(self.fact_mat, q) if b == 1 else _row_scores(self.fact_mat, s, e, q)
+            sc = _blas_column(self.fact_mat, q[0])[None, :] if b == 1 else _row_scores(self.fact_mat, s, e, q)
             m = e - s
             kb = min(kk, m)
             kth = np.partition(sc, m - kb, axis=1)[:, m - kb]   # per query, k-th best in the block
