@@ -50,3 +50,19 @@ def snapshot(rag: HippoRAG) -> dict:
 
 def assert_same(a: dict, b: dict) -> None:
     assert diff_snapshots(a, b) == []
+
+
+def crash_mid_index(rag, docs, monkeypatch) -> None:
+    """Index ``docs`` with the synonymy step made to raise (a crash after OpenIE and the
+    embeddings, before the commit); checks that the error reaches the caller."""
+    import pytest
+
+    import hippo_engine.indexer as ix
+
+    def boom(*a, **k):
+        raise RuntimeError("simulated crash")
+
+    monkeypatch.setattr(ix, "update_synonymy", boom)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        rag.index(docs)
+    monkeypatch.undo()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from fakes import NgramEncoder, NoCallLLM, ScriptedLLM
-from helpers import CORPUS, assert_same, make_rag, snapshot
+from helpers import CORPUS, assert_same, crash_mid_index, make_rag, snapshot
 from hippo_engine import HippoRAG
 from hippo_engine.graph import CONTEXT_WEIGHT, FACT_WEIGHT, KIND_FACT, KIND_SYNONYMY
 from hippo_engine.text import mdhash_id
@@ -93,15 +93,7 @@ def test_crash_mid_index_keeps_previous_state(tmp_path, monkeypatch):
     rag = make_rag(tmp_path)
     rag.index(CORPUS[:4])
     before = snapshot(rag)
-    import hippo_engine.indexer as ix
-
-    def boom(*a, **k):
-        raise RuntimeError("simulated crash")
-
-    monkeypatch.setattr(ix, "update_synonymy", boom)
-    with pytest.raises(RuntimeError):
-        rag.index(CORPUS[4:])
-    monkeypatch.undo()
+    crash_mid_index(rag, CORPUS[4:], monkeypatch)
     assert_same(before, snapshot(rag))
     def no_call(messages):
         raise AssertionError("the LLM was called")

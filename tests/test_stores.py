@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from fakes import NgramEncoder, NoCallLLM
-from helpers import CORPUS, assert_same, make_rag, snapshot
+from helpers import CORPUS, assert_same, crash_mid_index, make_rag, snapshot
 from hippo_engine import HippoRAG
 from hippo_engine.config import ConfigError, HippoConfig
 from hippo_engine.stores import IndexDB, SQLiteEmbeddingStore, StoreError
@@ -228,15 +228,7 @@ def test_crash_mid_index_with_mmap_keeps_previous_state(tmp_path, monkeypatch):
     rag = make_rag(tmp_path, embedding_storage_dtype="float16", embedding_mmap=True)
     rag.index(CORPUS[:4])
     before = snapshot(rag)
-    import hippo_engine.indexer as ix
-
-    def boom(*a, **k):
-        raise RuntimeError("simulated crash")
-
-    monkeypatch.setattr(ix, "update_synonymy", boom)
-    with pytest.raises(RuntimeError):
-        rag.index(CORPUS[4:])
-    monkeypatch.undo()
+    crash_mid_index(rag, CORPUS[4:], monkeypatch)
     assert_same(before, snapshot(rag))
     assert all(isinstance(s.matrix, np.memmap) for s in rag.index_state.stores.values())
     reopened = make_rag(tmp_path, embedding_storage_dtype="float16", embedding_mmap=True)
