@@ -23,7 +23,7 @@ from .embedding import Encoder
 from .graph import GraphData, build_graph, insert_passages
 from .stores import IndexDB, SQLiteEmbeddingStore, StoreError
 from .synonymy import rows_of, update_synonymy
-from .text import alnum_count, fact_text, mdhash_id, normalize_phrase
+from .text import alnum_count, fact_text, facts_by_id, mdhash_id, normalize_phrase
 
 logger = logging.getLogger(__name__)
 
@@ -103,11 +103,7 @@ class Index:
     def fact_triples(self) -> dict[str, Triple]:
         """fact id -> its normalised triple (kept up to date by add/remove)."""
         if self._fact_triples is None:
-            out: dict[str, Triple] = {}
-            for ts in self.passage_triples.values():
-                for t in ts:
-                    out.setdefault(mdhash_id(fact_text(t), "fact-"), t)
-            self._fact_triples = out
+            self._fact_triples = facts_by_id(self.passage_triples)
         return self._fact_triples
 
     def _passage_ids(self) -> list[str]:

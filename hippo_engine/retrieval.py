@@ -31,7 +31,7 @@ from .ppr import DTYPES as PPR_DTYPES
 from .ppr import METHODS as PPR_METHODS
 from .ppr import PPRKernel
 from .system import usable_cpus
-from .text import fact_text, mdhash_id
+from .text import facts_by_id, mdhash_id
 
 logger = logging.getLogger(__name__)
 
@@ -261,11 +261,7 @@ class Retriever:
     @property
     def fact_map(self) -> Mapping[str, Triple]:
         if self._fact_map is None:
-            out: dict[str, Triple] = {}
-            for ts in self._passage_triples.values():
-                for t in ts:
-                    out.setdefault(mdhash_id(fact_text(t), "fact-"), t)
-            self._fact_map = out
+            self._fact_map = facts_by_id(self._passage_triples)
         return self._fact_map
 
     def fact_triple(self, row: int) -> Triple:

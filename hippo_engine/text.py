@@ -54,6 +54,16 @@ def fact_text(triple: tuple[str, str, str]) -> str:
     return repr(tuple(triple))
 
 
+def facts_by_id(passage_triples) -> dict[str, tuple[str, str, str]]:
+    """fact id -> triple for every triple of ``passage_triples`` (passage id -> triples); a
+    fact stated by several passages appears once."""
+    out: dict[str, tuple[str, str, str]] = {}
+    for ts in passage_triples.values():
+        for t in ts:
+            out.setdefault(mdhash_id(fact_text(t), "fact-"), t)
+    return out
+
+
 # --------------------------------------------------------------------------- JSON repair
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)(?:```|$)", re.DOTALL)
 

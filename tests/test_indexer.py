@@ -178,3 +178,10 @@ def test_chunked_encoding_gives_the_same_index(tmp_path, monkeypatch):
     small.index(CORPUS)
     assert_same(snapshot(ref), snapshot(small))
     assert _graph_arrays(ref.graph) == _graph_arrays(small.graph)
+
+
+def test_facts_by_id_one_entry_per_fact():
+    from hippo_engine.text import facts_by_id, fact_text
+    t1, t2 = ("a", "likes", "b"), ("b", "owns", "c")
+    got = facts_by_id({"p1": [t1, t2], "p2": [t1]})
+    assert got == {mdhash_id(fact_text(t1), "fact-"): t1, mdhash_id(fact_text(t2), "fact-"): t2}
