@@ -1,6 +1,12 @@
 """hippo-engine: HippoRAG 2-style long-term memory for LLM applications."""
-from .config import ConfigError, HippoConfig
-from .hipporag import HippoRAG
+from importlib.metadata import PackageNotFoundError, version
 
-__all__ = ["HippoRAG", "HippoConfig", "ConfigError"]
-__version__ = "0.1.0"
+try:
+    __version__ = version("hippo-engine")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"
+
+from hippo_engine.config import ConfigError, HippoConfig  # noqa: E402
+from hippo_engine.hipporag import HippoRAG  # noqa: E402
+
+__all__ = ["HippoRAG", "HippoConfig", "ConfigError", "__version__"]

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .config import ConfigError, HippoConfig
+from hippo_engine import __version__
+from hippo_engine.config import ConfigError, HippoConfig
 
 
 def read_corpus(path: str | Path) -> list[str]:
@@ -77,7 +78,7 @@ def _read_items(path: str | Path) -> list[Any]:
 
 
 def _make_rag(args, **extra):
-    from .hipporag import HippoRAG
+    from hippo_engine.hipporag import HippoRAG
     overrides = dict(extra)
     for name in ("llm_base_url", "llm_backend", "linking"):
         if getattr(args, name, None) is not None:
@@ -177,7 +178,7 @@ def cmd_qa(args) -> int:
 def cmd_demo(args) -> int:
     """Index the bundled sample corpus with the offline defaults and answer its questions."""
     from importlib import resources
-    from .hipporag import HippoRAG
+    from hippo_engine.hipporag import HippoRAG
     data = json.loads(resources.files("hippo_engine").joinpath("data/sample_corpus.json").read_text("utf-8"))
     docs = [f"{d['title']}\n{d['text']}" for d in data["corpus"]]
     by_title = {d["title"]: f"{d['title']}\n{d['text']}" for d in data["corpus"]}
@@ -193,7 +194,7 @@ def cmd_demo(args) -> int:
             overrides[name] = getattr(args, name)
     rag = HippoRAG(save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **overrides)
     t = time.perf_counter()
-    from .openie import OpenIEError
+    from hippo_engine.index.openie import OpenIEError
     for attempt in (1, 2):
         try:
             rag.index(docs)
@@ -219,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         "HippoRAG 2-style long-term memory: index documents into a passage-entity graph, retrieve "
         "with Personalized PageRank, answer with an LLM. Runs offline with packaged default models."))
     p.add_argument("-v", "--verbose", action="store_true", help="log progress details (INFO level)")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp, save_dir_default=None):

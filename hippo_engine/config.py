@@ -1,223 +1,273 @@
-"""The one typed configuration object of hippo-engine.
+"""Configuration: grouped, immutable sections with the paper's defaults, validated in one place.
 
-Defaults follow the HippoRAG 2 paper (spec section 4). Every field is validated when the
-object is built, so a typo or an out-of-range value fails early with a clear message.
+``HippoConfig`` holds six sections (``index``, ``retrieval``, ``llm``, ``embedding``, ``storage``,
+``hirag``); each is a frozen pydantic model, so a typo, a wrong type or an out-of-range value
+fails when the object is built, and nothing can change it afterwards. Fields are also readable
+flat (``config.damping`` is ``config.retrieval.damping``), and ``HippoConfig(damping=0.3)`` /
+``config.replace(use_filter=False)`` take flat field names, so keyword overrides such as
+``HippoRAG(dir, use_filter=False)`` keep working.
+
+Per-call options of a query live in :class:`QueryParam`, not in the configuration.
+Defaults follow the HippoRAG 2 paper (spec section 4).
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 LINKING_MODES = ("fact", "ner", "query")
-NORMALIZATIONS = ("unicode", "reference")
-EMBEDDING_DTYPES = ("float32", "bfloat16")
-PPR_BACKENDS = ("power", "igraph")
-LLM_BACKENDS = ("auto", "transformers", "llama_cpp")
+EXTRACTORS = ("openie", "ner", "nary")
+MODES = ("hipporag2", "naive", "hi_local", "hi_global", "hi_bridge", "hi")
 
 
 class ConfigError(ValueError):
     """Raised when a configuration value is invalid."""
 
 
-@dataclass
-class HippoConfig:
-    """All knobs of the engine, with the paper's defaults.
+class _Section(BaseModel):
+    # strict: no silent coercion ("3" -> 3, 1 -> True); floats accept ints.
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid", allow_inf_nan=False)
 
-    Retrieval (paper section 3 / spec section 2)
-        linking_top_k: candidate facts scored against the query, and entity seeds kept (5).
-        retrieval_top_k: passages returned by ``retrieve`` (200).
-        qa_top_k: passages the reader sees (5).
-        damping: Personalized PageRank damping factor (0.5).
-        passage_node_weight: weight of the dense-retrieval passage seeds (0.05).
-        linking: how the query is linked to the graph: ``"fact"`` (paper), ``"ner"`` (query
-            NER entities matched to entity nodes) or ``"query"`` (query embedding matched to
-            entity nodes). The last two are the paper's ablations.
-        use_passage_nodes: seed passages with their dense scores (ablation switch).
-        use_filter: run the recognition-memory LLM filter over the candidate facts.
-        max_filtered_facts: at most this many facts survive the filter (4).
-    """
 
-    # --- retrieval -------------------------------------------------------------------
-    linking_top_k: int = 5
-    retrieval_top_k: int = 200
-    qa_top_k: int = 5
-    damping: float = 0.5
-    passage_node_weight: float = 0.05
-    linking: str = "fact"
+class IndexConfig(_Section):
+    """How documents become the graph."""
+
+    #: ``"openie"`` (LLM triples, the paper), ``"ner"`` (no LLM: spaCy NER, sentences as facts) or
+    #: ``"nary"`` (LLM n-ary facts). An index records its extractor; mixing them is an error.
+    extractor: Literal["openie", "ner", "nary"] = "openie"
+    chunk_size: Optional[int] = Field(None, gt=0)
+    chunk_overlap: int = Field(0, ge=0)
+    normalization: Literal["unicode", "reference"] = "unicode"
+    synonymy_threshold: float = Field(0.8, ge=0.0, le=1.0)
+    synonymy_max_neighbors: int = Field(100, gt=0)
+    synonymy_min_alnum_chars: int = Field(3, ge=0)
+    synonymy_block_size: int = Field(4096, gt=0)
+
+    @model_validator(mode="after")
+    def _overlap(self):
+        if self.chunk_size is not None and self.chunk_overlap >= self.chunk_size:
+            raise ValueError("chunk_overlap must be smaller than chunk_size")
+        return self
+
+
+class RetrievalConfig(_Section):
+    """HippoRAG 2 retrieval (paper section 3, spec section 2) and its ablation switches."""
+
+    linking_top_k: int = Field(5, gt=0)
+    retrieval_top_k: int = Field(200, gt=0)
+    qa_top_k: int = Field(5, gt=0)
+    damping: float = Field(0.5, gt=0.0, lt=1.0)
+    passage_node_weight: float = Field(0.05, ge=0.0, le=1.0)
+    #: ``"fact"`` (paper), ``"ner"`` (query NER entities -> entity nodes), ``"query"`` (query
+    #: embedding -> entity nodes): the paper's ablations.
+    linking: Literal["fact", "ner", "query"] = "fact"
     use_passage_nodes: bool = True
     use_filter: bool = True
-    max_filtered_facts: int = 4
+    max_filtered_facts: int = Field(4, gt=0)
     filter_program_path: Optional[str] = None
-    ppr_backend: str = "power"
-    ppr_tol: float = 1e-6                   # stop at an L1 change below this (per query)
-    ppr_max_iter: int = 200
-
-    # --- graph -----------------------------------------------------------------------
-    synonymy_threshold: float = 0.8
-    synonymy_max_neighbors: int = 100
-    synonymy_min_alnum_chars: int = 3
-    synonymy_block_size: int = 4096
-    normalization: str = "unicode"
-
-    # --- LLM -------------------------------------------------------------------------
-    llm_base_url: Optional[str] = None
-    llm_api_key: Optional[str] = None
-    temperature: float = 0.0
-    max_new_tokens: int = 2048
-    llm_max_concurrency: int = 8
-    llm_timeout: float = 120.0
-    llm_max_retries: int = 5
-    llm_cache: bool = True
-    # Local models: "llama_cpp" runs a GGUF with llama-cpp-python (optional extra ``fast``),
-    # "transformers" de-quantises it into torch; "auto" takes llama_cpp when it is installed.
-    llm_backend: str = "auto"
-    llm_threads: Optional[int] = None       # CPU threads of a local model (None: all usable)
-
-    # --- embedding -------------------------------------------------------------------
-    embedding_batch_size: int = 64
-    embedding_dtype: str = "float32"
-    embedding_max_length: Optional[int] = None
-    embedding_num_workers: Optional[int] = None   # parallel forward passes (None: one per usable CPU)
     query_instruction_fact: Optional[str] = None
     query_instruction_passage: Optional[str] = None
+    ppr_backend: Literal["power", "igraph"] = "power"
+    ppr_tol: float = Field(1e-6, gt=0.0)     # stop at an L1 change below this (per query)
+    ppr_max_iter: int = Field(200, gt=0)
+    # PPR kernel (retrieve.ppr): Chebyshev-accelerated iteration on a CSR matrix built once per
+    # graph version, ppr_block_size queries per sparse x dense product; queries are scored and
+    # seeded query_batch_size at a time.
+    ppr_dtype: Literal["float32", "float64"] = "float32"
+    ppr_method: Literal["chebyshev", "power"] = "chebyshev"
+    ppr_block_size: Optional[int] = Field(None, gt=0)   # None: fit a block's columns in ~2 MB
+    query_batch_size: int = Field(64, gt=0)
 
-    # --- indexing --------------------------------------------------------------------
-    chunk_size: Optional[int] = None
-    chunk_overlap: int = 0
 
-    # --- communities (HiRAG) --------------------------------------------------------
-    # Hierarchical Leiden communities of the entity graph, their LLM reports, community
-    # summary nodes in the PPR graph and HiRAG's retrieval modes (hippo_engine.communities,
-    # hippo_engine.hirag). Off by default: retrieval is then exactly HippoRAG 2.
-    use_community_nodes: bool = False       # add community nodes to the PPR graph and seed them
-    max_cluster_size: int = 10              # communities larger than this are split one level down
-    community_seed: int = 0                 # Leiden random seed (results are deterministic per seed)
-    community_min_size: int = 2             # smaller communities (singletons) are not recorded
-    community_max_levels: int = 8           # safety cap on the hierarchy depth
-    community_entity_weight: float = 1.0    # edge weight community node <-> member entity
-    community_parent_weight: float = 1.0    # edge weight community node <-> parent community
-    community_seed_weight: float = 0.05     # reset weight x min-max(query . report vector)
-    community_seed_top_k: int = 5           # community nodes seeded per query
-    community_report_context_tokens: int = 3000   # context budget of one report prompt
-    community_report_max_new_tokens: int = 768    # reply budget of one report
-    community_auto_update: bool = True      # rebuild stale communities (after index/delete) on use
-    hi_top_k: int = 20                      # HiRAG: entities retrieved per query
-    hi_top_m: int = 10                      # HiRAG: key entities per retrieved community (bridge)
-    hi_level: int = 2                       # HiRAG: communities up to this level are used
-    hi_text_unit_tokens: int = 20000        # HiRAG token budgets per context section
-    hi_local_context_tokens: int = 20000
-    hi_bridge_tokens: int = 12500
-    hi_report_tokens: int = 12500
+class LLMConfig(_Section):
+    """LLM clients: hosted (OpenAI-compatible URL) or local packaged models."""
 
-    # --- storage and performance (see reproduce/bench.py) ---------------------------
-    # Embedding vectors on disk as "float32" or "float16" (half the bytes, ~3 significant
-    # digits); embedding_mmap memory-maps them on load from <save_dir>/vectors/*.npy.
-    embedding_storage_dtype: str = "float32"
-    embedding_mmap: bool = False
-    # Personalized PageRank kernel (hippo_engine.ppr): Chebyshev-accelerated iteration on a
-    # float32 CSR matrix built once per graph version, ppr_block_size queries per sparse x
-    # dense product; queries are scored and seeded query_batch_size at a time.
-    ppr_dtype: str = "float32"              # "float32" | "float64"
-    ppr_method: str = "chebyshev"           # "chebyshev" | "power"
-    ppr_block_size: Optional[int] = None    # None: fit the columns of a block in ~2 MB of cache
-    query_batch_size: int = 64
+    base_url: Optional[str] = None
+    api_key: Optional[str] = None
+    temperature: float = Field(0.0, ge=0.0)
+    max_new_tokens: int = Field(2048, gt=0)
+    max_concurrency: int = Field(8, gt=0)
+    timeout: float = Field(120.0, gt=0.0)
+    max_retries: int = Field(5, ge=0)
+    cache: bool = True
+    #: local models: "llama_cpp" (GGUF via llama-cpp-python, extra ``fast``), "transformers",
+    #: or "auto" (llama_cpp when installed)
+    backend: Literal["auto", "transformers", "llama_cpp"] = "auto"
+    threads: Optional[int] = Field(None, gt=0)   # CPU threads of a local model (None: all usable)
+    extra: dict = Field(default_factory=dict)    # free-form user settings; the engine reads none
 
-    # --- misc ------------------------------------------------------------------------
+
+class EmbeddingConfig(_Section):
+    """The text encoder."""
+
+    batch_size: int = Field(64, gt=0)
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    max_length: Optional[int] = Field(None, gt=0)
+    num_workers: Optional[int] = Field(None, gt=0)   # parallel forward passes (None: one per CPU)
+
+
+class StorageConfig(_Section):
+    """Where and how vectors are kept."""
+
+    #: vectors on disk as float32 or float16 (half the bytes, ~3 significant digits)
+    embedding_storage_dtype: Literal["float32", "float16"] = "float32"
+    embedding_mmap: bool = False      # memory-map <save_dir>/vectors/*.npy on load
     show_progress: bool = True
-    extra: dict = field(default_factory=dict)
+
+
+class HiRAGConfig(_Section):
+    """Hierarchical communities (HiRAG): off by default, retrieval is then exactly HippoRAG 2."""
+
+    use_community_nodes: bool = False       # community nodes in the PPR graph, seeded per query
+    max_cluster_size: int = Field(10, gt=0)  # larger communities are split one level down
+    community_seed: int = Field(0, ge=0)     # Leiden random seed
+    community_min_size: int = Field(2, ge=0)
+    community_max_levels: int = Field(8, gt=0)
+    community_entity_weight: float = Field(1.0, ge=0.0)
+    community_parent_weight: float = Field(1.0, ge=0.0)
+    community_seed_weight: float = Field(0.05, ge=0.0)
+    community_seed_top_k: int = Field(5, gt=0)
+    community_report_context_tokens: int = Field(3000, gt=0)
+    community_report_max_new_tokens: int = Field(768, gt=0)
+    community_auto_update: bool = True      # rebuild stale communities (after index/delete) on use
+    hi_top_k: int = Field(20, gt=0)          # entities retrieved per query
+    hi_top_m: int = Field(10, gt=0)          # key entities per retrieved community (bridge)
+    hi_level: int = Field(2, ge=0)           # communities up to this level are used
+    hi_text_unit_tokens: int = Field(20000, gt=0)
+    hi_local_context_tokens: int = Field(20000, gt=0)
+    hi_bridge_tokens: int = Field(12500, gt=0)
+    hi_report_tokens: int = Field(12500, gt=0)
+
+
+SECTIONS: dict[str, type[_Section]] = {
+    "index": IndexConfig, "retrieval": RetrievalConfig, "llm": LLMConfig,
+    "embedding": EmbeddingConfig, "storage": StorageConfig, "hirag": HiRAGConfig,
+}
+#: flat names that differ from the section's field name (kept for the flat API)
+_ALIASES = {"llm": "llm_", "embedding": "embedding_"}
+_UNPREFIXED = {"temperature", "max_new_tokens", "extra"}
+
+
+def _flat_names() -> dict[str, tuple[str, str]]:
+    out: dict[str, tuple[str, str]] = {}
+    for sec, cls in SECTIONS.items():
+        for f in cls.model_fields:
+            prefix = _ALIASES.get(sec, "")
+            flat = f if (not prefix or f in _UNPREFIXED) else prefix + f
+            out[flat] = (sec, f)
+    return out
+
+
+FLAT_FIELDS = _flat_names()
+
+
+def _error(e: ValidationError) -> ConfigError:
+    parts = []
+    for err in e.errors():
+        loc = [str(x) for x in err["loc"] if not str(x).startswith(("function-", "literal"))]
+        name = loc[0] if loc else ""
+        flat = next((k for k, (_, f) in FLAT_FIELDS.items() if f == name), name)
+        parts.append(f"{flat}: {err['msg']} (got {err.get('input')!r})" if flat else err["msg"])
+    return ConfigError("; ".join(parts))
+
+
+class HippoConfig:
+    """All settings of the engine, grouped and immutable, with the paper's defaults.
+
+    ``HippoConfig(damping=0.3, use_filter=False)`` takes flat field names (see ``FLAT_FIELDS``);
+    ``HippoConfig(retrieval=RetrievalConfig(...))`` takes whole sections. Read a value flat
+    (``cfg.damping``) or by section (``cfg.retrieval.damping``). ``replace`` returns a changed copy.
+    """
+
+    __slots__ = tuple(SECTIONS)
+
+    def __init__(self, **values: Any):
+        per: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+        given: dict[str, _Section] = {}
+        unknown = []
+        for name, v in values.items():
+            if name in SECTIONS:
+                if not isinstance(v, SECTIONS[name]):
+                    raise ConfigError(f"{name} must be a {SECTIONS[name].__name__}, got {type(v).__name__}")
+                given[name] = v
+            elif name in FLAT_FIELDS:
+                sec, f = FLAT_FIELDS[name]
+                per[sec][f] = v
+            else:
+                unknown.append(name)
+        if unknown:
+            raise ConfigError(f"unknown HippoConfig field(s): {', '.join(sorted(unknown))}; "
+                              f"known fields: {', '.join(sorted(FLAT_FIELDS))}")
+        for sec, cls in SECTIONS.items():
+            try:
+                if sec in given:
+                    obj = given[sec].model_copy(update=per[sec]) if per[sec] else given[sec]
+                    if per[sec]:
+                        obj = cls(**obj.model_dump())
+                else:
+                    obj = cls(**per[sec])
+            except ValidationError as e:
+                raise _error(e) from None
+            object.__setattr__(self, sec, obj)
+
+    # ------------------------------------------------------------------ access
+    def __getattr__(self, name: str) -> Any:
+        hit = FLAT_FIELDS.get(name)
+        if hit is None:
+            raise AttributeError(f"HippoConfig has no field {name!r}")
+        return getattr(object.__getattribute__(self, hit[0]), hit[1])
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ConfigError(f"HippoConfig is immutable; use config.replace({name}=...) for a changed copy")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HippoConfig) and all(getattr(self, s) == getattr(other, s) for s in SECTIONS)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(((k, repr(v)) for k, v in self.to_dict().items()))))
+
+    def __repr__(self) -> str:
+        changed = {k: v for k, v in self.to_dict().items() if v != _DEFAULTS.get(k)}
+        return f"HippoConfig({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
+
+    def replace(self, **overrides: Any) -> HippoConfig:
+        """A validated copy with some fields changed (flat names or whole sections)."""
+        values: dict[str, Any] = {s: getattr(self, s) for s in SECTIONS if s not in overrides}
+        values.update(overrides)
+        return HippoConfig(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, flat."""
+        return {flat: getattr(getattr(self, sec), f) for flat, (sec, f) in FLAT_FIELDS.items()}
+
+
+_DEFAULTS = HippoConfig().to_dict()
+
+
+@dataclass(frozen=True)
+class QueryParam:
+    """Options of one ``retrieve``/``rag_qa`` call (the configuration holds the defaults).
+
+    mode: ``hipporag2`` (default), ``naive`` (dense), or a HiRAG mode (``hi_local``,
+        ``hi_global``, ``hi_bridge``, ``hi``; see ``hippo_engine.hirag``).
+    top_k: passages to return (None: ``retrieval_top_k``).
+    qa_top_k: passages the reader sees (None: ``qa_top_k``).
+    use_filter: switch the recognition filter on or off for this call (None: the config's).
+    """
+
+    mode: str = "hipporag2"
+    top_k: Optional[int] = None
+    qa_top_k: Optional[int] = None
+    use_filter: Optional[bool] = None
 
     def __post_init__(self) -> None:
-        self.validate()
-
-    # ------------------------------------------------------------------------------
-    def validate(self) -> None:
-        def positive_int(name: str, allow_none: bool = False) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")
+        for name in ("top_k", "qa_top_k"):
             v = getattr(self, name)
-            if v is None and allow_none:
-                return
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {v!r}")
-
-        def unit_interval(name: str, open_low: bool = False) -> None:
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise ConfigError(f"{name} must be a number, got {v!r}")
-            if not (0.0 <= v <= 1.0) or (open_low and v == 0.0):
-                raise ConfigError(f"{name} must lie in {'(0, 1]' if open_low else '[0, 1]'}, got {v!r}")
-
-        def choice(name: str, options: tuple) -> None:
-            v = getattr(self, name)
-            if v not in options:
-                raise ConfigError(f"{name} must be one of {', '.join(map(repr, options))}; got {v!r}")
-
-        for n in ("linking_top_k", "retrieval_top_k", "qa_top_k", "max_filtered_facts",
-                  "synonymy_max_neighbors", "synonymy_block_size", "max_new_tokens",
-                  "llm_max_concurrency", "embedding_batch_size", "ppr_max_iter"):
-            positive_int(n)
-        positive_int("embedding_max_length", allow_none=True)
-        positive_int("chunk_size", allow_none=True)
-        if not isinstance(self.synonymy_min_alnum_chars, int) or self.synonymy_min_alnum_chars < 0:
-            raise ConfigError("synonymy_min_alnum_chars must be an integer >= 0")
-        if not isinstance(self.llm_max_retries, int) or self.llm_max_retries < 0:
-            raise ConfigError("llm_max_retries must be an integer >= 0")
-        if not isinstance(self.chunk_overlap, int) or self.chunk_overlap < 0:
-            raise ConfigError("chunk_overlap must be an integer >= 0")
-        if self.chunk_size is not None and self.chunk_overlap >= self.chunk_size:
-            raise ConfigError("chunk_overlap must be smaller than chunk_size")
-        unit_interval("damping", open_low=True)
-        if self.damping >= 1.0:
-            raise ConfigError("damping must be < 1 (with 1 the walk never resets)")
-        unit_interval("passage_node_weight")
-        unit_interval("synonymy_threshold")
-        if not (isinstance(self.ppr_tol, float) and self.ppr_tol > 0):
-            raise ConfigError("ppr_tol must be a positive float")
-        if not isinstance(self.temperature, (int, float)) or self.temperature < 0:
-            raise ConfigError("temperature must be >= 0")
-        if not isinstance(self.llm_timeout, (int, float)) or self.llm_timeout <= 0:
-            raise ConfigError("llm_timeout must be > 0 seconds")
-        choice("linking", LINKING_MODES)
-        choice("normalization", NORMALIZATIONS)
-        choice("embedding_dtype", EMBEDDING_DTYPES)
-        choice("ppr_backend", PPR_BACKENDS)
-        choice("llm_backend", LLM_BACKENDS)
-        choice("embedding_storage_dtype", ("float32", "float16"))
-        if not isinstance(self.embedding_mmap, bool):
-            raise ConfigError(f"embedding_mmap must be True or False, got {self.embedding_mmap!r}")
-        positive_int("llm_threads", allow_none=True)
-        positive_int("embedding_num_workers", allow_none=True)
-        positive_int("query_batch_size")
-        positive_int("ppr_block_size", allow_none=True)
-        choice("ppr_dtype", ("float32", "float64"))
-        choice("ppr_method", ("chebyshev", "power"))
-        for b in ("use_passage_nodes", "use_filter", "llm_cache", "show_progress"):
-            if not isinstance(getattr(self, b), bool):
-                raise ConfigError(f"{b} must be True or False, got {getattr(self, b)!r}")
-        # --- communities (HiRAG) ---
-        for n in ("max_cluster_size", "community_seed_top_k", "community_report_context_tokens",
-                  "community_report_max_new_tokens", "community_max_levels", "hi_top_k", "hi_top_m",
-                  "hi_text_unit_tokens", "hi_local_context_tokens", "hi_bridge_tokens", "hi_report_tokens"):
-            positive_int(n)
-        for n in ("community_seed", "community_min_size", "hi_level"):
-            v = getattr(self, n)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ConfigError(f"{n} must be an integer >= 0, got {v!r}")
-        for n in ("community_entity_weight", "community_parent_weight", "community_seed_weight"):
-            v = getattr(self, n)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not (v >= 0) or v == float("inf"):
-                raise ConfigError(f"{n} must be a finite number >= 0, got {v!r}")
-        for b in ("use_community_nodes", "community_auto_update"):
-            if not isinstance(getattr(self, b), bool):
-                raise ConfigError(f"{b} must be True or False, got {getattr(self, b)!r}")
-
-    def replace(self, **overrides: Any) -> "HippoConfig":
-        """A copy with some fields changed (validated). Unknown names raise ConfigError."""
-        known = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise ConfigError(f"unknown HippoConfig field(s): {', '.join(unknown)}; "
-                              f"known fields: {', '.join(sorted(known))}")
-        return dataclasses.replace(self, **overrides)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+                raise ConfigError(f"{name} must be a positive integer or None, got {v!r}")
+        if self.use_filter is not None and not isinstance(self.use_filter, bool):
+            raise ConfigError(f"use_filter must be True, False or None, got {self.use_filter!r}")

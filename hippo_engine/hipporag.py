@@ -9,13 +9,13 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .chunking import chunk_text
-from .config import HippoConfig
-from .embedding import Encoder
-from .llm.base import LLMClient
-from .openie import OpenIE, OpenIEError, OpenIEResult, load_openie_file, save_openie_file
-from .indexer import Index
-from .text import mdhash_id
+from hippo_engine.index.chunking import chunk_text
+from hippo_engine.config import HippoConfig
+from hippo_engine.models.encoder import Encoder
+from hippo_engine.llm.base import LLMClient
+from hippo_engine.index.openie import OpenIE, OpenIEError, OpenIEResult, load_openie_file, save_openie_file
+from hippo_engine.index.pipeline import Index
+from hippo_engine.text import mdhash_id
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +45,9 @@ class HippoRAG:
         self.config = config
         self.save_dir = Path(save_dir)
         self.save_dir.mkdir(parents=True, exist_ok=True)
-        from .model_assets import DEFAULT_EMBEDDER
+        from hippo_engine.models.assets import DEFAULT_EMBEDDER
         try:
-            from .model_assets import DEFAULT_LLM
+            from hippo_engine.models.assets import DEFAULT_LLM
         except ImportError:  # pragma: no cover
             DEFAULT_LLM = "Qwen2.5-Coder-0.5B-Instruct"
         self.llm_model_name = llm_model_name or (llm.model_name if llm is not None else DEFAULT_LLM)
@@ -63,14 +63,14 @@ class HippoRAG:
     @property
     def llm(self) -> LLMClient:
         if self._llm is None:
-            from .llm.factory import make_llm
+            from hippo_engine.llm.factory import make_llm
             self._llm = make_llm(self.llm_model_name, self.config, cache_dir=self.save_dir)
         return self._llm
 
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            from .embedding import TransformersEncoder
+            from hippo_engine.models.encoder import TransformersEncoder
             cfg = self.config
             self._encoder = TransformersEncoder(self.embedding_model_name, batch_size=cfg.embedding_batch_size,
                                                 dtype=cfg.embedding_dtype, max_length=cfg.embedding_max_length,
@@ -165,10 +165,10 @@ class HippoRAG:
     # ------------------------------------------------------------------ retrieval
     def _get_retriever(self):
         if self._retriever is None and self.config.use_community_nodes:
-            from .hirag import community_retriever  # HiRAG summary nodes (hirag.py)
+            from hippo_engine.hirag.modes import community_retriever  # HiRAG summary nodes (hirag.py)
             self._retriever = community_retriever(self)
         if self._retriever is None:
-            from .retrieval import Retriever
+            from hippo_engine.retrieve.retriever import Retriever
             st = self.index_state.stores
             self._retriever = Retriever(self.config, self.index_state.graph, st["passage"].ids, st["passage"].matrix,
                                         st["fact"].ids, st["fact"].matrix, st["entity"].ids, st["entity"].matrix,
@@ -185,7 +185,7 @@ class HippoRAG:
     @property
     def recognition_filter(self):
         if getattr(self, "_filter", None) is None:
-            from .recognition import RecognitionFilter
+            from hippo_engine.retrieve.recognition import RecognitionFilter
             self._filter = RecognitionFilter(self.llm, self.config.filter_program_path,
                                              self.config.max_filtered_facts)
         return self._filter
@@ -203,7 +203,7 @@ class HippoRAG:
     def _with_metrics(self, solutions, gold_docs, what):
         if gold_docs is None:
             return solutions
-        from evaluation.metrics import recall_at_k
+        from hippo_engine.evaluation.metrics import recall_at_k
         if len(gold_docs) != len(solutions):
             raise ValueError(f"{what}(): {len(gold_docs)} gold doc lists for {len(solutions)} queries")
         for s, g in zip(solutions, gold_docs):
@@ -221,14 +221,14 @@ class HippoRAG:
         candidate facts, kept facts, seed entities and whether the dense fallback fired), or
         ``(solutions, metrics)`` with Recall@k when ``gold_docs`` (a list of gold passage lists)
         is given. ``mode`` picks another retriever (``naive``, ``hi_local``, ``hi_global``,
-        ``hi_bridge``, ``hi``; see ``hippo_engine.hirag``); ``only_need_context=True`` returns
+        ``hi_bridge``, ``hi``; see ``hippo_engine.hirag.modes``); ``only_need_context=True`` returns
         each query's assembled context (``hirag.HiContext``) instead.
         """
         if mode != "hipporag2" or only_need_context:
-            from .hirag import retrieve_mode
+            from hippo_engine.hirag.modes import retrieve_mode
             return retrieve_mode(self, queries, mode, num_to_retrieve=num_to_retrieve, gold_docs=gold_docs,
                                  only_need_context=only_need_context)
-        from .qa import QuerySolution
+        from hippo_engine.qa.reader import QuerySolution
         queries = self._check_queries(queries, "retrieve")
         cfg = self.config
         k = num_to_retrieve or cfg.retrieval_top_k
@@ -262,8 +262,8 @@ class HippoRAG:
         sol.doc_scores = np.asarray(scores, dtype=np.float64)
 
     def _query_ner(self, queries: list[str]) -> list[list[str]]:
-        from .openie import ner_messages, parse_ner
-        from .text import normalize_phrase
+        from hippo_engine.index.openie import ner_messages, parse_ner
+        from hippo_engine.text import normalize_phrase
         out = self.llm.generate_many([ner_messages(q) for q in queries], max_new_tokens=self.config.max_new_tokens)
         ents = []
         for res in out:
@@ -273,7 +273,7 @@ class HippoRAG:
 
     def retrieve_dpr(self, queries: Sequence[str], num_to_retrieve: Optional[int] = None, gold_docs=None):
         """Dense passage retrieval baseline; same signature and return shape as ``retrieve``."""
-        from .qa import QuerySolution
+        from hippo_engine.qa.reader import QuerySolution
         queries = self._check_queries(queries, "retrieve_dpr")
         k = num_to_retrieve or self.config.retrieval_top_k
         r = self._get_retriever()
@@ -291,7 +291,7 @@ class HippoRAG:
     def qa(self, solutions, template=None):
         """Answer already-retrieved ``QuerySolution``s with the reader LLM.
         Returns ``(solutions, responses, metadata)``."""
-        from .qa import answer_questions
+        from hippo_engine.qa.reader import answer_questions
         responses, metadata = answer_questions(self.llm, solutions, self.config.qa_top_k,
                                                show_progress=self.config.show_progress, template=template,
                                                max_new_tokens=self.config.max_new_tokens,
@@ -306,18 +306,18 @@ class HippoRAG:
         ``(solutions, responses, metadata, retrieval_metrics, qa_metrics)``. ``dense=True``
         uses dense retrieval instead of HippoRAG 2 (the paper's baseline, same reader).
         ``mode``: another retriever whose assembled context the reader sees (see
-        ``hippo_engine.hirag``); ``only_need_context=True`` returns the contexts, no answers.
+        ``hippo_engine.hirag.modes``); ``only_need_context=True`` returns the contexts, no answers.
         """
         if mode != "hipporag2" or only_need_context:
-            from .hirag import rag_qa_mode
+            from hippo_engine.hirag.modes import rag_qa_mode
             return rag_qa_mode(self, queries, mode, gold_docs=gold_docs, gold_answers=gold_answers,
                                template=template, dense=dense, only_need_context=only_need_context)
-        from .qa import QuerySolution
+        from hippo_engine.qa.reader import QuerySolution
         retrieval_metrics: dict = {}
         if queries and all(isinstance(q, QuerySolution) for q in queries):
             solutions = list(queries)
             if gold_docs is not None:
-                from evaluation.metrics import recall_at_k
+                from hippo_engine.evaluation.metrics import recall_at_k
                 for s, g in zip(solutions, gold_docs):
                     s.gold_docs = list(g)
                 retrieval_metrics = recall_at_k([s.docs for s in solutions], [list(g) for g in gold_docs])
@@ -336,7 +336,7 @@ class HippoRAG:
         """Attach gold answers to the solutions and return EM/F1 ({} when none given)."""
         if gold_answers is None:
             return {}
-        from evaluation.metrics import qa_metrics as score_answers
+        from hippo_engine.evaluation.metrics import qa_metrics as score_answers
         if len(gold_answers) != len(solutions):
             raise ValueError(f"{what}(): {len(gold_answers)} gold answer lists for {len(solutions)} queries")
         for s, g in zip(solutions, gold_answers):
@@ -350,14 +350,14 @@ class HippoRAG:
         """Cluster the entity graph hierarchically (Leiden) and write a report per community;
         after an insert or delete only communities whose member set changed get new reports.
         At most ``max_llm_reports`` reports go to the LLM (None: all), the rest list their
-        members. Returns counts per level and report statistics. See ``hippo_engine.communities``."""
-        from .hirag import build_communities
+        members. Returns counts per level and report statistics. See ``hippo_engine.hirag.communities``."""
+        from hippo_engine.hirag.modes import build_communities
         return build_communities(self, max_llm_reports=max_llm_reports)
 
     @property
     def communities(self):
         """The stored ``communities.CommunitySet`` (None before ``build_communities``)."""
-        from .hirag import get_community_set
+        from hippo_engine.hirag.modes import get_community_set
         return get_community_set(self, build=False)
 
     # ------------------------------------------------------------------ inspection

@@ -36,12 +36,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from hippo_engine.config import HippoConfig
-from hippo_engine.embedding import Encoder
-from hippo_engine.graph import KIND_CONTEXT, build_graph
-from hippo_engine.indexer import Index
-from hippo_engine.ppr import PPRKernel
-from hippo_engine.retrieval import Retriever, min_max, top_k
-from hippo_engine.synonymy import _MARGIN, exact_scores
+from hippo_engine.models.encoder import Encoder
+from hippo_engine.index.graph import KIND_CONTEXT, build_graph
+from hippo_engine.index.pipeline import Index
+from hippo_engine.retrieve.ppr import PPRKernel
+from hippo_engine.retrieve.retriever import Retriever, min_max, top_k
+from hippo_engine.index.synonymy import _MARGIN, exact_scores
 from hippo_engine.text import fact_text, mdhash_id, normalize_phrase
 
 DIM = 384

@@ -142,7 +142,7 @@ def search_all(r, questions, q_fact, q_pass, k: int, batch: bool):
 
 
 def recall(rankings: list[list[str]], gold: list[list[str]]) -> dict[int, float]:
-    from evaluation.metrics import recall_at_k
+    from hippo_engine.evaluation.metrics import recall_at_k
 
     m = recall_at_k(rankings, gold, KS)
     return {k: 100 * m[f"Recall@{k}"] for k in KS}
@@ -151,7 +151,7 @@ def recall(rankings: list[list[str]], gold: list[list[str]]) -> dict[int, float]
 # ------------------------------------------------------------------ child: load + retrieve
 def child(args) -> int:
     """Open an existing index in this fresh process, encode the questions, retrieve; print JSON."""
-    from evaluation.datasets import load_dataset
+    from hippo_engine.evaluation.datasets import load_dataset
 
     ds = load_dataset(args.data)
     t0 = time.perf_counter()
@@ -207,7 +207,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from evaluation.datasets import load_dataset
+    from hippo_engine.evaluation.datasets import load_dataset
 
     command = " ".join(["python -m reproduce.bench_musique"] + [shlex.quote(a) for a in (argv or sys.argv[1:])])
     started = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")

@@ -1,12 +1,12 @@
 """Build the recognition filter's demonstrations from training data and save the DSPy program.
 
-Demonstrations come from data, never by hand and never from evaluation questions:
+Demonstrations come from data, never by hand and never from hippo_engine.evaluation questions:
 
 * Questions: the 100 MuSiQue **train** questions of HippoRAG v1's tuning set
   (``musique/hipporag_v1_train/musique_train.json``). The split is fixed by position:
   the first ``MUSIQUE_TRAIN_EVAL_COUNT`` (80) questions are the evaluation part and are never
   used here; the last 20 are the demo pool. The ids of both parts are written into the program
-  JSON (``metadata.hippo_engine.split``); :func:`hippo_engine.recognition.filter_demo_question_ids`
+  JSON (``metadata.hippo_engine.split``); :func:`hippo_engine.retrieve.recognition.filter_demo_question_ids`
   reads them back so evaluation code can exclude the demo questions.
 * Facts: the released OpenIE output of that corpus (gpt-3.5-turbo-1106, HippoRAG v1 format),
   normalised as the engine does (lowercase, letters/digits of any script kept, other characters
@@ -40,8 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # allow `python reproduce/build_filter_demos.py`
     sys.path.insert(0, str(REPO))
 
-from hippo_engine.openie import load_openie_file  # noqa: E402
-from hippo_engine.recognition import (  # noqa: E402
+from hippo_engine.index.openie import load_openie_file  # noqa: E402
+from hippo_engine.retrieve.recognition import (  # noqa: E402
     FactFilterProgram,
     default_filter_program_path,
     format_facts,
@@ -144,7 +144,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     from hippo_engine.config import HippoConfig
-    from hippo_engine.embedding import TransformersEncoder
+    from hippo_engine.models.encoder import TransformersEncoder
 
     q_path, o_path = args.data_dir / QUESTIONS_FILE, args.data_dir / OPENIE_FILE
     questions = json.loads(q_path.read_text(encoding="utf-8"))
@@ -184,7 +184,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ]
     metadata = {
         "description": "Recognition-memory fact filter of hippo-engine; demonstrations built by "
-                       "reproduce/build_filter_demos.py from MuSiQue train data (not from evaluation questions).",
+                       "reproduce/build_filter_demos.py from MuSiQue train data (not from hippo_engine.evaluation questions).",
         "builder": "reproduce/build_filter_demos.py",
         "sources": {
             "questions": {"path": _rel(q_path), "sha256": _sha256(q_path)},

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from hippo_engine import HippoRAG
-from hippo_engine.diagnostics import diff_snapshots, snapshot_index
+from hippo_engine.index.diagnostics import diff_snapshots, snapshot_index
 from hippo_engine.llm.base import LLMClient, LLMError
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique" / "hipporag_v1_train"

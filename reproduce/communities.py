@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 from hippo_engine import HippoRAG
-from hippo_engine.communities import (CommunityDB, ReportInputs, cluster_entities, communities_by_level,
+from hippo_engine.hirag.communities import (CommunityDB, ReportInputs, cluster_entities, communities_by_level,
                                       write_reports)
-from hippo_engine.hirag import token_counter
+from hippo_engine.hirag.modes import token_counter
 
 logger = logging.getLogger("reproduce.communities")
 

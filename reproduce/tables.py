@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from evaluation.datasets import Dataset, default_data_root, load_dataset
-from evaluation.metrics import DEFAULT_RECALL_KS, qa_metrics_per_query
+from hippo_engine.evaluation.datasets import Dataset, default_data_root, load_dataset
+from hippo_engine.evaluation.metrics import DEFAULT_RECALL_KS, qa_metrics_per_query
 from hippo_engine import HippoConfig, HippoRAG
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
 from hippo_engine.text import mdhash_id
@@ -334,7 +334,7 @@ class Runner:
         self.argv = list(argv)
         self.t0 = time.perf_counter()
         self.use_filter = not args.no_filter
-        from hippo_engine.model_assets import DEFAULT_EMBEDDER
+        from hippo_engine.models.assets import DEFAULT_EMBEDDER
         emb = args.embedder or (encoder.name if encoder is not None else DEFAULT_EMBEDDER)
         llm_name = args.llm or (llm.model_name if llm is not None else None)
         self.save_dir = Path(args.save_dir) if args.save_dir else (
@@ -520,7 +520,7 @@ class Runner:
 
     def qa(self, method: Method, compute: Optional[bool] = None) -> Optional[list[dict]]:
         """Per-question reader results on top of ``method``'s retrieval (same caching rules)."""
-        from hippo_engine.qa import QuerySolution
+        from hippo_engine.qa.reader import QuerySolution
         from tqdm.auto import tqdm
 
         if compute is None:

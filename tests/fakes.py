@@ -7,7 +7,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from hippo_engine.embedding import Encoder
+from hippo_engine.models.encoder import Encoder
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
 
 

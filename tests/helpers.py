@@ -6,7 +6,7 @@ import re
 
 from fakes import NgramEncoder, ScriptedLLM
 from hippo_engine import HippoRAG
-from hippo_engine.diagnostics import diff_snapshots, snapshot_index
+from hippo_engine.index.diagnostics import diff_snapshots, snapshot_index
 
 CORPUS = [
     "Lake Veloria\nLake Veloria lies in the Orsk Highlands. Ilse Marrow mapped Lake Veloria in 1873.",
@@ -57,7 +57,7 @@ def crash_mid_index(rag, docs, monkeypatch) -> None:
     embeddings, before the commit); checks that the error reaches the caller."""
     import pytest
 
-    import hippo_engine.indexer as ix
+    import hippo_engine.index.pipeline as ix
 
     def boom(*a, **k):
         raise RuntimeError("simulated crash")

@@ -7,7 +7,7 @@ from fakes import NgramEncoder, NoCallLLM, ScriptedLLM
 from helpers import CORPUS, make_rag, snapshot, assert_same, toy_respond
 from hippo_engine import ConfigError, HippoConfig, HippoRAG
 from hippo_engine.llm.base import LLMTimeoutError
-from hippo_engine.openie import OpenIEError
+from hippo_engine.index.openie import OpenIEError
 
 
 def test_config_validation():

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
-from .cache import CachedLLM
-from .factory import make_llm
+from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
+from hippo_engine.llm.cache import CachedLLM
+from hippo_engine.llm.factory import make_llm
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .llamacpp import LlamaCppClient
-    from .local import LocalHFClient
-    from .openai_client import OpenAIClient
+    from hippo_engine.llm.llamacpp import LlamaCppClient
+    from hippo_engine.llm.local import LocalHFClient
+    from hippo_engine.llm.openai_client import OpenAIClient
 
 __all__ = ["LLMClient", "LLMError", "LLMResponse", "LLMTimeoutError", "Message", "CachedLLM",
            "OpenAIClient", "LocalHFClient", "LlamaCppClient", "make_llm"]
@@ -23,12 +23,12 @@ __all__ = ["LLMClient", "LLMError", "LLMResponse", "LLMTimeoutError", "Message",
 
 def __getattr__(name: str):
     if name == "OpenAIClient":
-        from .openai_client import OpenAIClient
+        from hippo_engine.llm.openai_client import OpenAIClient
         return OpenAIClient
     if name == "LocalHFClient":
-        from .local import LocalHFClient
+        from hippo_engine.llm.local import LocalHFClient
         return LocalHFClient
     if name == "LlamaCppClient":
-        from .llamacpp import LlamaCppClient
+        from hippo_engine.llm.llamacpp import LlamaCppClient
         return LlamaCppClient
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from .base import LLMClient, LLMError, LLMResponse, Message
+from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, Message
 
 logger = logging.getLogger(__name__)
 

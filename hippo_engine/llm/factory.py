@@ -5,9 +5,9 @@ import logging
 from pathlib import Path
 from typing import Optional, Union
 
-from ..config import HippoConfig
-from ..model_assets import DEFAULT_LLM
-from .base import LLMClient
+from hippo_engine.config import HippoConfig
+from hippo_engine.models.assets import DEFAULT_LLM
+from hippo_engine.llm.base import LLMClient
 
 logger = logging.getLogger(__name__)
 
@@ -18,7 +18,7 @@ def local_backend(model_name: Optional[str], config: HippoConfig) -> str:
     """``"llama_cpp"`` or ``"transformers"``: the backend a local ``model_name`` runs on."""
     if config.llm_backend != "auto":
         return config.llm_backend
-    from .llamacpp import llama_cpp_available, resolve_gguf
+    from hippo_engine.llm.llamacpp import llama_cpp_available, resolve_gguf
     if llama_cpp_available() and resolve_gguf(model_name) != (None, None):
         return "llama_cpp"
     return "transformers"
@@ -28,7 +28,7 @@ def make_llm(model_name: Optional[str], config: HippoConfig,
              cache_dir: Union[str, Path, None] = None) -> LLMClient:
     """Build the LLM client for ``model_name`` under ``config``.
 
-    * ``model_name`` ``None`` means :data:`~hippo_engine.model_assets.DEFAULT_LLM`, the packaged
+    * ``model_name`` ``None`` means :data:`~hippo_engine.models.assets.DEFAULT_LLM`, the packaged
       Qwen2.5-Coder-0.5B-Instruct.
     * With ``config.llm_base_url`` set: an :class:`OpenAIClient` for that URL, sending
       ``model_name`` as the model (pass the name the server serves), with the config's key,
@@ -44,18 +44,18 @@ def make_llm(model_name: Optional[str], config: HippoConfig,
     name = model_name or DEFAULT_LLM
     client: LLMClient
     if config.llm_base_url:
-        from .openai_client import OpenAIClient
+        from hippo_engine.llm.openai_client import OpenAIClient
         client = OpenAIClient(name, base_url=config.llm_base_url, api_key=config.llm_api_key,
                               timeout=config.llm_timeout, max_retries=config.llm_max_retries,
                               max_concurrency=config.llm_max_concurrency,
                               temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     elif local_backend(name, config) == "llama_cpp":
-        from .llamacpp import LlamaCppClient
+        from hippo_engine.llm.llamacpp import LlamaCppClient
         client = LlamaCppClient(name, temperature=config.temperature,
                                 max_new_tokens=config.max_new_tokens, timeout=config.llm_timeout,
                                 num_threads=config.llm_threads)
     else:
-        from .local import LocalHFClient
+        from hippo_engine.llm.local import LocalHFClient
         client = LocalHFClient(name, temperature=config.temperature,
                                max_new_tokens=config.max_new_tokens, timeout=config.llm_timeout,
                                num_threads=config.llm_threads)
@@ -63,7 +63,7 @@ def make_llm(model_name: Optional[str], config: HippoConfig,
         if cache_dir is None:
             logger.debug("llm_cache is on but no cache_dir was given; not caching")
         else:
-            from .cache import CachedLLM
+            from hippo_engine.llm.cache import CachedLLM
             client = CachedLLM(client, Path(cache_dir) / CACHE_FILENAME)
     logger.info("LLM: %r", client)
     return client

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from ..model_assets import PackagedLLM, find_packaged_llm, packaged_gguf
-from .base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
-from ..system import usable_cpus
+from hippo_engine.models.assets import PackagedLLM, find_packaged_llm, packaged_gguf
+from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
+from hippo_engine.system import usable_cpus
 
 logger = logging.getLogger(__name__)
 

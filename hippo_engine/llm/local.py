@@ -1,6 +1,6 @@
 """A local ``transformers`` causal LM on CPU, including the packaged GGUF models.
 
-Packaged GGUF models (see :mod:`hippo_engine.model_assets`) are de-quantised by
+Packaged GGUF models (see :mod:`hippo_engine.models.assets`) are de-quantised by
 ``transformers`` once (slow: about a minute on 2 cores), saved as bfloat16 safetensors together
 with the tokenizer and chat template in the model cache, and loaded from there afterwards
 (seconds). The conversion is written to a temporary directory and renamed into place.
@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from ..model_assets import (DEFAULT_LLM, PackagedLLM, converted_llm_dir, exclusive_lock,
+from hippo_engine.models.assets import (DEFAULT_LLM, PackagedLLM, converted_llm_dir, exclusive_lock,
                             find_packaged_llm, packaged_gguf)
-from .base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
-from ..system import usable_cpus
+from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
+from hippo_engine.system import usable_cpus
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import logging
 import os
 from typing import Mapping, Optional, Sequence
 
-from .base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
+from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
 
 logger = logging.getLogger(__name__)
 

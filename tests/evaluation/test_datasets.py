@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from evaluation.datasets import (DatasetError, corpus_docs, find_dataset, gold_answers_for, load_dataset,
+from hippo_engine.evaluation.datasets import (DatasetError, corpus_docs, find_dataset, gold_answers_for, load_dataset,
                                  parse_questions)
 
 
@@ -153,7 +153,7 @@ def test_folder_with_several_datasets(tmp_path):
 
 
 def test_head_keeps_corpus():
-    from evaluation.datasets import Dataset
+    from hippo_engine.evaluation.datasets import Dataset
     ds = Dataset("x", ["a\nb"], ["q1", "q2"], [["a\nb"], []], [["1"], ["2"]], question_ids=["1", "2"])
     h = ds.head(1)
     assert h.questions == ["q1"] and h.gold_docs == [["a\nb"]] and h.docs == ds.docs

@@ -1,7 +1,7 @@
 """Hand-checked cases for the retrieval and QA metrics (expected values worked out by hand)."""
 import pytest
 
-from evaluation.metrics import (
+from hippo_engine.evaluation.metrics import (
     DEFAULT_RECALL_KS,
     exact_match,
     f1,

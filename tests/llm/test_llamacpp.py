@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hippo_engine import model_assets as ma
+from hippo_engine.models import assets as ma
 from hippo_engine.llm import LLMError, LLMTimeoutError, LlamaCppClient
 from hippo_engine.llm.llamacpp import llama_cpp_available, resolve_gguf
 

@@ -6,7 +6,7 @@ import pytest
 
 from hippo_engine.llm import CachedLLM, LLMError, LlamaCppClient, LocalHFClient, OpenAIClient, make_llm
 from hippo_engine.llm import factory
-from hippo_engine.model_assets import DEFAULT_LLM
+from hippo_engine.models.assets import DEFAULT_LLM
 
 from openai_server import FakeOpenAIServer
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from hippo_engine import model_assets as ma
+from hippo_engine.models import assets as ma
 from hippo_engine.llm import LLMError, LLMTimeoutError, LocalHFClient
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from fakes import NgramEncoder, NoCallLLM, ScriptedLLM
 from helpers import CORPUS, toy_respond
-from evaluation.metrics import recall_at_k
+from hippo_engine.evaluation.metrics import recall_at_k
 from hippo_engine import HippoRAG
 from hippo_engine.llm.base import LLMResponse
 from reproduce import tables

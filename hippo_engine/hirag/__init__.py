@@ -1,0 +1,1 @@
+"""HiRAG: hierarchical communities, their reports and HiRAG's retrieval modes."""

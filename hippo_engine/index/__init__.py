@@ -1,0 +1,1 @@
+"""Indexing: passages, OpenIE, normalisation, synonymy and the graph."""

@@ -1,0 +1,375 @@
+"""The passage-entity graph: nodes, edges with the spec's effective weights, statistics,
+and conversion to igraph / a PPR transition matrix.
+
+The graph is derived from the index's current content (passage triples and synonymy lists),
+with exactly one edge per node pair; its weight is the sum of what each kind contributes:
+fact 2 per triple occurrence linking the pair, context 1 per passage-entity pair, synonymy the
+cosine once per direction found. Nodes are ordered entities-then-passages, each sorted by id,
+so equal content gives an identical graph whatever the insertion history.
+
+Each edge keeps its parts (``EdgeParts``): ``base`` (fact + context, a whole number, so exact
+in any order), and the cosine listed by its lower and by its higher endpoint. The weight is
+always ``(base + syn_lo) + syn_hi``, so ``insert_passages`` can update a graph in place of a
+rebuild (new nodes merged into the sorted order by a vectorised re-numbering, new and changed
+edges merged into the sorted edge list) and still give bit-for-bit the graph ``build_graph``
+would give for the same content. Python only touches the new passages' triples and the
+changed synonymy lists; the rest is a few linear NumPy passes over the edge arrays.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from hippo_engine.text import mdhash_id
+
+KIND_FACT, KIND_CONTEXT, KIND_SYNONYMY = 1, 2, 4
+FACT_WEIGHT = 2.0  # both directions of the reference's parallel edges, 1 each
+CONTEXT_WEIGHT = 1.0
+
+
+@dataclass
+class EdgeParts:
+    """What each edge's weight is made of (arrays aligned with the edges)."""
+
+    base: np.ndarray      # float64, whole numbers: 2 per fact occurrence + 1 per context pair
+    syn_lo: np.ndarray    # float64: cosine in the lower-numbered endpoint's synonymy list (0 if absent)
+    syn_hi: np.ndarray    # float64: cosine in the higher-numbered endpoint's list (0 if absent)
+    syn_dirs: np.ndarray  # uint8: bit 1 = listed by the lower endpoint, bit 2 = by the higher one
+
+    def take(self, sel) -> "EdgeParts":
+        return EdgeParts(self.base[sel], self.syn_lo[sel], self.syn_hi[sel], self.syn_dirs[sel])
+
+
+def _weights_and_kinds(parts: EdgeParts, dst: np.ndarray, num_entities: int) -> tuple[np.ndarray, np.ndarray]:
+    weight = (parts.base + parts.syn_lo) + parts.syn_hi
+    kinds = np.where(parts.base > 0, np.where(dst >= num_entities, KIND_CONTEXT, KIND_FACT), 0).astype(np.uint8)
+    kinds |= np.where(parts.syn_dirs > 0, KIND_SYNONYMY, 0).astype(np.uint8)
+    return weight, kinds
+
+
+@dataclass
+class GraphData:
+    """An undirected weighted graph given once per node pair (``src < dst``), edges sorted by
+    ``(src, dst)``. ``parts`` is present on graphs built by this module (None on derived ones)."""
+
+    node_ids: np.ndarray          # object array of ids: "entity-..." then "chunk-..."
+    num_entities: int
+    src: np.ndarray               # int64
+    dst: np.ndarray               # int64
+    weight: np.ndarray            # float64
+    kinds: np.ndarray             # uint8 bit mask of KIND_*
+    extra: dict = field(default_factory=dict)
+    parts: Optional[EdgeParts] = None
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_ids)
+
+    @cached_property
+    def index_of(self) -> dict[str, int]:
+        return {k: i for i, k in enumerate(self.node_ids)}
+
+    @property
+    def passage_slice(self) -> slice:
+        return slice(self.num_entities, self.num_nodes)
+
+    def node_index(self, ids: Sequence[str], entities: bool) -> np.ndarray:
+        """Node numbers of ``ids`` (all entities or all passages), -1 for ids not in the graph;
+        binary search in the sorted id ranges, so no dict over all nodes is needed."""
+        rng = self.node_ids[: self.num_entities] if entities else self.node_ids[self.num_entities:]
+        off = 0 if entities else self.num_entities
+        q = np.empty(len(ids), dtype=object)
+        q[:] = list(ids)
+        if len(rng) == 0 or len(q) == 0:
+            return np.full(len(q), -1, np.int64)
+        pos = np.searchsorted(rng, q)
+        ok = pos < len(rng)
+        ok[ok] = rng[pos[ok]] == q[ok]
+        return np.where(ok, pos + off, -1).astype(np.int64)
+
+    def stats(self) -> dict:
+        return {
+            "entity_nodes": int(self.num_entities),
+            "passage_nodes": int(self.num_nodes - self.num_entities),
+            "fact_edges": int(np.count_nonzero(self.kinds & KIND_FACT)),
+            "context_edges": int(np.count_nonzero(self.kinds & KIND_CONTEXT)),
+            "synonymy_edges": int(np.count_nonzero(self.kinds & KIND_SYNONYMY)),
+            "distinct_edges": int(len(self.src)),
+            "total_edge_weight": float(self.weight.sum()),
+        }
+
+    def edge_dict(self) -> dict[tuple[str, str], float]:
+        """{(id_a, id_b): weight} with id_a < id_b: for comparing graphs."""
+        ids = self.node_ids
+        out = {}
+        for s, d, w in zip(self.src, self.dst, self.weight):
+            a, b = ids[s], ids[d]
+            out[(a, b) if a < b else (b, a)] = float(w)
+        return out
+
+    def to_igraph(self):
+        """An ``igraph.Graph`` with vertex attributes ``name`` and ``kind`` and edge ``weight``."""
+        import igraph as ig
+
+        g = ig.Graph(n=self.num_nodes, edges=np.column_stack([self.src, self.dst]).tolist(), directed=False)
+        g.vs["name"] = list(self.node_ids)
+        g.vs["kind"] = ["entity"] * self.num_entities + ["passage"] * (self.num_nodes - self.num_entities)
+        g.es["weight"] = self.weight.tolist()
+        return g
+
+    # --- persistence (no pickle) -----------------------------------------------------------
+    def save(self, path: Path, version: str) -> None:
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        os.close(fd)
+        try:
+            arrays = dict(node_ids=np.array(self.node_ids, dtype=str), num_entities=self.num_entities,
+                          src=self.src, dst=self.dst, weight=self.weight, kinds=self.kinds,
+                          version=np.array(version))
+            if self.parts is not None:
+                arrays.update(base=self.parts.base, syn_lo=self.parts.syn_lo, syn_hi=self.parts.syn_hi,
+                              syn_dirs=self.parts.syn_dirs)
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    @classmethod
+    def load(cls, path: Path, version: str) -> Optional["GraphData"]:
+        """The saved graph if it exists and matches ``version``; else None."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                if str(z["version"]) != version:
+                    return None
+                parts = None
+                if "base" in z.files:
+                    parts = EdgeParts(z["base"], z["syn_lo"], z["syn_hi"], z["syn_dirs"])
+                return cls(z["node_ids"].astype(object), int(z["num_entities"]), z["src"], z["dst"],
+                           z["weight"], z["kinds"], parts=parts)
+        except (OSError, KeyError, ValueError):
+            return None
+
+
+# ------------------------------------------------------------------ building blocks
+def _triple_nodes(pids: Sequence[str], passage_triples: Mapping[str, Sequence[tuple[str, str, str]]],
+                  node_of_entity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(subject node, object node, passage node) per triple of ``pids``; ``node_of_entity``
+    maps a dict {phrase: entity id} to {phrase: node}; passage nodes are filled by the caller
+    as positions in ``pids``."""
+    phrase_id: dict[str, str] = {}
+    for pid in pids:
+        for s, _, o in passage_triples.get(pid, ()):
+            if s not in phrase_id:
+                phrase_id[s] = mdhash_id(s, "entity-")
+            if o not in phrase_id:
+                phrase_id[o] = mdhash_id(o, "entity-")
+    phrase_node = node_of_entity(phrase_id)
+    subj, obj, owner = [], [], []
+    for i, pid in enumerate(pids):
+        ts = passage_triples.get(pid, ())
+        if ts:
+            subj.extend(phrase_node[t[0]] for t in ts)
+            obj.extend(phrase_node[t[2]] for t in ts)
+            owner.extend([i] * len(ts))
+    return tuple(np.array(x, dtype=np.int64) for x in (subj, obj, owner))
+
+
+def _base_contributions(subj: np.ndarray, obj: np.ndarray, pnode: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique pair keys and their fact+context weight (whole numbers, exact)."""
+    a, b = np.minimum(subj, obj), np.maximum(subj, obj)
+    keep = a != b  # fact self-loops are dropped
+    fact = a[keep] * n + b[keep]
+    ctx = np.unique(np.concatenate([subj * n + pnode, obj * n + pnode]))  # one per (entity, passage)
+    keys = np.concatenate([fact, ctx])
+    vals = np.concatenate([np.full(len(fact), FACT_WEIGHT), np.full(len(ctx), CONTEXT_WEIGHT)])
+    uk, inv = np.unique(keys, return_inverse=True)
+    return uk, np.bincount(inv, weights=vals, minlength=len(uk)) if len(uk) else np.zeros(0)
+
+
+def _directed_synonymy(s: np.ndarray, t: np.ndarray, sc: np.ndarray, n: int
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pair key, direction bit 1|2, score) per directed synonymy entry (source node ``s``,
+    target node ``t``, score)."""
+    s, t = np.asarray(s, np.int64), np.asarray(t, np.int64)
+    keys = np.minimum(s, t) * n + np.maximum(s, t)
+    return keys, np.where(s < t, 1, 2).astype(np.uint8), np.asarray(sc, np.float64)
+
+
+def _assemble(node_ids: np.ndarray, num_entities: int, keys: np.ndarray, parts: EdgeParts) -> GraphData:
+    n = len(node_ids)
+    src, dst = keys // max(n, 1), keys % max(n, 1)
+    weight, kinds = _weights_and_kinds(parts, dst, num_entities)
+    return GraphData(node_ids, int(num_entities), src.astype(np.int64), dst.astype(np.int64), weight, kinds,
+                     parts=parts)
+
+
+def build_graph(passage_ids: Sequence[str], passage_triples: Mapping[str, Sequence[tuple[str, str, str]]],
+                synonymy: Mapping[str, Mapping[str, float]]) -> GraphData:
+    """Build the graph from the passages, their normalised triples and the synonymy lists.
+
+    Entity nodes are the subjects and objects of the triples; a passage without triples is
+    still an (isolated) node. Vectorised: Python touches each triple and each synonymy entry
+    once to map it to node numbers; pairs are merged with ``np.unique`` on int64 pair keys.
+    """
+    passage_ids = sorted(passage_ids)
+    ents: set[str] = set()
+
+    def node_of_entity(phrase_id: dict[str, str]) -> dict[str, int]:
+        ents.update(phrase_id.values())
+        order = {e: i for i, e in enumerate(sorted(ents))}
+        return {ph: order[e] for ph, e in phrase_id.items()}
+
+    subj, obj, owner = _triple_nodes(passage_ids, passage_triples, node_of_entity)
+    ent_sorted = sorted(ents)
+    ne = len(ent_sorted)
+    node_ids = np.array(ent_sorted + passage_ids, dtype=object)
+    n = len(node_ids)
+    bkeys, bvals = _base_contributions(subj, obj, owner + ne, n)
+    ent_pos = {e: i for i, e in enumerate(ent_sorted)}
+    m = sum(len(nb) for nb in synonymy.values())
+    skeys, sdir, sval = _directed_synonymy(
+        np.fromiter((ent_pos[s] for s, nb in synonymy.items() for _ in range(len(nb))), np.int64, m),
+        np.fromiter((ent_pos[t] for nb in synonymy.values() for t in nb), np.int64, m),
+        np.fromiter((w for nb in synonymy.values() for w in nb.values()), np.float64, m), n)
+    keys = np.unique(np.concatenate([bkeys, skeys]))
+    parts = EdgeParts(np.zeros(len(keys)), np.zeros(len(keys)), np.zeros(len(keys)), np.zeros(len(keys), np.uint8))
+    parts.base[np.searchsorted(keys, bkeys)] = bvals
+    _set_synonymy(parts, np.searchsorted(keys, skeys), sdir, sval)
+    return _assemble(node_ids, ne, keys, parts)
+
+
+def _set_synonymy(parts: EdgeParts, pos: np.ndarray, dirs: np.ndarray, vals: np.ndarray) -> None:
+    """Set directed synonymy entries (``vals`` NaN: clear the entry). Later entries win."""
+    for bit, arr in ((1, parts.syn_lo), (2, parts.syn_hi)):
+        m = dirs == bit
+        p, v = pos[m], vals[m]
+        if not len(p):
+            continue
+        # keep the last assignment per position
+        last = len(p) - 1 - np.unique(p[::-1], return_index=True)[1]
+        p, v = p[last], v[last]
+        clear = np.isnan(v)
+        arr[p] = np.where(clear, 0.0, v)
+        parts.syn_dirs[p[clear]] &= np.uint8(~bit & 3)
+        parts.syn_dirs[p[~clear]] |= np.uint8(bit)
+
+
+def _merge_sorted(old: np.ndarray, new: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge sorted ``new`` ids (none in ``old``) into sorted ``old``: (merged, old positions,
+    new positions)."""
+    new_arr = np.empty(len(new), dtype=object)
+    new_arr[:] = list(new)
+    ins = np.searchsorted(old, new_arr) if len(old) else np.zeros(len(new_arr), np.int64)
+    new_pos = ins + np.arange(len(new_arr))
+    merged = np.empty(len(old) + len(new_arr), dtype=object)
+    is_new = np.zeros(len(merged), bool)
+    is_new[new_pos] = True
+    old_pos = np.flatnonzero(~is_new)
+    merged[old_pos] = old
+    merged[new_pos] = new_arr
+    return merged, old_pos, new_pos
+
+
+def insert_passages(graph: GraphData, new_passage_ids: Sequence[str],
+                    passage_triples: Mapping[str, Sequence[tuple[str, str, str]]],
+                    synonymy_changes: Mapping[str, tuple[Optional[Mapping[str, float]], Optional[Mapping[str, float]]]]
+                    ) -> GraphData:
+    """The graph after adding passages (not yet in ``graph``) and changing synonymy lists.
+
+    ``synonymy_changes``: source entity id -> (old list or None, new list or None). The result
+    is identical, bit for bit, to ``build_graph`` over the new content. Cost: Python over the
+    new triples and changed list entries, plus linear NumPy passes over the edge arrays.
+    """
+    if graph.parts is None:
+        raise ValueError("insert_passages needs a graph with edge parts (built by build_graph)")
+    ne_old = graph.num_entities
+    old_ents, old_pas = graph.node_ids[:ne_old], graph.node_ids[ne_old:]
+    new_pids = sorted(set(new_passage_ids))
+    if len(old_pas) and len(new_pids):
+        dup = graph.node_index(new_pids, entities=False) >= 0
+        if dup.any():
+            raise ValueError("insert_passages: some passages are already in the graph")
+    # new entity nodes
+    phrases: dict[str, str] = {}
+    for pid in new_pids:
+        for s, _, o in passage_triples.get(pid, ()):
+            for ph in (s, o):
+                if ph not in phrases:
+                    phrases[ph] = mdhash_id(ph, "entity-")
+    cand = sorted(set(phrases.values()))
+    known = graph.node_index(cand, entities=True) >= 0 if cand else np.zeros(0, bool)
+    new_ents = [e for e, k in zip(cand, known) if not k]
+    ents, ent_old_pos, _ = _merge_sorted(old_ents, new_ents)
+    pas, pas_old_pos, pas_new_pos = _merge_sorted(old_pas, new_pids)
+    ne = len(ents)
+    node_ids = np.concatenate([ents, pas])
+    n = len(node_ids)
+    remap = np.concatenate([ent_old_pos, pas_old_pos + ne]).astype(np.int64)
+    # old edges, renumbered: the map is increasing, so the order is kept
+    keys = remap[graph.src] * n + remap[graph.dst] if len(graph.src) else np.zeros(0, np.int64)
+    parts = graph.parts
+
+    def ent_nodes(ids: Sequence[str]) -> np.ndarray:
+        q = np.empty(len(ids), dtype=object)
+        q[:] = list(ids)
+        return np.searchsorted(ents, q).astype(np.int64)
+
+    # fact and context contributions of the new passages
+    ph_list = list(phrases)
+    ph_node = dict(zip(ph_list, ent_nodes([phrases[p] for p in ph_list]))) if ph_list else {}
+    subj, obj, owner = _triple_nodes(new_pids, passage_triples, lambda pid_map: ph_node)
+    pnode = ne + pas_new_pos[owner] if len(owner) else np.zeros(0, np.int64)
+    bkeys, bvals = _base_contributions(subj, obj, pnode, n)
+    # synonymy entries: clear every old entry of a changed source, then set the new ones
+    srcs = sorted(synonymy_changes)
+    e_src: list[str] = []
+    e_dst: list[str] = []
+    e_val: list[float] = []
+    for s in srcs:
+        old, new = synonymy_changes[s]
+        for t in (old or {}):
+            e_src.append(s); e_dst.append(t); e_val.append(float("nan"))
+        for t, w in (new or {}).items():
+            e_src.append(s); e_dst.append(t); e_val.append(float(w))
+    if e_src:
+        uniq = sorted(set(e_src) | set(e_dst))
+        pos = dict(zip(uniq, ent_nodes(uniq).tolist()))
+        skeys, sdir, sval = _directed_synonymy(np.fromiter((pos[x] for x in e_src), np.int64, len(e_src)),
+                                               np.fromiter((pos[x] for x in e_dst), np.int64, len(e_dst)),
+                                               np.array(e_val), n)
+    else:
+        skeys, sdir, sval = np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0)
+    # add keys that do not exist yet, with empty parts
+    touched = np.unique(np.concatenate([bkeys, skeys]))
+    pos = np.searchsorted(keys, touched)
+    exists = pos < len(keys)
+    exists[exists] = keys[pos[exists]] == touched[exists]
+    add_pos = pos[~exists]
+    n_add = int((~exists).sum())
+    if n_add:
+        keys = np.insert(keys, add_pos, touched[~exists])
+        parts = EdgeParts(np.insert(parts.base, add_pos, 0.0), np.insert(parts.syn_lo, add_pos, 0.0),
+                          np.insert(parts.syn_hi, add_pos, 0.0), np.insert(parts.syn_dirs, add_pos, 0))
+    else:
+        parts = EdgeParts(parts.base.copy(), parts.syn_lo.copy(), parts.syn_hi.copy(), parts.syn_dirs.copy())
+    if len(bkeys):
+        parts.base[np.searchsorted(keys, bkeys)] += bvals
+    if len(skeys):
+        _set_synonymy(parts, np.searchsorted(keys, skeys), sdir, sval)
+    # edges left with nothing (a synonymy entry dropped from a list) disappear
+    tpos = np.searchsorted(keys, touched)
+    empty = (parts.base[tpos] == 0) & (parts.syn_dirs[tpos] == 0)
+    if empty.any():
+        keep = np.ones(len(keys), bool)
+        keep[tpos[empty]] = False
+        keys, parts = keys[keep], parts.take(keep)
+    return _assemble(node_ids, ne, keys, parts)

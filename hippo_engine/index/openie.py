@@ -1,0 +1,252 @@
+"""Open information extraction: NER, then triples, per passage (spec section 1).
+
+Results persist in the reference implementation's OpenIE file format::
+
+    {"docs": [{"idx": "chunk-<md5>", "passage": str, "extracted_entities": [str],
+               "extracted_triples": [[s, p, o]]}], "avg_ent_chars": float, "avg_ent_words": float}
+
+Files in the older HippoRAG v1 format (docs with ``passage``/``title``/``text``, no ``idx``,
+bare ``NaN`` values) load too. Model output is parsed as JSON (with repair of truncated
+output); it is never evaluated as code.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
+from hippo_engine.prompts import load_prompt
+from hippo_engine.text import mdhash_id, parse_json_lenient
+
+logger = logging.getLogger(__name__)
+
+Triple = tuple[str, str, str]
+
+
+class OpenIEError(RuntimeError):
+    """Some passages could not be processed (the LLM failed); ``failed`` maps id -> reason."""
+
+    def __init__(self, message: str, failed: Mapping[str, str]):
+        super().__init__(message)
+        self.failed = dict(failed)
+
+
+@dataclass
+class OpenIEResult:
+    idx: str
+    passage: str
+    entities: list[str] = field(default_factory=list)
+    triples: list[Triple] = field(default_factory=list)
+    usage: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"idx": self.idx, "passage": self.passage, "extracted_entities": list(self.entities),
+                "extracted_triples": [list(t) for t in self.triples]}
+
+
+# ------------------------------------------------------------------ cleaning model output
+def clean_entities(raw: Any) -> list[str]:
+    """Keep string entities, stripped, non-empty, first occurrence order, no duplicates."""
+    if not isinstance(raw, list):
+        return []
+    seen: set[str] = set()
+    out = []
+    for e in raw:
+        if isinstance(e, str):
+            e = e.strip()
+            if e and e not in seen:
+                seen.add(e)
+                out.append(e)
+    return out
+
+
+def clean_triples(raw: Any) -> list[Triple]:
+    """Keep triples with exactly three non-empty string parts; drop duplicates (order kept)."""
+    if not isinstance(raw, list):
+        return []
+    seen: set[Triple] = set()
+    out: list[Triple] = []
+    for t in raw:
+        if not isinstance(t, (list, tuple)) or len(t) != 3:
+            continue
+        if not all(isinstance(x, str) and x.strip() for x in t):
+            continue
+        trip = (t[0].strip(), t[1].strip(), t[2].strip())
+        if trip not in seen:
+            seen.add(trip)
+            out.append(trip)
+    return out
+
+
+def parse_ner(text: str) -> list[str]:
+    """Entities from a NER reply; ``[]`` (with a warning) when unparseable."""
+    try:
+        value = parse_json_lenient(text)
+    except ValueError as e:
+        logger.warning("NER output unparseable, no entities kept: %s", e)
+        return []
+    if isinstance(value, dict):
+        value = value.get("named_entities", value.get("entities", []))
+    return clean_entities(value)
+
+
+def parse_triples(text: str) -> list[Triple]:
+    """Triples from a triple-extraction reply; ``[]`` (with a warning) when unparseable."""
+    try:
+        value = parse_json_lenient(text)
+    except ValueError as e:
+        logger.warning("triple output unparseable, no triples kept: %s", e)
+        return []
+    if isinstance(value, dict):
+        value = value.get("triples", [])
+    return clean_triples(value)
+
+
+# ------------------------------------------------------------------ prompts
+def _load_json_prompt(name: str) -> dict:
+    return json.loads(load_prompt(name))
+
+
+def _fill(template: str, **values: str) -> str:
+    for k, v in values.items():
+        template = template.replace("{" + k + "}", v)
+    return template
+
+
+def ner_messages(passage: str, prompt: Optional[dict] = None) -> list[dict]:
+    p = prompt or _load_json_prompt("openie_ner.json")
+    msgs = [{"role": "system", "content": p["system"]}]
+    for ex in p.get("examples", []):
+        msgs.append({"role": "user", "content": _fill(p["user_template"], passage=ex["passage"])})
+        msgs.append({"role": "assistant", "content": json.dumps(ex["output"], ensure_ascii=False)})
+    msgs.append({"role": "user", "content": _fill(p["user_template"], passage=passage)})
+    return msgs
+
+
+def triple_messages(passage: str, entities: Sequence[str], prompt: Optional[dict] = None) -> list[dict]:
+    p = prompt or _load_json_prompt("openie_triples.json")
+    msgs = [{"role": "system", "content": p["system"]}]
+    for ex in p.get("examples", []):
+        msgs.append({"role": "user", "content": _fill(
+            p["user_template"], passage=ex["passage"],
+            named_entities=json.dumps(ex["named_entities"], ensure_ascii=False))})
+        msgs.append({"role": "assistant", "content": json.dumps(ex["output"], ensure_ascii=False)})
+    msgs.append({"role": "user", "content": _fill(
+        p["user_template"], passage=passage, named_entities=json.dumps(list(entities), ensure_ascii=False))})
+    return msgs
+
+
+# ------------------------------------------------------------------ extraction
+class OpenIE:
+    """Runs NER then triple extraction over passages with an ``LLMClient``."""
+
+    def __init__(self, llm: LLMClient, *, max_new_tokens: Optional[int] = None, show_progress: bool = True):
+        self.llm = llm
+        self.max_new_tokens = max_new_tokens
+        self.show_progress = show_progress
+        self._ner_prompt = _load_json_prompt("openie_ner.json")
+        self._triple_prompt = _load_json_prompt("openie_triples.json")
+
+    def run(self, passages: Mapping[str, str]) -> tuple[dict[str, OpenIEResult], dict[str, str]]:
+        """Extract for ``{chunk_id: passage}``. Returns (results, failed) where ``failed``
+        maps the ids whose LLM calls failed to the reason; those have no result."""
+        ids = list(passages)
+        failed: dict[str, str] = {}
+        if not ids:
+            return {}, failed
+        ner_out = self.llm.generate_many(
+            [ner_messages(passages[i], self._ner_prompt) for i in ids],
+            max_new_tokens=self.max_new_tokens, show_progress=self.show_progress, desc="OpenIE NER")
+        entities: dict[str, list[str]] = {}
+        usage: dict[str, dict] = {}
+        for i, r in zip(ids, ner_out):
+            if isinstance(r, LLMError):
+                failed[i] = f"NER: {r}"
+                continue
+            entities[i] = parse_ner(r.text)
+            usage[i] = _usage(r)
+        todo = [i for i in ids if i in entities]
+        tri_out = self.llm.generate_many(
+            [triple_messages(passages[i], entities[i], self._triple_prompt) for i in todo],
+            max_new_tokens=self.max_new_tokens, show_progress=self.show_progress, desc="OpenIE triples")
+        results: dict[str, OpenIEResult] = {}
+        for i, r in zip(todo, tri_out):
+            if isinstance(r, LLMError):
+                failed[i] = f"triples: {r}"
+                continue
+            u = _usage(r)
+            total = {k: usage[i].get(k, 0) + u.get(k, 0) for k in u}
+            results[i] = OpenIEResult(i, passages[i], entities[i], parse_triples(r.text), total)
+        return results, failed
+
+
+def _usage(r: LLMResponse) -> dict:
+    return {"prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+            "cached": int(r.cached)}
+
+
+# ------------------------------------------------------------------ the file format
+def load_openie_file(path: str | os.PathLike) -> dict[str, OpenIEResult]:
+    """Load an OpenIE file in the reference format or the HippoRAG v1 format.
+
+    v1 docs have no ``idx``; it is computed as ``chunk-`` + md5 of ``passage`` (or of
+    ``title + "\\n" + text`` when ``passage`` is missing). ``NaN`` and other non-string values
+    are dropped.
+    """
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)  # accepts bare NaN (v1 files contain it)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"OpenIE file not found: {path}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"OpenIE file {path} is not valid JSON: {e}") from None
+    docs = data.get("docs") if isinstance(data, dict) else data
+    if not isinstance(docs, list):
+        raise ValueError(f"OpenIE file {path}: expected an object with a 'docs' list")
+    out: dict[str, OpenIEResult] = {}
+    for n, d in enumerate(docs):
+        if not isinstance(d, dict):
+            raise ValueError(f"OpenIE file {path}: docs[{n}] is not an object")
+        passage = d.get("passage")
+        if not isinstance(passage, str):
+            title, text = d.get("title"), d.get("text")
+            if isinstance(title, str) and isinstance(text, str):
+                passage = f"{title}\n{text}"
+            else:
+                raise ValueError(f"OpenIE file {path}: docs[{n}] has no passage text")
+        idx = d.get("idx")
+        if not (isinstance(idx, str) and idx.startswith("chunk-")):
+            idx = mdhash_id(passage, "chunk-")
+        out[idx] = OpenIEResult(idx, passage, clean_entities(d.get("extracted_entities")),
+                                clean_triples(d.get("extracted_triples")))
+    return out
+
+
+def save_openie_file(path: str | os.PathLike, results: Iterable[OpenIEResult]) -> None:
+    """Write results atomically (temp file + rename) in the reference format."""
+    results = sorted(results, key=lambda r: r.idx)
+    ents = [e for r in results for e in r.entities]
+    data = {
+        "docs": [r.to_json() for r in results],
+        "avg_ent_chars": round(sum(len(e) for e in ents) / len(ents), 4) if ents else 0.0,
+        "avg_ent_words": round(sum(len(e.split()) for e in ents) / len(ents), 4) if ents else 0.0,
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,312 @@
+"""The index: passages, their OpenIE triples, the three embedding stores, synonymy and graph.
+
+``Index`` owns the on-disk state under ``save_dir`` and keeps it consistent:
+``add(passages)`` and ``remove(passage_ids)`` each run as one SQLite transaction. ``add``
+then updates the graph in place of a rebuild (``graph.insert_passages``: the new passages'
+edges and the changed synonymy lists are merged into the sorted edge arrays), and the
+synonymy kNN only runs the new entities against all entities, so an insert costs in
+proportion to what it adds. ``remove`` rebuilds the graph from the stored content. Either
+way the result is identical to building the index from scratch with the same passages, and
+deleting passages leaves the index exactly as if they had never been added.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from hippo_engine.config import HippoConfig
+from hippo_engine.models.encoder import Encoder
+from hippo_engine.index.graph import GraphData, build_graph, insert_passages
+from hippo_engine.store.sqlite import IndexDB, SQLiteEmbeddingStore, StoreError
+from hippo_engine.index.synonymy import rows_of, update_synonymy
+from hippo_engine.text import alnum_count, fact_text, facts_by_id, mdhash_id, normalize_phrase
+
+logger = logging.getLogger(__name__)
+
+Triple = tuple[str, str, str]
+
+
+def normalize_triples(triples: Iterable[Sequence[str]], mode: str) -> list[Triple]:
+    """Normalise each part; drop triples whose subject or object normalises to nothing."""
+    out = []
+    for s, p, o in triples:
+        s, p, o = normalize_phrase(s, mode), normalize_phrase(p, mode), normalize_phrase(o, mode)
+        if s and o:
+            out.append((s, p, o))
+    return out
+
+
+class Index:
+    """Persistent HippoRAG index state. Not thread-safe for concurrent writers."""
+
+    def __init__(self, save_dir: Path, config: HippoConfig, encoder_factory: Callable[[], Encoder],
+                 embedding_model_name: str):
+        self.save_dir = Path(save_dir)
+        self.config = config
+        self._encoder_factory = encoder_factory
+        self._encoder: Optional[Encoder] = None
+        self.db = IndexDB(self.save_dir / "index.sqlite")
+        known = self.db.get_meta("embedding_model")
+        if known is not None and known != embedding_model_name:
+            raise StoreError(f"the index in {self.save_dir} was built with embedding model {known!r}, "
+                             f"not {embedding_model_name!r}; use the same model or another save_dir")
+        known_norm = self.db.get_meta("normalization")
+        if known_norm is not None and known_norm != config.normalization:
+            raise StoreError(f"the index in {self.save_dir} uses normalization={known_norm!r}; "
+                             f"config says {config.normalization!r}")
+        self.embedding_model_name = embedding_model_name
+        self._stores: Optional[dict[str, SQLiteEmbeddingStore]] = None
+        self.passage_triples: dict[str, list[Triple]] = self.db.load_passage_triples()
+        self.synonymy: dict[str, dict[str, float]] = self.db.load_synonymy()
+        self._graph: Optional[GraphData] = None
+        self._short_entities: Optional[set[str]] = None   # entities too short to be synonymy queries
+        self._fact_triples: Optional[dict[str, Triple]] = None
+        self.timings: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ lazy parts
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            self._encoder = self._encoder_factory()
+        return self._encoder
+
+    @property
+    def stores(self) -> dict[str, SQLiteEmbeddingStore]:
+        if self._stores is None:
+            dim = self.db.get_meta("dim")
+            dim = int(dim) if dim is not None else self.encoder.dim
+            self._stores = {ns: SQLiteEmbeddingStore(self.db, ns, dim,
+                                                     vector_dtype=self.config.embedding_storage_dtype,
+                                                     mmap=self.config.embedding_mmap)
+                            for ns in ("passage", "entity", "fact")}
+        return self._stores
+
+    @property
+    def version(self) -> str:
+        return self.db.get_meta("version") or "0"
+
+    @property
+    def graph(self) -> GraphData:
+        if self._graph is None:
+            path = self.save_dir / "graph.npz"
+            self._graph = GraphData.load(path, self.version)
+            if self._graph is None:
+                self._graph = self._build_graph()
+                self._graph.save(path, self.version)
+        return self._graph
+
+    @property
+    def fact_triples(self) -> dict[str, Triple]:
+        """fact id -> its normalised triple (kept up to date by add/remove)."""
+        if self._fact_triples is None:
+            self._fact_triples = facts_by_id(self.passage_triples)
+        return self._fact_triples
+
+    def _passage_ids(self) -> list[str]:
+        return [r[0] for r in self.db.conn.execute("SELECT id FROM store_passage")]
+
+    def _build_graph(self) -> GraphData:
+        return build_graph(self._passage_ids(), self.passage_triples, self.synonymy)
+
+    def has_passage(self, pid: str) -> bool:
+        return self.db.conn.execute("SELECT 1 FROM store_passage WHERE id=?", (pid,)).fetchone() is not None
+
+    def __len__(self) -> int:
+        return self.db.conn.execute("SELECT COUNT(*) FROM store_passage").fetchone()[0]
+
+    # ------------------------------------------------------------------ mutation
+    def add(self, passages: Mapping[str, str], triples: Mapping[str, Sequence[Triple]]) -> dict:
+        """Add passages (id -> text) with their raw OpenIE triples. Returns a small report."""
+        cfg = self.config
+        t0 = time.perf_counter()
+        stores = self.stores
+        new_ids = [p for p in passages if p not in stores["passage"]]
+        if not new_ids:
+            return {"added": 0}
+        norm = {p: normalize_triples(triples.get(p, ()), cfg.normalization) for p in new_ids}
+        ent_text: dict[str, str] = {}
+        fact_txt: dict[str, str] = {}
+        for p in new_ids:
+            for t in norm[p]:
+                for phrase in (t[0], t[2]):
+                    eid = mdhash_id(phrase, "entity-")
+                    if eid not in stores["entity"]:
+                        ent_text[eid] = phrase
+                ft = fact_text(t)
+                fid = mdhash_id(ft, "fact-")
+                if fid not in stores["fact"]:
+                    fact_txt[fid] = ft
+        t1 = time.perf_counter()
+        eids = sorted(ent_text)
+        fids = sorted(fact_txt)
+        old_version = self.version
+        tim = {"embed_passages": 0.0, "embed_entities": 0.0, "embed_facts": 0.0, "write_stores": 0.0}
+        try:
+            with self.db.transaction():
+                self._write_meta()
+                # encode and store chunk by chunk, so at most one chunk of new vectors is held
+                # beside the stores (a 100k-passage batch has a million facts: 1.5 GB of float32)
+                self._encode_into(stores["passage"], new_ids, [passages[p] for p in new_ids], "passages", tim)
+                self._encode_into(stores["entity"], eids, [ent_text[e] for e in eids], "entities", tim)
+                self._encode_into(stores["fact"], fids, [fact_txt[f] for f in fids], "facts", tim)
+                tw = time.perf_counter()
+                for p in new_ids:
+                    self.db.put_passage_triples(p, norm[p])
+                tim["write_stores"] += time.perf_counter() - tw
+                t5 = time.perf_counter()
+                syn_changes = self._update_synonymy(added=eids, removed=())
+                t6 = time.perf_counter()
+                self._bump_version()
+        except BaseException:
+            self._reload()
+            raise
+        for p in new_ids:
+            if norm[p]:
+                self.passage_triples[p] = norm[p]
+        if self._fact_triples is not None:
+            for p in new_ids:
+                for t in norm[p]:
+                    self._fact_triples.setdefault(mdhash_id(fact_text(t), "fact-"), t)
+        t7 = time.perf_counter()
+        self._insert_into_graph(old_version, new_ids, norm, syn_changes)
+        t8 = time.perf_counter()
+        self._save_graph()
+        t9 = time.perf_counter()
+        self.timings = {"prepare": t1 - t0, **tim, "synonymy": t6 - t5, "graph": t8 - t7, "save_graph": t9 - t8}
+        return {"added": len(new_ids), "new_entities": len(eids), "new_facts": len(fids)}
+
+    def remove(self, passage_ids: Iterable[str]) -> dict:
+        """Remove passages and everything only they contributed."""
+        stores = self.stores
+        gone = sorted({p for p in passage_ids if p in stores["passage"]})
+        if not gone:
+            return {"removed": 0}
+        gone_set = set(gone)
+        remaining = {p: t for p, t in self.passage_triples.items() if p not in gone_set}
+        live_ents, live_facts = set(), set()
+        for ts in remaining.values():
+            for t in ts:
+                live_ents.add(mdhash_id(t[0], "entity-"))
+                live_ents.add(mdhash_id(t[2], "entity-"))
+                live_facts.add(mdhash_id(fact_text(t), "fact-"))
+        dead_ents = [e for e in stores["entity"].ids if e not in live_ents]
+        dead_facts = [f for f in stores["fact"].ids if f not in live_facts]
+        try:
+            with self.db.transaction():
+                stores["passage"].delete(gone)
+                stores["entity"].delete(dead_ents)
+                stores["fact"].delete(dead_facts)
+                self.db.delete_passage_triples(gone)
+                self._update_synonymy(added=(), removed=dead_ents)
+                self._bump_version()
+        except BaseException:
+            self._reload()
+            raise
+        self.passage_triples = remaining
+        if self._fact_triples is not None:
+            for f in dead_facts:
+                self._fact_triples.pop(f, None)
+        self._rebuild_graph()
+        return {"removed": len(gone), "removed_entities": len(dead_ents), "removed_facts": len(dead_facts)}
+
+    # ------------------------------------------------------------------ internals
+    #: texts encoded and written per step of ``add`` (bounds the new vectors held in memory)
+    ENCODE_CHUNK = 131072
+
+    def _encode_into(self, store: SQLiteEmbeddingStore, keys: Sequence[str], texts: Sequence[str], what: str,
+                     tim: dict) -> None:
+        n = len(keys)
+        step = self.ENCODE_CHUNK
+        chunks = max(1, -(-n // step))
+        for i, s in enumerate(range(0, n, step)):
+            t = time.perf_counter()
+            desc = f"Embedding {what}" + (f" ({i + 1}/{chunks})" if chunks > 1 else "")
+            vec = self.encoder.encode(list(texts[s:s + step]), show_progress=self.config.show_progress, desc=desc)
+            t2 = time.perf_counter()
+            store.upsert(keys[s:s + step], texts[s:s + step], vec)
+            tim[f"embed_{what}"] += t2 - t
+            tim["write_stores"] += time.perf_counter() - t2
+
+    def _eligible(self, ids: np.ndarray, added: Sequence[str], removed: Sequence[str]) -> np.ndarray:
+        """Which entities (rows of ``ids``) act as synonymy queries. The short ones are kept in a
+        set updated with each change, so only new entities' texts are looked at."""
+        ents = self.stores["entity"]
+        minc = self.config.synonymy_min_alnum_chars
+        if self._short_entities is None:
+            self._short_entities = {e for e in ents.ids if alnum_count(ents.text(e)) < minc}
+        else:
+            self._short_entities.difference_update(removed)
+            self._short_entities.update(e for e in added if e in ents and alnum_count(ents.text(e)) < minc)
+        eligible = np.ones(len(ids), bool)
+        eligible[rows_of(ids, self._short_entities)] = False
+        return eligible
+
+    def _update_synonymy(self, added: Sequence[str], removed: Sequence[str]
+                         ) -> dict[str, tuple[Optional[dict], Optional[dict]]]:
+        """Update the synonymy lists; returns {source: (old list, new list)} of changed lists."""
+        cfg = self.config
+        ents = self.stores["entity"]
+        eligible = self._eligible(ents.ids, added, removed)
+        changed = update_synonymy(self.synonymy, ents.ids, ents.matrix, eligible, added, removed,
+                                  threshold=cfg.synonymy_threshold, max_neighbors=cfg.synonymy_max_neighbors,
+                                  block_size=cfg.synonymy_block_size)
+        self.db.replace_synonymy_lists({k: (v or {}) for k, v in changed.items()})
+        out = {}
+        for k, v in changed.items():
+            out[k] = (self.synonymy.get(k), v or None)
+            if v:
+                self.synonymy[k] = v
+            else:
+                self.synonymy.pop(k, None)
+        return out
+
+    def _write_meta(self) -> None:
+        if self.db.get_meta("embedding_model") is None:
+            self.db.set_meta("embedding_model", self.embedding_model_name)
+            self.db.set_meta("dim", str(self.stores["passage"].dim))
+            self.db.set_meta("normalization", self.config.normalization)
+
+    def _bump_version(self) -> None:
+        self.db.set_meta("version", str(int(self.version) + 1))
+
+    def _reload(self) -> None:
+        for s in (self._stores or {}).values():
+            s.reload()
+        self.passage_triples = self.db.load_passage_triples()
+        self.synonymy = self.db.load_synonymy()
+        self._graph = None
+        self._short_entities = None
+        self._fact_triples = None
+
+    def _insert_into_graph(self, old_version: str, new_ids: Sequence[str], norm: Mapping[str, Sequence[Triple]],
+                           syn_changes: Mapping[str, tuple]) -> None:
+        """Merge the new passages and synonymy changes into the previous graph version, or
+        build the graph from scratch when that version is not at hand."""
+        g = self._graph
+        if g is None:
+            g = GraphData.load(self.save_dir / "graph.npz", old_version)
+        if g is None or g.parts is None:
+            self._graph = self._build_graph()
+            return
+        try:
+            self._graph = insert_passages(g, new_ids, norm, syn_changes)
+        except Exception as e:  # derived data: fall back to a rebuild rather than fail the insert
+            logger.warning("incremental graph update failed (%s); rebuilding the graph", e)
+            self._graph = self._build_graph()
+
+    def _rebuild_graph(self) -> None:
+        self._graph = self._build_graph()
+        self._save_graph()
+
+    def _save_graph(self) -> None:
+        try:
+            self._graph.save(self.save_dir / "graph.npz", self.version)
+        except OSError as e:  # the graph is derived data: losing the file costs a rebuild only
+            logger.warning("could not save graph.npz: %s", e)
+
+    def close(self) -> None:
+        self.db.close()

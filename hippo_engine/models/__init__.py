@@ -1,0 +1,1 @@
+"""Packaged model weights and the text encoder."""

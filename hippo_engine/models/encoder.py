@@ -1,0 +1,374 @@
+"""Text encoders. ``Encoder`` is the interface; ``TransformersEncoder`` the implementation."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from typing import Optional, Sequence
+
+import numpy as np
+
+from hippo_engine.system import usable_cpus
+
+
+class Encoder(ABC):
+    """Maps texts to L2-normalised float32 vectors of size ``dim``."""
+
+    name: str
+    dim: int
+
+    @abstractmethod
+    def encode(self, texts: Sequence[str], *, instruction: Optional[str] = None,
+               show_progress: bool = False, desc: str = "Encoding") -> np.ndarray:
+        """Return an array of shape (len(texts), dim), dtype float32, rows of unit length."""
+
+
+# --------------------------------------------------------------------------------------------
+# Hugging Face transformers implementation
+# --------------------------------------------------------------------------------------------
+
+logger = logging.getLogger(__name__)
+
+_DTYPES = ("float32", "bfloat16")
+#: Hard cap when neither a sentence-transformers config nor a sane tokenizer limit is known.
+_MAX_LENGTH_CAP = 512
+#: Every matrix multiplication is given at least this many rows (batch * tokens).
+#: With torch 2.13's MKL/oneDNN on x86-64 (AVX2), sgemm with fewer than 12 rows takes kernels
+#: whose rounding differs from the large-M kernel (measured: M in {1,2,3,5,6,7,9,10,11} with
+#: 2 or 8 threads, {1,2,3} with 1, 3 or 4 threads; every M from 12 to 2100 gives results
+#: bit-identical to each other and across thread counts). Padding tiny batches with
+#: throw-away copies keeps every text on the large-M kernel, so its vector does not depend
+#: on how many other texts share its batch. 16 leaves a margin over 12; a larger floor costs
+#: latency on single short queries (the floor's rows are computed and thrown away).
+_MIN_GEMM_ROWS = 16
+#: Default token budget of one forward pass = ``batch_size`` texts of this many tokens
+#: (64 x 64 = 4096 rows). Short texts (entities: ~5 tokens) are packed into large batches,
+#: long ones into small batches that keep the activations small; measured on the 2-core AMD
+#: EPYC (AVX2) box, one thread: ~2.1k tokens/s at 51x5 rows vs ~2.7k at 819x5 rows.
+_TOKENS_PER_BATCH_SLOT = 64
+
+
+def _release_free_memory() -> None:
+    """Hand freed heap memory back to the OS (glibc ``malloc_trim``; a no-op elsewhere).
+
+    The worker threads' malloc arenas keep the activations of large batches after they are
+    freed; trimming after an encode keeps that from adding to the process's resident size."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            import ctypes
+
+            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None
+
+
+
+def _looks_like_local_path(name: str) -> bool:
+    """True when ``name`` is clearly meant as a filesystem path rather than a hub id."""
+    return (os.path.isabs(name) or name.startswith(("./", "../", "~", ".\\", "..\\"))
+            or name in (".", "..") or name.count("/") > 1 or (os.sep != "/" and os.sep in name))
+
+
+def _read_st_max_seq_length(path: str) -> Optional[int]:
+    """``max_seq_length`` from a sentence-transformers ``sentence_bert_config.json``, if any.
+
+    Looks in a local directory; for a hub id it tries the local HF cache / hub (honouring
+    ``HF_HUB_OFFLINE``) and silently gives up on any failure.
+    """
+    cfg_path: Optional[str] = None
+    if os.path.isdir(path):
+        candidate = os.path.join(path, "sentence_bert_config.json")
+        cfg_path = candidate if os.path.isfile(candidate) else None
+    else:
+        try:  # pragma: no cover - depends on the HF cache / network
+            from huggingface_hub import hf_hub_download
+            cfg_path = hf_hub_download(path, "sentence_bert_config.json")
+        except Exception:  # noqa: BLE001 - any failure simply means "no such config"
+            cfg_path = None
+    if cfg_path is None:
+        return None
+    try:
+        with open(cfg_path, encoding="utf-8") as f:
+            value = json.load(f).get("max_seq_length")
+    except (OSError, ValueError) as e:
+        logger.warning("could not read %s: %s", cfg_path, e)
+        return None
+    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+class TransformersEncoder(Encoder):
+    """Sentence encoder on top of a Hugging Face ``AutoModel``: mean pooling + L2 normalisation.
+
+    This reproduces sentence-transformers models such as ``all-MiniLM-L6-v2`` (the default)
+    and ``all-mpnet-base-v2`` without depending on sentence-transformers at run time.
+
+    Batching. All texts of one :meth:`encode` call are tokenized once, grouped by *exact*
+    token length and run in batches of texts of that one length: a batch of length-``L``
+    texts holds ``max(1, max_batch_tokens // L)`` of them (default budget ``batch_size x
+    64`` tokens), so short strings (entities, facts) are packed into large matrix products
+    and long passages into small ones of the same cost. Batches carry no padding at all
+    (short entity strings never pay for a long neighbour), and the attention mask is all
+    ones. Rows are returned in input order.
+
+    Threads. On the CPU, batches are spread over ``num_workers`` Python threads (default:
+    one per usable core), each running its forward passes with a single intra-op torch
+    thread; torch releases the GIL inside its kernels, so the workers run in parallel. This
+    avoids OpenMP's fork/join barriers, which on a busy 2-core machine made 2-thread forward
+    passes several times slower than 1-thread ones (measured on a quarter of the MuSiQue
+    subset's 35k texts at load ~3: 326 s with 2 OpenMP threads and 64-text batches, 74 s
+    with 2 workers and the token budget, bit-identical vectors). While :meth:`encode` runs,
+    the process-wide torch thread count is set to 1 and restored afterwards.
+
+    Determinism. A text's vector is bit-identical whatever else is encoded in the same call
+    (alone, together with others, in any order, with any ``batch_size``), for a fixed
+    model, dtype, ``max_length``, machine and library build. Two ingredients make this so:
+    (1) no padding, so attention never sees a different padded length; (2) every matrix
+    multiplication gets at least ``_MIN_GEMM_ROWS`` rows: small batches are padded with
+    throw-away copies of their first text, because BLAS uses differently-rounding kernels
+    for very small row counts. Beyond that threshold oneDNN/MKL compute each output row
+    independently of the others and of the thread count (verified on AVX2 for 16 to 17,000
+    rows; other ISAs or BLAS builds are checked by ``tests/test_embedding.py``). Which
+    worker thread runs a batch does not matter either.
+
+    Padding to bucketed lengths is deliberately not used: with a masked attention the
+    softmax and the flash-attention blocks see a different key count, so a text's vector
+    would change in its last bits with its batch neighbours. Exact-length batches need no
+    padding at all.
+
+    Instructions. ``encode(texts, instruction=...)`` prepends the instruction verbatim:
+    the model sees ``f"{instruction}{text}"`` — include any separator yourself
+    (e.g. ``"Represent this question for retrieving passages: "``). The default models
+    were trained without instructions, so the engine leaves it ``None`` for them.
+
+    Args:
+        model_name_or_path: a name accepted by
+            :func:`hippo_engine.models.assets.resolve_embedding_model` (``None`` = the
+            packaged ``all-MiniLM-L6-v2``), a local directory, or a hub id.
+        batch_size: sets the default token budget of a forward pass, ``batch_size x 64``.
+        max_batch_tokens: token budget of a forward pass (``None``: ``batch_size x 64``).
+        dtype: ``"float32"`` or ``"bfloat16"`` (model weights/activations in bf16; pooling
+            and normalisation in float32).
+        max_length: truncation length in tokens (special tokens included). ``None`` =
+            ``max_seq_length`` from the model's ``sentence_bert_config.json`` when present
+            (256 for all-MiniLM-L6-v2), else the tokenizer's ``model_max_length`` capped
+            at 512.
+        device: torch device string, e.g. ``"cpu"`` or ``"cuda"``.
+        num_threads: if given, calls ``torch.set_num_threads`` (process-wide!) at load; used
+            inside :meth:`encode` only when ``num_workers`` is 1.
+        num_workers: parallel forward passes on the CPU (``None``: one per usable core; 1:
+            run in the calling thread with the process's torch thread count).
+
+    bfloat16 is slower than float32 on CPUs without native bf16 instructions (measured on the
+    AVX2 AMD EPYC box: 7 vs 56 GFLOP/s for a 384x1536 matrix product).
+    """
+
+    def __init__(self, model_name_or_path: Optional[str] = None, *, batch_size: int = 64,
+                 dtype: str = "float32", max_length: Optional[int] = None, device: str = "cpu",
+                 num_threads: Optional[int] = None,
+                 max_batch_tokens: Optional[int] = None,
+                 num_workers: Optional[int] = None) -> None:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        from hippo_engine.models.assets import DEFAULT_EMBEDDER, resolve_embedding_model
+
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+        if max_length is not None and max_length < 2:
+            raise ValueError(f"max_length must be >= 2, got {max_length}")
+        if max_batch_tokens is not None and max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
+        if num_workers is not None and num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        if num_threads is not None:
+            if num_threads < 1:
+                raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+            torch.set_num_threads(num_threads)
+
+        self.name: str = model_name_or_path if model_name_or_path is not None else DEFAULT_EMBEDDER
+        path = str(resolve_embedding_model(model_name_or_path))
+        if not os.path.isdir(path):
+            expanded = os.path.expanduser(path)
+            if os.path.isdir(expanded):
+                path = expanded
+            elif _looks_like_local_path(path) or os.path.exists(expanded):
+                raise FileNotFoundError(
+                    f"embedding model {self.name!r}: {path!r} is not a directory with a "
+                    f"transformers model (config.json, weights, tokenizer files)")
+        self.path = path
+        self.batch_size = int(batch_size)
+        self.max_batch_tokens = int(max_batch_tokens if max_batch_tokens is not None
+                                    else batch_size * _TOKENS_PER_BATCH_SLOT)
+        self.dtype = dtype
+        self.device = torch.device(device)
+        if num_workers is None:
+            num_workers = usable_cpus() if self.device.type == "cpu" else 1
+        self.num_workers = int(num_workers)
+        self._torch_dtype = torch.bfloat16 if dtype == "bfloat16" else torch.float32
+
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            model = AutoModel.from_pretrained(path)
+        except OSError as e:
+            where = "local directory" if os.path.isdir(path) else "hub id (or HF cache entry)"
+            raise OSError(f"could not load embedding model {self.name!r} from {where} "
+                          f"{path!r}: {e}") from e
+        self.model = model.to(device=self.device, dtype=self._torch_dtype).eval()
+        self.dim: int = int(self.model.config.hidden_size)
+
+        if max_length is None:
+            max_length = _read_st_max_seq_length(path)
+            if max_length is None:
+                tok_max = getattr(self.tokenizer, "model_max_length", None) or _MAX_LENGTH_CAP
+                max_length = min(int(tok_max), _MAX_LENGTH_CAP)
+        pos_max = getattr(self.model.config, "max_position_embeddings", None)
+        if isinstance(pos_max, int) and pos_max > 0 and max_length > pos_max:
+            logger.warning("max_length %d exceeds the model's max_position_embeddings %d; "
+                           "using %d", max_length, pos_max, pos_max)
+            max_length = pos_max
+        self.max_length = int(max_length)
+
+        self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self._use_token_type_ids = "token_type_ids" in getattr(self.tokenizer, "model_input_names", ())
+        logger.info("loaded embedding model %s from %s (dim=%d, max_length=%d, dtype=%s, "
+                    "device=%s, workers=%d, torch threads=%d)", self.name, path, self.dim,
+                    self.max_length, dtype, self.device, self.num_workers, torch.get_num_threads())
+
+    def __repr__(self) -> str:
+        return (f"TransformersEncoder(name={self.name!r}, dim={self.dim}, dtype={self.dtype!r}, "
+                f"max_length={self.max_length}, batch_size={self.batch_size}, "
+                f"max_batch_tokens={self.max_batch_tokens}, num_workers={self.num_workers}, "
+                f"device={str(self.device)!r})")
+
+    # ---------------------------------------------------------------------------------------
+    def tokenize(self, texts: Sequence[str], *, instruction: Optional[str] = None) -> list[list[int]]:
+        """Token ids (special tokens included, truncated to ``max_length``) for each text."""
+        if instruction:
+            texts = [f"{instruction}{t}" for t in texts]
+        enc = self.tokenizer(list(texts), add_special_tokens=True, truncation=True,
+                             max_length=self.max_length, padding=False,
+                             return_attention_mask=False, return_token_type_ids=False)
+        return enc["input_ids"]
+
+    def texts_per_batch(self, length: int) -> int:
+        """How many texts of ``length`` tokens one forward pass holds."""
+        return max(1, self.max_batch_tokens // max(1, int(length)))
+
+    def plan_batches(self, lengths: Sequence[int]) -> list[np.ndarray]:
+        """Group input positions into batches of equal token length.
+
+        A batch of length-``L`` texts holds at most :meth:`texts_per_batch` ``(L)`` texts.
+        Batches come in increasing length; within a length, input order is kept.
+        """
+        lengths = np.asarray(lengths, dtype=np.int64)
+        order = np.argsort(lengths, kind="stable")
+        batches: list[np.ndarray] = []
+        if len(order) == 0:
+            return batches
+        sorted_lengths = lengths[order]
+        cuts = np.flatnonzero(np.diff(sorted_lengths)) + 1
+        for group in np.split(order, cuts):
+            size = self.texts_per_batch(int(lengths[group[0]]))
+            for start in range(0, len(group), size):
+                batches.append(group[start:start + size])
+        return batches
+
+    def encode(self, texts: Sequence[str], *, instruction: Optional[str] = None,
+               show_progress: bool = False, desc: str = "Encoding") -> np.ndarray:
+        """Embed ``texts``; returns float32 array (len(texts), dim) of unit-length rows.
+
+        ``instruction`` (optional) is prepended verbatim: the model sees
+        ``f"{instruction}{text}"``. An empty input gives an array of shape (0, dim).
+        """
+        import torch
+
+        if isinstance(texts, str):
+            raise TypeError("encode() expects a sequence of strings, not a single string")
+        n = len(texts)
+        out = np.empty((n, self.dim), dtype=np.float32)
+        if n == 0:
+            return out
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] is {type(t).__name__}, expected str")
+
+        ids = self.tokenize(texts, instruction=instruction)
+        batches = self.plan_batches([len(x) for x in ids])
+        logger.debug("%s: %d texts in %d batches (%d distinct token lengths)", desc, n,
+                     len(batches), len({len(x) for x in ids}))
+
+        progress = None
+        if show_progress:
+            from tqdm.auto import tqdm
+            progress = tqdm(total=n, desc=desc, unit="text")
+        lock = threading.Lock()
+
+        def run(idx: np.ndarray) -> None:
+            with torch.inference_mode():  # thread-local: entered in each worker
+                vecs = self._forward([ids[i] for i in idx])
+            out[idx] = vecs
+            if progress is not None:
+                with lock:
+                    progress.update(len(idx))
+
+        one_thread = self.num_workers > 1 and self.device.type == "cpu"
+        workers = min(self.num_workers, len(batches)) if one_thread else 1
+        threads_before = torch.get_num_threads()
+        try:
+            if one_thread:
+                torch.set_num_threads(1)
+            if workers <= 1:
+                for idx in batches:
+                    run(idx)
+            else:
+                # Costliest batches first (by tokens) so the workers finish together.
+                cost = np.array([len(b) * len(ids[b[0]]) for b in batches])
+                queue = [batches[i] for i in np.argsort(-cost, kind="stable")]
+                pool = ThreadPoolExecutor(max_workers=workers, initializer=torch.set_num_threads,
+                                          initargs=(1,))
+                try:
+                    for f in [pool.submit(run, idx) for idx in queue]:
+                        f.result()
+                finally:  # on an error, drop the batches not started yet
+                    pool.shutdown(wait=True, cancel_futures=True)
+        finally:
+            if one_thread:
+                torch.set_num_threads(threads_before)
+            if progress is not None:
+                progress.close()
+        if workers > 1 or n > 1000:
+            _release_free_memory()
+        return out
+
+    def _forward(self, batch_ids: list[list[int]]) -> np.ndarray:
+        """Embed one batch of equal-length token sequences (no padding needed)."""
+        import torch
+
+        n_real = len(batch_ids)
+        length = len(batch_ids[0])
+        n_rows = max(n_real, math.ceil(_MIN_GEMM_ROWS / length))
+        input_ids = torch.tensor(batch_ids, dtype=torch.long)
+        if n_rows > n_real:  # throw-away copies: keep BLAS on its large-M kernels
+            input_ids = torch.cat([input_ids, input_ids[:1].expand(n_rows - n_real, -1)])
+        input_ids = input_ids.to(self.device)
+        inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+        if self._use_token_type_ids:
+            inputs["token_type_ids"] = torch.zeros_like(input_ids)
+        hidden = self.model(**inputs).last_hidden_state[:n_real].float()
+        # Mean pooling over the attention mask; the mask is all ones (no padding), so this
+        # is the plain mean over tokens.
+        pooled = hidden.sum(dim=1) / float(length)
+        pooled = torch.nn.functional.normalize(pooled, p=2.0, dim=-1)
+        return pooled.cpu().numpy()

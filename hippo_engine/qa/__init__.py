@@ -1,0 +1,1 @@
+"""Question answering: the reader and its prompt."""

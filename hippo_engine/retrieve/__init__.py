@@ -1,0 +1,1 @@
+"""Retrieval: fact scoring, seeding, Personalized PageRank, the recognition filter."""

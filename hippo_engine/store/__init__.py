@@ -1,0 +1,1 @@
+"""Storage: the SQLite index database and the embedding stores."""

@@ -1,0 +1,232 @@
+"""Retrieval: pure scoring/seeding functions, PPR ranking on a hand-built graph, fallback,
+ablation code paths, and retrieval after index/delete."""
+import json
+
+import numpy as np
+import pytest
+
+from fakes import NgramEncoder, ScriptedLLM
+from helpers import CORPUS, make_rag, toy_respond
+from hippo_engine.retrieve.retriever import entity_seeds, min_max, passage_seeds, top_k
+from hippo_engine.text import mdhash_id
+
+
+def test_min_max_and_top_k():
+    np.testing.assert_allclose(min_max(np.array([1.0, 3.0, 2.0])), [0, 1, 0.5])
+    np.testing.assert_array_equal(min_max(np.array([2.0, 2.0])), [1, 1])  # constant -> ones
+    np.testing.assert_array_equal(top_k(np.array([0.1, 0.9, 0.5, 0.9]), 3), [1, 3, 2])  # ties: lower index
+    assert len(top_k(np.array([1.0]), 5)) == 1
+
+
+def test_entity_seeds_mean_and_idf():
+    counts = np.array([2, 1, 4, 0, 0])
+    # node 0 linked twice (scores 1.0 and 0.5, 2 passages) -> mean(0.5, 0.25)=0.375
+    w, seeds = entity_seeds([(0, 1.0), (0, 0.5), (1, 0.3), (2, 1.0)], counts, 5, keep=2)
+    assert seeds == [(0, 0.375), (1, 0.3)]
+    assert w[2] == 0 and w[0] == 0.375
+    np.testing.assert_allclose(passage_seeds(np.array([0.2, 0.4, 0.3]), 0.05), [0, 0.05, 0.025])
+
+
+# A hand-built memory: the two-hop chain Nora -> Pell -> Quill is spread over three passages.
+DOCS = ["P1\nNora Vance founded Pell Works.", "P2\nPell Works is based in Quillton.",
+        "P3\nQuillton has a river port.", "P4\nZed Orr paints boats."]
+TRIPLES = {DOCS[0]: [["Nora Vance", "founded", "Pell Works"]],
+           DOCS[1]: [["Pell Works", "based in", "Quillton"]],
+           DOCS[2]: [["Quillton", "has", "river port"]],
+           DOCS[3]: [["Zed Orr", "paints", "boats"]]}
+
+
+def chain_llm():
+    def respond(messages):
+        user = messages[-1]["content"]
+        if "Named entities:" not in user and "Passage:" in user:
+            return json.dumps({"named_entities": []})
+        for d, t in TRIPLES.items():
+            if d in user:
+                return json.dumps({"triples": t})
+        return "[]"
+    return ScriptedLLM(respond)
+
+
+def test_ppr_ranking_on_hand_built_graph(tmp_path):
+    rag = make_rag(tmp_path, llm=chain_llm(), use_filter=False, passage_node_weight=0.0, linking_top_k=1)
+    rag.index(DOCS)
+    (sol,) = rag.retrieve(["Who founded Pell Works?"])
+    # the top fact is (nora vance, founded, pell works); with linking_top_k=1 one entity seeds
+    assert sol.kept_facts[0] == ("nora vance", "founded", "pell works")
+    assert len(sol.seed_entities) == 1
+    # walk order: the seed's passage(s) first, then the next hop, the unconnected passage last
+    seed = sol.seed_entities[0][0]
+    first = "P1" if seed == "nora vance" else None
+    assert sol.docs[-1] == DOCS[3] and sol.doc_scores[-1] == 0.0
+    assert sol.docs.index(DOCS[0]) < sol.docs.index(DOCS[2])
+    assert sol.docs.index(DOCS[1]) < sol.docs.index(DOCS[2])
+    if first:
+        assert sol.docs[0] == DOCS[0]
+    assert not sol.used_fallback
+
+
+def test_fallback_when_filter_keeps_nothing(tmp_path):
+    def respond(messages):
+        text = " ".join(m["content"] for m in messages)
+        if "relevant" in text.lower() and "Passage:" not in messages[-1]["content"]:
+            return "[[ ## relevant_facts ## ]]\n[]\n\n[[ ## completed ## ]]"
+        return chain_llm().respond(messages)
+    rag = make_rag(tmp_path, llm=ScriptedLLM(respond))
+    rag.index(DOCS)
+    dense = rag.retrieve_dpr(["Who founded Pell Works?"])[0]
+    (sol,) = rag.retrieve(["Who founded Pell Works?"])
+    assert sol.used_fallback and sol.kept_facts == [] and len(sol.candidate_facts) > 0
+    assert sol.docs == dense.docs
+
+
+@pytest.mark.parametrize("linking", ["fact", "query", "ner"])
+@pytest.mark.parametrize("use_passage_nodes", [True, False])
+def test_ablation_paths(tmp_path, linking, use_passage_nodes):
+    rag = make_rag(tmp_path, llm=chain_llm(), use_filter=False, linking=linking,
+                   use_passage_nodes=use_passage_nodes)
+    rag.index(DOCS)
+    (sol,) = rag.retrieve(["Where is Pell Works based?"])
+    if linking == "ner":  # the toy NER finds nothing in queries -> fallback
+        assert sol.used_fallback
+    else:
+        assert sol.seed_entities and not sol.used_fallback
+        if linking == "query":
+            assert sol.candidate_facts == []
+    assert sorted(sol.docs) == sorted(DOCS)
+    r = rag._get_retriever()
+    reset, _ = r.reset_vector([(0, 1.0)], np.array([0.1, 0.5, 0.2, 0.9]))
+    assert (reset[r.passage_nodes].sum() > 0) == use_passage_nodes
+
+
+def test_metrics_and_determinism(tmp_path):
+    rag = make_rag(tmp_path, use_filter=False)
+    rag.index(CORPUS)
+    qs = ["Where was Ilse Marrow born?", "Who founded Tamsin College?"]
+    gold = [[CORPUS[1]], [CORPUS[3]]]
+    sols, m = rag.retrieve(qs, gold_docs=gold)
+    assert set(m) >= {"Recall@1", "Recall@2", "Recall@5"} and all(0 <= v <= 1 for v in m.values())
+    again, _ = rag.retrieve(qs, gold_docs=gold)
+    assert [s.docs for s in sols] == [s.docs for s in again]
+    assert all(np.array_equal(a.doc_scores, b.doc_scores) for a, b in zip(sols, again))
+
+
+def test_retrieval_sees_index_and_delete(tmp_path):
+    rag = make_rag(tmp_path, use_filter=False)
+    rag.index(CORPUS[:4])
+    q = ["Who married Oren Pike?"]
+    assert CORPUS[7] not in rag.retrieve(q)[0].docs
+    rag.index(CORPUS[4:])
+    assert CORPUS[7] in rag.retrieve(q)[0].docs
+    rag.delete([CORPUS[7]])
+    docs = rag.retrieve(q)[0].docs
+    assert CORPUS[7] not in docs and len(docs) == len(CORPUS) - 1
+    assert CORPUS[7] not in rag.retrieve_dpr(q)[0].docs
+
+
+def test_bad_queries(tmp_path):
+    rag = make_rag(tmp_path)
+    with pytest.raises(RuntimeError, match="empty"):
+        rag.retrieve(["anything"])
+    rag.index(CORPUS[:2])
+    with pytest.raises(TypeError):
+        rag.retrieve("not a list")
+    with pytest.raises(ValueError):
+        rag.retrieve(["ok", "  "])
+
+
+# ------------------------------------------------------------------ vectorised paths
+def test_entity_seed_table_matches_per_query_seeds():
+    from hippo_engine.retrieve.retriever import entity_seed_table
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 5, 30)
+    links = [[(int(rng.integers(0, 30)), float(rng.random())) for _ in range(rng.integers(0, 12))] for _ in range(7)]
+    q = np.concatenate([[j] * len(l) for j, l in enumerate(links)]).astype(np.int64)
+    n = np.array([a for l in links for a, _ in l], dtype=np.int64)
+    s = np.array([b for l in links for _, b in l])
+    tq, tn, tw = entity_seed_table(q, n, s, counts, keep=3)
+    for j, l in enumerate(links):
+        _, seeds = entity_seeds(l, counts, 30, keep=3)
+        m = tq == j
+        assert list(zip(tn[m].tolist(), tw[m].tolist())) == seeds
+
+
+def test_top_facts_exact_with_ties():
+    """Candidates, their order (ties: lower row) and min-max scores equal the exact float64 answer."""
+    from hippo_engine.retrieve.retriever import Retriever
+    rng = np.random.default_rng(1)
+    mat = rng.standard_normal((5000, 16)).astype(np.float32)
+    mat[10] = mat[20] = mat[30]            # exact ties
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    q = np.vstack([mat[30] + 0.01 * rng.standard_normal(16).astype(np.float32), rng.standard_normal((3, 16))])
+    q = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+    r = Retriever.__new__(Retriever)      # only the fact matrix is needed
+    r.fact_mat, r._fact_norm = mat, None
+    import hippo_engine.retrieve.retriever as rt
+    for block in (rt.ROW_BLOCK, 777):
+        old, rt.ROW_BLOCK = rt.ROW_BLOCK, block
+        try:
+            rows, scores = r.top_facts(q, 5)
+            single = [r.top_facts(q[j:j + 1], 5) for j in range(len(q))]
+        finally:
+            rt.ROW_BLOCK = old
+        for j in range(len(q)):
+            ex = mat.astype(np.float64) @ q[j].astype(np.float64)
+            order = np.lexsort((np.arange(len(ex)), -ex))[:5]
+            assert list(rows[j]) == list(order)
+            np.testing.assert_allclose(scores[j], (ex[order] - ex.min()) / (ex.max() - ex.min()), rtol=0, atol=1e-12)
+            assert np.array_equal(single[j][0][0], rows[j]) and np.array_equal(single[j][1][0], scores[j])
+    assert list(rows[0][:3]) == [10, 20, 30]
+
+
+def test_batch_equals_single_bitwise(tmp_path):
+    rag = make_rag(tmp_path, use_filter=False)
+    rag.index(CORPUS)
+    qs = ["Where was Ilse Marrow born?", "Who founded Tamsin College?", "Which fair is held in Velor?",
+          "Who married Oren Pike?", "What is the capital of Kaldavia?"]
+    batch = rag.retrieve(qs)
+    for q, b in zip(qs, batch):
+        (s,) = rag.retrieve([q])
+        assert s.docs == b.docs and np.array_equal(s.doc_scores, b.doc_scores)
+        assert s.seed_entities == b.seed_entities and s.kept_facts == b.kept_facts
+
+
+def test_batched_search_in_blocks_and_subclass_path(tmp_path):
+    """query_batch_size splits a batch without changing results; the per-query seeding path
+    (used by subclasses that add seeds) gives the same reset vectors as the vectorised one."""
+    rag = make_rag(tmp_path, use_filter=False)
+    rag.index(CORPUS)
+    qs = ["Where was Ilse Marrow born?", "Who founded Tamsin College?", "Who married Oren Pike?"]
+    ref = rag.retrieve(qs)
+    rag2 = make_rag(tmp_path, use_filter=False, query_batch_size=1)
+    assert [s.docs for s in rag2.retrieve(qs)] == [s.docs for s in ref]
+    from hippo_engine.retrieve.retriever import Retriever
+
+    class PerQuery(Retriever):
+        def reset_vector(self, linked, dense):
+            return super().reset_vector(linked, dense)
+
+    r = rag._get_retriever()
+    sub = PerQuery(r.config, r.graph, rag.index_state.stores["passage"].ids, r.passage_mat, r.fact_ids, r.fact_mat,
+                   r.entity_ids, r.entity_mat, r.entity_text, rag.index_state.passage_triples)
+    q_fact, q_pass = rag._encode_queries(qs)
+    a, _ = r.search(qs, q_fact, q_pass, 10)
+    b, _ = sub.search(qs, q_fact, q_pass, 10)
+    for x, y in zip(a, b):
+        assert np.array_equal(x.order, y.order) and np.array_equal(x.scores, y.scores)
+        assert x.seed_entities == y.seed_entities
+
+
+def test_dense_column_split_over_threads_matches_one_scan():
+    """The scan splits big matrices into equal blocks on a thread pool; each score must be
+    the one a single scan gives (bit for bit), whatever the number of rows."""
+    from hippo_engine.retrieve.retriever import dense_column
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal(48).astype(np.float32)
+    for n in (0, 5, 8191, 8192, 17033, 40001):
+        mat = rng.standard_normal((n, 48)).astype(np.float32)
+        got = dense_column(mat, q)
+        assert got.dtype == np.float32 and got.shape == (n,)
+        assert np.array_equal(got, np.einsum("ij,j->i", mat, q))
+        if n:
+            assert np.array_equal(dense_column(mat[n // 3:], q), got[n // 3:])
