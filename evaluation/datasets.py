@@ -57,9 +57,10 @@ import logging
 import os
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -96,18 +97,18 @@ class Dataset:
     name: str
     docs: list[str]
     questions: list[str]
-    gold_docs: Optional[list[list[str]]]
+    gold_docs: list[list[str]] | None
     gold_answers: list[list[str]]
-    openie_file: Optional[Path] = None
+    openie_file: Path | None = None
     question_ids: list[str] = field(default_factory=list)
-    path: Optional[Path] = None
-    corpus_path: Optional[Path] = None
+    path: Path | None = None
+    corpus_path: Path | None = None
     gold_match: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.questions)
 
-    def head(self, n: Optional[int]) -> "Dataset":
+    def head(self, n: int | None) -> Dataset:
         """The same dataset with only its first ``n`` questions (all when ``n`` is ``None``).
         The corpus is unchanged."""
         if n is None or n >= len(self.questions):
@@ -146,8 +147,8 @@ def _pairs_in(folder: Path) -> list[Path]:
     return out
 
 
-def find_dataset(dir_or_name: Union[str, os.PathLike], data_root: Optional[Union[str, os.PathLike]] = None,
-                 name: Optional[str] = None) -> Path:
+def find_dataset(dir_or_name: str | os.PathLike, data_root: str | os.PathLike | None = None,
+                 name: str | None = None) -> Path:
     """Locate the questions file of a dataset.
 
     ``dir_or_name`` may be a questions file (``<name>.json``), a folder holding one
@@ -199,7 +200,7 @@ def find_dataset(dir_or_name: Union[str, os.PathLike], data_root: Optional[Union
                        "<name>_corpus.json in a folder and pass that folder, or set HIPPO_DATA_DIR.")
 
 
-def _choose_pair(folder: Path, name: Optional[str], looked: list[str]) -> Path:
+def _choose_pair(folder: Path, name: str | None, looked: list[str]) -> Path:
     pairs = _pairs_in(folder)
     looked.append(f"{folder}/*.json with a matching *_corpus.json")
     if name:
@@ -305,18 +306,20 @@ class _CorpusIndex:
         return f"{title}\n{joins[0]}"
 
 
-def _gold_for(sample: dict, index: _CorpusIndex, joiner: str, counts: Counter) -> Optional[list[str]]:
+def _resolve(index: _CorpusIndex, p: dict, counts: Counter) -> str:
+    return index.resolve_paragraph(str(p.get("title", "")), str(p.get("text", p.get("paragraph_text", ""))), counts)
+
+
+def _gold_for(sample: dict, index: _CorpusIndex, joiner: str, counts: Counter) -> list[str] | None:
     """Gold passages of one question, or ``None`` when the question carries no evidence."""
     if "supporting_facts" in sample and "context" in sample:
         titles = {str(f[0]) for f in sample["supporting_facts"] if f}
         gold = [index.resolve_context(str(item[0]), item[1], joiner, counts)
                 for item in sample["context"] if item and str(item[0]) in titles]
     elif "contexts" in sample:
-        gold = [index.resolve_paragraph(str(p.get("title", "")), str(p.get("text", p.get("paragraph_text", ""))), counts)
-                for p in sample["contexts"] if p.get("is_supporting")]
+        gold = [_resolve(index, p, counts) for p in sample["contexts"] if p.get("is_supporting")]
     elif "paragraphs" in sample:
-        gold = [index.resolve_paragraph(str(p.get("title", "")), str(p.get("text", p.get("paragraph_text", ""))), counts)
-                for p in sample["paragraphs"] if p.get("is_supporting", True) is not False]
+        gold = [_resolve(index, p, counts) for p in sample["paragraphs"] if p.get("is_supporting", True) is not False]
     else:
         return None
     return list(dict.fromkeys(gold))
@@ -360,7 +363,7 @@ def gold_answers_for(sample: dict) -> list[str]:
 
 
 def parse_questions(samples: Any, docs: Sequence[str], name: str = "",
-                    source: str = "questions") -> tuple[list[str], Optional[list[list[str]]], list[list[str]],
+                    source: str = "questions") -> tuple[list[str], list[list[str]] | None, list[list[str]],
                                                           list[str], dict[str, int]]:
     """Questions, gold passages, gold answers, ids and gold-match counts from question JSON."""
     if not isinstance(samples, list):
@@ -385,7 +388,7 @@ def parse_questions(samples: Any, docs: Sequence[str], name: str = "",
     no_answer = sum(1 for a in answers if not a)
     if no_answer:
         logger.warning("%s: %d question(s) have no gold answer", source, no_answer)
-    gold_docs: Optional[list[list[str]]]
+    gold_docs: list[list[str]] | None
     if all(g is None for g in golds):
         gold_docs = None
     else:
@@ -396,7 +399,7 @@ def parse_questions(samples: Any, docs: Sequence[str], name: str = "",
     return questions, gold_docs, answers, ids, dict(counts)
 
 
-def _find_openie(folder: Path, name: str) -> Optional[Path]:
+def _find_openie(folder: Path, name: str) -> Path | None:
     """An ``openie_*.json`` beside the data: one naming the dataset if there is one; otherwise
     any, but only when the folder holds this dataset alone (in a shared folder an unnamed
     OpenIE file could belong to another dataset)."""
@@ -413,8 +416,8 @@ def _find_openie(folder: Path, name: str) -> Optional[Path]:
     return files[0] if files else None
 
 
-def load_dataset(dir_or_name: Union[str, os.PathLike], data_root: Optional[Union[str, os.PathLike]] = None,
-                 name: Optional[str] = None) -> Dataset:
+def load_dataset(dir_or_name: str | os.PathLike, data_root: str | os.PathLike | None = None,
+                 name: str | None = None) -> Dataset:
     """Load a benchmark (see the module docstring for formats and lookup rules)."""
     qpath = find_dataset(dir_or_name, data_root, name)
     cpath = qpath.with_name(f"{qpath.stem}_corpus.json")

@@ -13,13 +13,14 @@ import logging
 import re
 import string
 from collections import Counter
-from typing import Iterable, Sequence, Union
+from collections.abc import Iterable, Sequence
+from typing import Union
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_RECALL_KS: tuple[int, ...] = (1, 2, 5, 10, 20, 30, 50, 100, 150, 200)
 
-GoldAnswers = Union[str, Sequence[str]]
+GoldAnswers = Union[str, Sequence[str]]  # noqa: UP007 (a runtime alias)
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = frozenset(string.punctuation)
@@ -46,7 +47,7 @@ def recall_at_k_per_query(retrieved: Sequence[Sequence[str]], gold: Sequence[Seq
     if len(retrieved) != len(gold):
         raise ValueError(f"retrieved has {len(retrieved)} queries but gold has {len(gold)}")
     out = []
-    for ranked, gold_docs in zip(retrieved, gold):
+    for ranked, gold_docs in zip(retrieved, gold, strict=False):
         gold_set = set(gold_docs)
         row = {}
         for k in ks:
@@ -125,7 +126,7 @@ def qa_metrics_per_query(preds: Sequence[str], gold_answers: Sequence[GoldAnswer
     """
     if len(preds) != len(gold_answers):
         raise ValueError(f"{len(preds)} predictions but {len(gold_answers)} gold answer lists")
-    return [{"ExactMatch": exact_match(p, g), "F1": f1(p, g)} for p, g in zip(preds, gold_answers)]
+    return [{"ExactMatch": exact_match(p, g), "F1": f1(p, g)} for p, g in zip(preds, gold_answers, strict=False)]
 
 
 def qa_metrics(preds: Sequence[str], gold_answers: Sequence[GoldAnswers]) -> dict[str, float]:

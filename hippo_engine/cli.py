@@ -6,11 +6,12 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from hippo_engine import __version__
-from hippo_engine.config import ConfigError, HippoConfig
+from hippo_engine.config import ConfigError
 
 
 def read_corpus(path: str | Path) -> list[str]:
@@ -29,7 +30,7 @@ def read_corpus(path: str | Path) -> list[str]:
     return docs
 
 
-def read_queries(path: str | Path) -> tuple[list[str], Optional[list], Optional[list]]:
+def read_queries(path: str | Path) -> tuple[list[str], list | None, list | None]:
     """Queries from JSON/JSONL: strings, or records with ``question`` (and optionally
     ``answers``/``answer``+``answer_aliases`` and ``gold_docs``, or MuSiQue-style
     ``paragraphs`` with ``is_supporting``). Returns (questions, gold_docs, gold_answers)."""
@@ -37,7 +38,9 @@ def read_queries(path: str | Path) -> tuple[list[str], Optional[list], Optional[
     qs, gd, ga = [], [], []
     for n, it in enumerate(items):
         if isinstance(it, str):
-            qs.append(it); gd.append(None); ga.append(None)
+            qs.append(it)
+            gd.append(None)
+            ga.append(None)
             continue
         if not isinstance(it, dict) or not isinstance(it.get("question"), str):
             raise ValueError(f"{path}: item {n} has no 'question' string")
@@ -99,7 +102,7 @@ def _print_solution(sol, k: int, with_answer: bool = False) -> None:
         print("   [no fact survived the filter: dense retrieval fallback]")
     elif sol.kept_facts:
         print("   facts: " + "; ".join(" | ".join(f) for f in sol.kept_facts))
-    for rank, (doc, score) in enumerate(zip(sol.docs[:k], sol.doc_scores[:k]), 1):
+    for rank, (doc, score) in enumerate(zip(sol.docs[:k], sol.doc_scores[:k], strict=False), 1):
         title, _, body = doc.partition("\n")
         mark = " *" if sol.gold_docs and doc in sol.gold_docs else ""
         print(f"  {rank:>2}. [{score:.4f}] {title}{mark}")
@@ -142,7 +145,8 @@ def cmd_stats(args) -> int:
 def cmd_retrieve(args) -> int:
     rag = _make_rag(args)
     qs, gold_docs, _ = read_queries(args.queries)
-    qs, gold_docs = qs[:args.limit] if args.limit else qs, (gold_docs[:args.limit] if args.limit and gold_docs else gold_docs)
+    if args.limit:
+        qs, gold_docs = qs[:args.limit], (gold_docs[:args.limit] if gold_docs else gold_docs)
     fn = rag.retrieve_dpr if args.dense else rag.retrieve
     out = fn(qs, num_to_retrieve=max(args.top_k, 200 if gold_docs else args.top_k), gold_docs=gold_docs)
     sols, metrics = out if gold_docs is not None else (out, {})
@@ -178,6 +182,7 @@ def cmd_qa(args) -> int:
 def cmd_demo(args) -> int:
     """Index the bundled sample corpus with the offline defaults and answer its questions."""
     from importlib import resources
+
     from hippo_engine.hipporag import HippoRAG
     data = json.loads(resources.files("hippo_engine").joinpath("data/sample_corpus.json").read_text("utf-8"))
     docs = [f"{d['title']}\n{d['text']}" for d in data["corpus"]]
@@ -239,14 +244,17 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("corpus", help="JSON or JSONL of strings or {title,text} records")
     sp.add_argument("--openie", default=None, help="seed OpenIE results from this file (reference or v1 format); "
                     "passages it covers make no LLM call")
-    common(sp); sp.set_defaults(func=cmd_index)
+    common(sp)
+    sp.set_defaults(func=cmd_index)
 
     sp = sub.add_parser("delete", help="remove documents from an index")
     sp.add_argument("corpus", help="JSON or JSONL of the documents to remove")
-    common(sp); sp.set_defaults(func=cmd_delete)
+    common(sp)
+    sp.set_defaults(func=cmd_delete)
 
     sp = sub.add_parser("stats", help="print graph statistics")
-    common(sp); sp.set_defaults(func=cmd_stats)
+    common(sp)
+    sp.set_defaults(func=cmd_stats)
 
     for name, func, helptext in (("retrieve", cmd_retrieve, "retrieve passages for queries"),
                                  ("qa", cmd_qa, "retrieve, then answer with the reader LLM")):
@@ -259,14 +267,16 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--no-filter", action="store_true", help="skip the LLM recognition filter")
         sp.add_argument("--linking", choices=("fact", "ner", "query"), default=None, help="linking ablation")
         sp.add_argument("--output", default=None, help="write solutions and metrics as JSON here")
-        common(sp); sp.set_defaults(func=func)
+        common(sp)
+        sp.set_defaults(func=func)
 
     sp = sub.add_parser("demo", help="index the bundled sample corpus and answer its questions, offline")
-    common(sp, save_dir_default="outputs/demo"); sp.set_defaults(func=cmd_demo)
+    common(sp, save_dir_default="outputs/demo")
+    sp.set_defaults(func=cmd_demo)
     return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

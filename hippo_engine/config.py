@@ -13,7 +13,7 @@ Defaults follow the HippoRAG 2 paper (spec section 4).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -37,7 +37,7 @@ class IndexConfig(_Section):
     #: ``"openie"`` (LLM triples, the paper), ``"ner"`` (no LLM: spaCy NER, sentences as facts) or
     #: ``"nary"`` (LLM n-ary facts). An index records its extractor; mixing them is an error.
     extractor: Literal["openie", "ner", "nary"] = "openie"
-    chunk_size: Optional[int] = Field(None, gt=0)
+    chunk_size: int | None = Field(None, gt=0)
     chunk_overlap: int = Field(0, ge=0)
     normalization: Literal["unicode", "reference"] = "unicode"
     synonymy_threshold: float = Field(0.8, ge=0.0, le=1.0)
@@ -66,9 +66,9 @@ class RetrievalConfig(_Section):
     use_passage_nodes: bool = True
     use_filter: bool = True
     max_filtered_facts: int = Field(4, gt=0)
-    filter_program_path: Optional[str] = None
-    query_instruction_fact: Optional[str] = None
-    query_instruction_passage: Optional[str] = None
+    filter_program_path: str | None = None
+    query_instruction_fact: str | None = None
+    query_instruction_passage: str | None = None
     ppr_backend: Literal["power", "igraph"] = "power"
     ppr_tol: float = Field(1e-6, gt=0.0)     # stop at an L1 change below this (per query)
     ppr_max_iter: int = Field(200, gt=0)
@@ -77,15 +77,15 @@ class RetrievalConfig(_Section):
     # seeded query_batch_size at a time.
     ppr_dtype: Literal["float32", "float64"] = "float32"
     ppr_method: Literal["chebyshev", "power"] = "chebyshev"
-    ppr_block_size: Optional[int] = Field(None, gt=0)   # None: fit a block's columns in ~2 MB
+    ppr_block_size: int | None = Field(None, gt=0)   # None: fit a block's columns in ~2 MB
     query_batch_size: int = Field(64, gt=0)
 
 
 class LLMConfig(_Section):
     """LLM clients: hosted (OpenAI-compatible URL) or local packaged models."""
 
-    base_url: Optional[str] = None
-    api_key: Optional[str] = None
+    base_url: str | None = None
+    api_key: str | None = None
     temperature: float = Field(0.0, ge=0.0)
     max_new_tokens: int = Field(2048, gt=0)
     max_concurrency: int = Field(8, gt=0)
@@ -95,7 +95,7 @@ class LLMConfig(_Section):
     #: local models: "llama_cpp" (GGUF via llama-cpp-python, extra ``fast``), "transformers",
     #: or "auto" (llama_cpp when installed)
     backend: Literal["auto", "transformers", "llama_cpp"] = "auto"
-    threads: Optional[int] = Field(None, gt=0)   # CPU threads of a local model (None: all usable)
+    threads: int | None = Field(None, gt=0)   # CPU threads of a local model (None: all usable)
     extra: dict = Field(default_factory=dict)    # free-form user settings; the engine reads none
 
 
@@ -104,8 +104,8 @@ class EmbeddingConfig(_Section):
 
     batch_size: int = Field(64, gt=0)
     dtype: Literal["float32", "bfloat16"] = "float32"
-    max_length: Optional[int] = Field(None, gt=0)
-    num_workers: Optional[int] = Field(None, gt=0)   # parallel forward passes (None: one per CPU)
+    max_length: int | None = Field(None, gt=0)
+    num_workers: int | None = Field(None, gt=0)   # parallel forward passes (None: one per CPU)
 
 
 class StorageConfig(_Section):
@@ -258,9 +258,9 @@ class QueryParam:
     """
 
     mode: str = "hipporag2"
-    top_k: Optional[int] = None
-    qa_top_k: Optional[int] = None
-    use_filter: Optional[bool] = None
+    top_k: int | None = None
+    qa_top_k: int | None = None
+    use_filter: bool | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

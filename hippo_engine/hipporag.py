@@ -4,17 +4,17 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 
-from hippo_engine.index.chunking import chunk_text
 from hippo_engine.config import HippoConfig
-from hippo_engine.models.encoder import Encoder
-from hippo_engine.llm.base import LLMClient
+from hippo_engine.index.chunking import chunk_text
 from hippo_engine.index.openie import OpenIE, OpenIEError, OpenIEResult, load_openie_file, save_openie_file
 from hippo_engine.index.pipeline import Index
+from hippo_engine.llm.base import LLMClient
+from hippo_engine.models.encoder import Encoder
 from hippo_engine.text import mdhash_id
 
 logger = logging.getLogger(__name__)
@@ -36,9 +36,9 @@ class HippoRAG:
     Models are loaded lazily, on first use: opening an index to read statistics costs nothing.
     """
 
-    def __init__(self, save_dir: str | Path, llm_model_name: Optional[str] = None,
-                 embedding_model_name: Optional[str] = None, config: Optional[HippoConfig] = None,
-                 *, llm: Optional[LLMClient] = None, encoder: Optional[Encoder] = None, **overrides):
+    def __init__(self, save_dir: str | Path, llm_model_name: str | None = None,
+                 embedding_model_name: str | None = None, config: HippoConfig | None = None,
+                 *, llm: LLMClient | None = None, encoder: Encoder | None = None, **overrides):
         config = config or HippoConfig()
         if overrides:
             config = config.replace(**overrides)
@@ -206,14 +206,14 @@ class HippoRAG:
         from hippo_engine.evaluation.metrics import recall_at_k
         if len(gold_docs) != len(solutions):
             raise ValueError(f"{what}(): {len(gold_docs)} gold doc lists for {len(solutions)} queries")
-        for s, g in zip(solutions, gold_docs):
+        for s, g in zip(solutions, gold_docs, strict=False):
             s.gold_docs = list(g)
         k_list = [k for k in (1, 2, 5, 10, 20, 30, 50, 100, 150, 200) if k <= max(self.config.retrieval_top_k, 1)]
         metrics = recall_at_k([s.docs for s in solutions], [list(g) for g in gold_docs], ks=k_list)
         logger.info("%s recall: %s", what, {k: round(v, 4) for k, v in metrics.items()})
         return solutions, metrics
 
-    def retrieve(self, queries: Sequence[str], num_to_retrieve: Optional[int] = None, gold_docs=None,
+    def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None = None, gold_docs=None,
                  mode: str = "hipporag2", only_need_context: bool = False):
         """HippoRAG 2 retrieval for each query (spec section 2).
 
@@ -243,7 +243,7 @@ class HippoRAG:
             filter_fn = lambda q, cands: self.recognition_filter.filter(q, cands)[0]  # noqa: E731
         results, timings = r.search(queries, q_fact, q_pass, k, filter_fn, ner_vectors)
         sols = []
-        for q, res in zip(queries, results):
+        for q, res in zip(queries, results, strict=False):
             sol = QuerySolution(question=q, docs=[], doc_scores=[], candidate_facts=res.candidate_facts,
                                 kept_facts=res.kept_facts, seed_entities=res.seed_entities,
                                 used_fallback=res.used_fallback)
@@ -271,7 +271,7 @@ class HippoRAG:
             ents.append([n for n in (normalize_phrase(e, self.config.normalization) for e in names) if n])
         return ents
 
-    def retrieve_dpr(self, queries: Sequence[str], num_to_retrieve: Optional[int] = None, gold_docs=None):
+    def retrieve_dpr(self, queries: Sequence[str], num_to_retrieve: int | None = None, gold_docs=None):
         """Dense passage retrieval baseline; same signature and return shape as ``retrieve``."""
         from hippo_engine.qa.reader import QuerySolution
         queries = self._check_queries(queries, "retrieve_dpr")
@@ -318,7 +318,7 @@ class HippoRAG:
             solutions = list(queries)
             if gold_docs is not None:
                 from hippo_engine.evaluation.metrics import recall_at_k
-                for s, g in zip(solutions, gold_docs):
+                for s, g in zip(solutions, gold_docs, strict=False):
                     s.gold_docs = list(g)
                 retrieval_metrics = recall_at_k([s.docs for s in solutions], [list(g) for g in gold_docs])
         else:
@@ -339,14 +339,14 @@ class HippoRAG:
         from hippo_engine.evaluation.metrics import qa_metrics as score_answers
         if len(gold_answers) != len(solutions):
             raise ValueError(f"{what}(): {len(gold_answers)} gold answer lists for {len(solutions)} queries")
-        for s, g in zip(solutions, gold_answers):
+        for s, g in zip(solutions, gold_answers, strict=False):
             s.gold_answers = [g] if isinstance(g, str) else list(g)
         metrics = score_answers([s.answer or "" for s in solutions], [s.gold_answers for s in solutions])
         logger.info("%s: %s", what, metrics)
         return metrics
 
     # ------------------------------------------------------------------ communities (HiRAG)
-    def build_communities(self, max_llm_reports: Optional[int] = None) -> dict:
+    def build_communities(self, max_llm_reports: int | None = None) -> dict:
         """Cluster the entity graph hierarchically (Leiden) and write a report per community;
         after an insert or delete only communities whose member set changed get new reports.
         At most ``max_llm_reports`` reports go to the LLM (None: all), the rest list their
@@ -373,7 +373,7 @@ class HippoRAG:
     def close(self) -> None:
         self.index_state.close()
 
-    def __enter__(self) -> "HippoRAG":
+    def __enter__(self) -> HippoRAG:
         return self
 
     def __exit__(self, *exc) -> None:

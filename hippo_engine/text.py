@@ -5,7 +5,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from typing import Any, Optional
+from typing import Any
 
 _REFERENCE_NON_ALNUM = re.compile(r"[^a-z0-9 ]")
 _SPACES = re.compile(r"\s+")
@@ -68,7 +68,7 @@ def facts_by_id(passage_triples) -> dict[str, tuple[str, str, str]]:
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)(?:```|$)", re.DOTALL)
 
 
-def _close_truncated(s: str) -> Optional[str]:
+def _close_truncated(s: str) -> str | None:
     """Cut ``s`` after its last complete JSON value inside a container and close what is open.
 
     Walks the text once, tracking strings and open brackets; remembers the position after the

@@ -29,19 +29,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from hippo_engine.config import HippoConfig
-from hippo_engine.models.encoder import Encoder
 from hippo_engine.index.graph import KIND_CONTEXT, build_graph
 from hippo_engine.index.pipeline import Index
+from hippo_engine.index.synonymy import _MARGIN, exact_scores
+from hippo_engine.models.encoder import Encoder
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.retriever import Retriever, min_max, top_k
-from hippo_engine.index.synonymy import _MARGIN, exact_scores
 from hippo_engine.text import fact_text, mdhash_id, normalize_phrase
 
 DIM = 384
@@ -209,8 +209,8 @@ def memory_bandwidth_gbs() -> float:
     return a.nbytes / t / 1e9
 
 
-def reference_knn(mat: np.ndarray, threshold: float, rows: Optional[np.ndarray] = None,
-                  block: Optional[int] = None) -> int:
+def reference_knn(mat: np.ndarray, threshold: float, rows: np.ndarray | None = None,
+                  block: int | None = None) -> int:
     """The reference's synonymy search: every entity (``rows``) against all, no symmetry used.
     Returns the number of pairs found (scores are checked exactly as ours are)."""
     rows = np.arange(len(mat)) if rows is None else rows
@@ -291,7 +291,7 @@ class HippoRAG2Loop(ReferenceRetriever):
         self.node_name_to_vertex_idx = {k: i for i, k in enumerate(g.node_ids)}
         ctx = (g.kinds & KIND_CONTEXT) > 0
         self.ent_node_to_chunk_ids: dict[str, set] = {}
-        for a, b in zip(g.src[ctx].tolist(), g.dst[ctx].tolist()):
+        for a, b in zip(g.src[ctx].tolist(), g.dst[ctx].tolist(), strict=False):
             self.ent_node_to_chunk_ids.setdefault(g.node_ids[a], set()).add(g.node_ids[b])
         self.passage_node_keys = list(g.node_ids[r.passage_nodes])
         self.passage_node_idxs = r.passage_nodes.tolist()
@@ -378,7 +378,7 @@ def in_child(fn) -> dict:
     return out
 
 
-def _ref_knn_time(mat: np.ndarray, threshold: float, sample: Optional[int], seed: int) -> tuple[float, str]:
+def _ref_knn_time(mat: np.ndarray, threshold: float, sample: int | None, seed: int) -> tuple[float, str]:
     E = len(mat)
     if sample and sample < E:
         rows = np.sort(np.random.default_rng(seed).choice(E, sample, replace=False))
@@ -389,7 +389,7 @@ def _ref_knn_time(mat: np.ndarray, threshold: float, sample: Optional[int], seed
 
 
 def bench_corpus(name: str, corpus: SyntheticCorpus, n_base: int, inserts: Sequence[int], n_queries: int,
-                 ref_queries: int, knn_sample: Optional[int], work: Path) -> dict:
+                 ref_queries: int, knn_sample: int | None, work: Path) -> dict:
     """Ours in this process (its peak RSS is ours alone); the reference's measurements in forked
     children at the same index state."""
     import gc
@@ -581,7 +581,7 @@ def _fmt(v, digits=3) -> str:
     return str(v)
 
 
-def largest_p(rows: list[dict], budget_gb: float = 24.0) -> Optional[str]:
+def largest_p(rows: list[dict], budget_gb: float = 24.0) -> str | None:
     pts = sorted((r["P"], r["peak_rss_gb"]) for r in rows if r["name"].startswith("P=") and "peak_rss_gb" in r)
     if len(pts) < 2:
         return None
@@ -723,7 +723,7 @@ def render(rows: list[dict], cmd: str, wall: float) -> str:
     return "\n".join(out) + "\n"
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="*", default=[1000, 10000])
     ap.add_argument("--musique", action="store_true", help="also the MuSiQue-shaped corpus")

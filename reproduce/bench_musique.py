@@ -37,7 +37,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -48,7 +47,7 @@ REF = {"index_s": 312.0, "embed_s": 301.0, "retrieve_ms": 39.0, "peak_index_retr
 KS = (1, 2, 5, 10, 20)
 
 
-def _status_mb(field: str) -> Optional[float]:
+def _status_mb(field: str) -> float | None:
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -253,7 +252,7 @@ def main(argv=None) -> int:
     peak_after_retrieve = peak_rss_mb()
     pids = st["passage"].ids  # rows of the matrices the retriever was built from
     texts = [[st["passage"].text(pids[i]) for i in res.order] for res in res_single]
-    same_batch = all(np.array_equal(a.order, b.order) for a, b in zip(res_single, res_batch))
+    same_batch = all(np.array_equal(a.order, b.order) for a, b in zip(res_single, res_batch, strict=False))
     rec_hippo = recall(texts, gold)
     dense_sols = rag.retrieve_dpr(questions)
     rec_dense = recall([s.docs for s in dense_sols], gold)
@@ -266,14 +265,14 @@ def main(argv=None) -> int:
     rag.config = cfg_power.replace(ppr_backend="igraph")
     rag._retriever = None
     r_ig = rag._get_retriever()
-    with Timer() as t_ig:
+    with Timer():
         res_ig, s_ig = search_all(r_ig, questions, q_fact, q_pass, k, batch=False)
     rag.config = cfg_power
     rag._retriever = None
-    agree10 = sum(list(a.order[:10]) == list(b.order[:10]) for a, b in zip(res_single, res_ig))
-    agree_set10 = sum(set(a.order[:10]) == set(b.order[:10]) for a, b in zip(res_single, res_ig))
-    agree200 = sum(list(a.order) == list(b.order) for a, b in zip(res_single, res_ig))
-    max_diff = max(float(np.max(np.abs(np.sort(a.scores) - np.sort(b.scores)))) for a, b in zip(res_single, res_ig))
+    agree10 = sum(list(a.order[:10]) == list(b.order[:10]) for a, b in zip(res_single, res_ig, strict=False))
+    agree_set10 = sum(set(a.order[:10]) == set(b.order[:10]) for a, b in zip(res_single, res_ig, strict=False))
+    agree200 = sum(list(a.order) == list(b.order) for a, b in zip(res_single, res_ig, strict=False))
+    max_diff = max(float(np.max(np.abs(np.sort(a.scores) - np.sort(b.scores)))) for a, b in zip(res_single, res_ig, strict=False))
     print(f"PPR vs igraph prpack: same top-10 (in order) {agree10}/{len(questions)}, top-200 {agree200}; "
           f"igraph {1000 * s_ig:.1f} ms/query", flush=True)
 

@@ -31,8 +31,9 @@ import json
 import logging
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def build_records(pool: Sequence[dict], facts: Sequence[Triple], sources: Sequen
                   fact_vecs: np.ndarray, query_vecs: np.ndarray) -> list[dict[str, Any]]:
     """One record per pool question: candidates (top-k facts) and target (those from gold passages)."""
     records = []
-    for q, qv in zip(pool, query_vecs):
+    for q, qv in zip(pool, query_vecs, strict=False):
         gold = supporting_passages(q)
         idx = top_k_candidates(fact_vecs, qv, LINKING_TOP_K)
         candidates = [facts[i] for i in idx]
@@ -131,7 +132,7 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
                     help="folder with musique_train.json and the released OpenIE file")

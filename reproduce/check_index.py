@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     inc = fresh("inc")
     inc.index(A)
     t = time.perf_counter()
-    rep_b = inc.index(B)
+    inc.index(B)
     d = diff_snapshots(snap_full, snapshot_index(inc))
     print(f"[3] index(A); index(B) vs index(A+B) (|A|={len(A)}, |B|={len(B)}, insert of B {time.perf_counter() - t:.1f}s): "
           f"{'identical' if not d else d}")

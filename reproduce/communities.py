@@ -31,8 +31,13 @@ import time
 from pathlib import Path
 
 from hippo_engine import HippoRAG
-from hippo_engine.hirag.communities import (CommunityDB, ReportInputs, cluster_entities, communities_by_level,
-                                      write_reports)
+from hippo_engine.hirag.communities import (
+    CommunityDB,
+    ReportInputs,
+    cluster_entities,
+    communities_by_level,
+    write_reports,
+)
 from hippo_engine.hirag.modes import token_counter
 
 logger = logging.getLogger("reproduce.communities")
@@ -132,7 +137,7 @@ def main(argv=None) -> int:
                           [(x.key, json.dumps(reports[x.id].to_json()), reports[x.id].source) for x in todo])
         all_reports = list(have.values()) + [reports[x.id] for x in todo]
         llm_reports = [r for r in all_reports if r.source == "llm"]
-        n = max(len(all_reports), 1)
+        max(len(all_reports), 1)
         per = {"seconds": sum(r.seconds for r in llm_reports) / max(len(llm_reports), 1),
                "prompt_tokens": sum(r.prompt_tokens for r in llm_reports) / max(len(llm_reports), 1),
                "completion_tokens": sum(r.completion_tokens for r in llm_reports) / max(len(llm_reports), 1)}
@@ -148,7 +153,7 @@ def main(argv=None) -> int:
                                  "completion_tokens": int(per["completion_tokens"] * len(comms))},
             "examples": [{"level": x.level, "size": x.size, "source": r.source, "title": r.title,
                           "summary": r.summary[:300], "rating": r.rating}
-                         for x, r in zip(sample, [have.get(x.key) or reports[x.id] for x in sample])][:5],
+                         for x, r in zip(sample, [have.get(x.key) or reports[x.id] for x in sample], strict=False)][:5],
         }
         print("report sample:", json.dumps({k: v for k, v in out["report_sample"].items() if k != "examples"}))
 

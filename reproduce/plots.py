@@ -6,8 +6,8 @@ tables are still written; only the PNG is skipped, with a warning.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, Optional
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ def matplotlib_available() -> bool:
 
 
 def plot_recall_curves(series: Mapping[str, Mapping[int, float]], path: Path, title: str,
-                       subtitle: Optional[str] = None) -> Optional[Path]:
+                       subtitle: str | None = None) -> Path | None:
     """Draw one Recall@k curve per method and save it as a PNG.
 
     Args:

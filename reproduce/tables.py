@@ -35,13 +35,14 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
+from hippo_engine import HippoConfig, HippoRAG
 from hippo_engine.evaluation.datasets import Dataset, default_data_root, load_dataset
 from hippo_engine.evaluation.metrics import DEFAULT_RECALL_KS, qa_metrics_per_query
-from hippo_engine import HippoConfig, HippoRAG
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
 from hippo_engine.text import mdhash_id
 
@@ -82,7 +83,7 @@ PAPER_CANONICAL = {"NQ": "nq_rear", "PopQA": "popqa", "MuSiQue": "musique", "2Wi
 WEIGHTS = (0.01, 0.05, 0.1, 0.3, 0.5)
 
 
-def paper_column(dataset_name: str) -> Optional[str]:
+def paper_column(dataset_name: str) -> str | None:
     """The paper's column for a dataset name (``musique_train`` -> ``MuSiQue``), or ``None``."""
     n = dataset_name.lower()
     for prefix, col in (("musique", "MuSiQue"), ("2wiki", "2Wiki"), ("hotpotqa", "HotpotQA"),
@@ -92,11 +93,11 @@ def paper_column(dataset_name: str) -> Optional[str]:
     return None
 
 
-def _fmt(x: Optional[float], digits: int = 1) -> str:
+def _fmt(x: float | None, digits: int = 1) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def _pct(x: Optional[float]) -> str:
+def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100.0 * x:.1f}"
 
 
@@ -108,7 +109,7 @@ class MeteredLLM(LLMClient):
 
     def __init__(self, factory: Callable[[], LLMClient], model_name: str):
         self._factory = factory
-        self._inner: Optional[LLMClient] = None
+        self._inner: LLMClient | None = None
         self.model_name = model_name
         self._lock = threading.Lock()
         self.counts = {"calls": 0, "cache_hits": 0, "errors": 0, "prompt_tokens": 0, "completion_tokens": 0,
@@ -309,7 +310,7 @@ def recall_curve(entries: Sequence[dict], ks: Sequence[int]) -> dict[int, float]
     return out
 
 
-def _mean(values: Sequence[float]) -> Optional[float]:
+def _mean(values: Sequence[float]) -> float | None:
     values = list(values)
     return sum(values) / len(values) if values else None
 
@@ -328,7 +329,7 @@ class Runner:
     per-question caches, and the bookkeeping for the report header."""
 
     def __init__(self, args: argparse.Namespace, dataset: Dataset, argv: Sequence[str], *,
-                 llm: Optional[LLMClient] = None, encoder=None):
+                 llm: LLMClient | None = None, encoder=None):
         self.args = args
         self.ds = dataset
         self.argv = list(argv)
@@ -361,7 +362,7 @@ class Runner:
         self._cleared: set[str] = set()
 
     # ---------------------------------------------------------------- setup
-    def _openie_file(self) -> Optional[Path]:
+    def _openie_file(self) -> Path | None:
         o = self.args.openie
         if o is None:
             return self.ds.openie_file
@@ -442,7 +443,7 @@ class Runner:
                         **method.config)
 
     # ---------------------------------------------------------------- per-question runs
-    def _cache(self, kind: str, method: Method, extra: Optional[dict] = None) -> ResultCache:
+    def _cache(self, kind: str, method: Method, extra: dict | None = None) -> ResultCache:
         header = {"kind": kind, "method": method.config, "dense": method.dense,
                   "index": self.manifest.get("fingerprint"), "index_version": self.index_version,
                   "embedder": self.embedder_name, "llm": self.llm_name if (method.needs_llm or kind == "qa") else None,
@@ -463,7 +464,7 @@ class Runner:
         only = self.args.only
         return not only or method.key in only
 
-    def retrieval(self, method: Method, compute: Optional[bool] = None) -> Optional[list[dict]]:
+    def retrieval(self, method: Method, compute: bool | None = None) -> list[dict] | None:
         """Per-question retrieval results for ``method`` (cached ones reused, missing ones
         computed unless ``compute`` is False, in which case ``None`` is returned when any is
         missing)."""
@@ -501,7 +502,7 @@ class Runner:
                     dt = (time.perf_counter() - t) / len(idx)
                     llm = {k: v / len(idx) for k, v in _delta(self.llm.snapshot(), before).items() if v}
                     entries = []
-                    for i, sol in zip(idx, sols):
+                    for i, sol in zip(idx, sols, strict=False):
                         gold = list(dict.fromkeys(self.ds.gold_docs[i])) if self.ds.gold_docs is not None else []
                         rank = {}
                         for r, d in enumerate(sol.docs, 1):
@@ -518,10 +519,11 @@ class Runner:
         finally:
             rag.close()
 
-    def qa(self, method: Method, compute: Optional[bool] = None) -> Optional[list[dict]]:
+    def qa(self, method: Method, compute: bool | None = None) -> list[dict] | None:
         """Per-question reader results on top of ``method``'s retrieval (same caching rules)."""
-        from hippo_engine.qa.reader import QuerySolution
         from tqdm.auto import tqdm
+
+        from hippo_engine.qa.reader import QuerySolution
 
         if compute is None:
             compute = self._selected(method)
@@ -556,7 +558,7 @@ class Runner:
                         entries = [{"key": keys[i], "answer": sol.answer or "", "response": resp,
                                     "em": sc["ExactMatch"], "f1": sc["F1"], "s": dt, "llm": llm,
                                     "error": meta.get("error")}
-                                   for i, sol, resp, meta, sc in zip(idx, sols, responses, metadata, scores)]
+                                   for i, sol, resp, meta, sc in zip(idx, sols, responses, metadata, scores, strict=False)]
                         # a failed reader call (e.g. a timeout) is reported but not cached, so
                         # the next run retries it, like the engine's LLM cache
                         cache.append([e for e in entries if not e["error"]])
@@ -631,7 +633,7 @@ class Runner:
                  f"| generated | {_dt.datetime.now().isoformat(timespec='seconds')} |", ""]
         return lines
 
-    def write(self, table: str, lines: list[str], plot: Optional[dict] = None, plot_title: str = "") -> Path:
+    def write(self, table: str, lines: list[str], plot: dict | None = None, plot_title: str = "") -> Path:
         """Write the markdown (and the PNG of ``plot`` series beside it)."""
         path = self.out_path(table)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -680,7 +682,7 @@ def _rows_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[st
     return out
 
 
-def _curve_table(r: Runner, curves: dict[str, Optional[dict[int, float]]]) -> list[str]:
+def _curve_table(r: Runner, curves: dict[str, dict[int, float] | None]) -> list[str]:
     ks = r.ks()
     rows = [[label] + ([_pct(c[k]) for k in ks] if c else ["not run"] * len(ks)) for label, c in curves.items()]
     return _rows_table(["method"] + [f"R@{k}" for k in ks], rows)
@@ -756,7 +758,7 @@ def paired_difference(a: Sequence[dict], b: Sequence[dict], k: int = 5, resample
     better / worse."""
     import random
 
-    d = [x - y for x, y in zip(_per_question_recall(a, k), _per_question_recall(b, k))]
+    d = [x - y for x, y in zip(_per_question_recall(a, k), _per_question_recall(b, k), strict=False)]
     if not d:
         return {"mean": 0.0, "low": 0.0, "high": 0.0, "better": 0, "worse": 0}
     rng = random.Random(seed)
@@ -766,7 +768,7 @@ def paired_difference(a: Sequence[dict], b: Sequence[dict], k: int = 5, resample
             "better": sum(1 for x in d if x > 0), "worse": sum(1 for x in d if x < 0)}
 
 
-def _ordering(curves: dict[str, Optional[dict]], entries: dict[str, Optional[list]], k: int = 5) -> list[str]:
+def _ordering(curves: dict[str, dict | None], entries: dict[str, list | None], k: int = 5) -> list[str]:
     c = {key: (v[k] if v else None) for key, v in curves.items()}
     checks = [("query-to-node < NER-to-node", "query", "ner"), ("NER-to-node < full", "ner", "full"),
               ("w/o passage nodes < full", "no_passage", "full")]
@@ -828,7 +830,7 @@ def table_weights(r: Runner) -> Path:
     res = {m: r.retrieval(m) for m in methods}
     curves = {m.key: (recall_curve(e, r.ks()) if e else None) for m, e in res.items()}
     rows = []
-    for w, (m, e) in zip(r.args.weights, res.items()):
+    for w, (m, e) in zip(r.args.weights, res.items(), strict=False):
         c = curves[m.key]
         pkey = "full" if r.use_filter else "no_filter"
         p5 = PAPER_ABLATION_R5[pkey].get(col) if (col and abs(w - 0.05) < 1e-12) else None
@@ -865,7 +867,7 @@ def table_qa(r: Runner) -> Path:
         p = PAPER_QA_F1[pkey].get(col) if col else None
         pf1 = _fmt(p) + ("" if r.use_filter or m.dense or p is None else " (with filter)") if p is not None else "n/a"
         r5 = _pct(recall_curve(ret, [5])[5]) if (ret and r.ds.gold_docs is not None) else "n/a"
-        sq = _mean([a["s"] + b["s"] for a, b in zip(q, ret)]) if ret else _mean([a["s"] for a in q])
+        sq = _mean([a["s"] + b["s"] for a, b in zip(q, ret, strict=False)]) if ret else _mean([a["s"] for a in q])
         errors = sum(1 for a in q if a.get("error"))
         rows.append([m.label, _pct(_mean([a["em"] for a in q])), _pct(_mean([a["f1"] for a in q])), r5,
                      "n/a", pf1, _fmt(sq, 1), str(errors)])
@@ -987,7 +989,7 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: Optional[Sequence[str]] = None, *, llm: Optional[LLMClient] = None, encoder=None) -> Path:
+def main(argv: Sequence[str] | None = None, *, llm: LLMClient | None = None, encoder=None) -> Path:
     """Run one table command; returns the markdown path. ``llm`` / ``encoder`` inject clients
     (tests use fakes); by default the engine's models are used."""
     argv = list(sys.argv[1:] if argv is None else argv)

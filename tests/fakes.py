@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from hippo_engine.llm.base import LLMClient, LLMResponse
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
 
 
 class NgramEncoder(Encoder):
@@ -18,7 +18,7 @@ class NgramEncoder(Encoder):
         self.dim, self.name = dim, name
         self.calls = 0
 
-    def encode(self, texts: Sequence[str], *, instruction: Optional[str] = None,
+    def encode(self, texts: Sequence[str], *, instruction: str | None = None,
                show_progress: bool = False, desc: str = "") -> np.ndarray:
         self.calls += 1
         out = np.zeros((len(texts), self.dim), np.float32)

@@ -5,6 +5,7 @@ import json
 import re
 
 from fakes import NgramEncoder, ScriptedLLM
+
 from hippo_engine import HippoRAG
 from hippo_engine.index.diagnostics import diff_snapshots, snapshot_index
 
@@ -34,13 +35,15 @@ def toy_respond(messages) -> str:
     triples = []
     for sent in passage.split("\n", 1)[-1].split(". "):
         ents = toy_entities("x\n" + sent)
-        for a, b in zip(ents, ents[1:]):
+        for a, b in zip(ents, ents[1:], strict=False):
             triples.append([a, "related to", b])
     return json.dumps({"triples": triples})
 
 
 def make_rag(path, **kw) -> HippoRAG:
-    return HippoRAG(path, llm=kw.pop("llm", None) or ScriptedLLM(toy_respond), encoder=kw.pop("encoder", None) or NgramEncoder(),
+    llm = kw.pop("llm", None) or ScriptedLLM(toy_respond)
+    encoder = kw.pop("encoder", None) or NgramEncoder()
+    return HippoRAG(path, llm=llm, encoder=encoder,
                     show_progress=False, **{"synonymy_threshold": 0.6, **kw})
 
 

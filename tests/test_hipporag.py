@@ -2,12 +2,12 @@
 import json
 
 import pytest
-
 from fakes import NgramEncoder, NoCallLLM, ScriptedLLM
-from helpers import CORPUS, make_rag, snapshot, assert_same, toy_respond
+from helpers import CORPUS, make_rag, snapshot, toy_respond
+
 from hippo_engine import ConfigError, HippoConfig, HippoRAG
-from hippo_engine.llm.base import LLMTimeoutError
 from hippo_engine.index.openie import OpenIEError
+from hippo_engine.llm.base import LLMTimeoutError
 
 
 def test_config_validation():

@@ -42,8 +42,9 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,7 @@ class Community:
     id: str
     level: int
     entities: list[str]                          # member entity ids, sorted
-    parent: Optional[str] = None
+    parent: str | None = None
     children: list[str] = field(default_factory=list)
     edges: list[tuple[str, str]] = field(default_factory=list)   # (a, b), a < b, sorted
     passages: list[str] = field(default_factory=list)            # most members mentioned first
@@ -108,7 +109,7 @@ class Community:
         return d
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Community":
+    def from_json(cls, d: Mapping[str, Any]) -> Community:
         return cls(id=d["id"], level=int(d["level"]), entities=list(d["entities"]), parent=d.get("parent"),
                    children=list(d.get("children") or []), edges=[tuple(e) for e in d.get("edges") or []],
                    passages=list(d.get("passages") or []))
@@ -141,7 +142,7 @@ class CommunityReport:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "CommunityReport":
+    def from_json(cls, d: Mapping[str, Any]) -> CommunityReport:
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 
@@ -154,7 +155,7 @@ LEIDEN_ITERATIONS = 10
 
 
 @contextlib.contextmanager
-def seeded_igraph_rng(seed: Union[int, str]) -> Iterator[None]:
+def seeded_igraph_rng(seed: int | str) -> Iterator[None]:
     """Run igraph's random algorithms on a private ``random.Random(seed)``.
 
     igraph draws from one process-wide generator (by default the ``random`` module). This
@@ -190,7 +191,7 @@ def entity_igraph(graph: GraphData):
     return g
 
 
-def _leiden_groups(g, seed: Union[int, str]) -> list[np.ndarray]:
+def _leiden_groups(g, seed: int | str) -> list[np.ndarray]:
     """Leiden (modularity, weighted, ``LEIDEN_ITERATIONS`` iterations) on ``g``; groups of vertex indices,
     each sorted, ordered by their smallest vertex."""
     if g.vcount() == 0:
@@ -217,7 +218,7 @@ def hierarchical_leiden(g, max_cluster_size: int = 10, seed: int = 0, min_size: 
     """
     names = g.vs["name"] if g.vcount() else []
     out: list[tuple[int, np.ndarray, int]] = []
-    stack: list[tuple[np.ndarray, int, int, Union[int, str]]] = [(np.arange(g.vcount()), 0, -1, f"{seed}:root")]
+    stack: list[tuple[np.ndarray, int, int, int | str]] = [(np.arange(g.vcount()), 0, -1, f"{seed}:root")]
     while stack:
         members, level, parent, rng_seed = stack.pop(0)
         sub = g if level == 0 else g.induced_subgraph(members.tolist())
@@ -242,10 +243,10 @@ def cluster_entities(graph: GraphData, max_cluster_size: int = 10, seed: int = 0
     raw = hierarchical_leiden(g, max_cluster_size, seed, min_size, max_levels)
     ids = graph.node_ids
     comms: list[Community] = []
-    for level, members, parent in raw:
+    for level, members, _parent in raw:
         ents = sorted(str(ids[i]) for i in members)
         comms.append(Community(id=community_id(ents), level=level, entities=ents))
-    for c, (_, _, parent) in zip(comms, raw):
+    for c, (_, _, parent) in zip(comms, raw, strict=False):
         if parent >= 0:
             c.parent = comms[parent].id
             comms[parent].children.append(c.id)
@@ -267,7 +268,7 @@ def _annotate(comms: list[Community], raw: list[tuple[int, np.ndarray, int]], gr
     ent = np.where(a < n_ent, a, b)
     psg = np.where(a < n_ent, b, a)
     by_ent: dict[int, list[int]] = {}
-    for e, p in zip(ent.tolist(), psg.tolist()):
+    for e, p in zip(ent.tolist(), psg.tolist(), strict=False):
         by_ent.setdefault(e, []).append(p)
     levels = sorted({lvl for lvl, _, _ in raw})
     for lvl in levels:
@@ -276,10 +277,10 @@ def _annotate(comms: list[Community], raw: list[tuple[int, np.ndarray, int]], gr
             if l2 == lvl:
                 lab[members] = pos
         same = (lab[src] == lab[dst]) & (lab[src] >= 0)
-        for s, d, pos in zip(src[same].tolist(), dst[same].tolist(), lab[src[same]].tolist()):
+        for s, d, pos in zip(src[same].tolist(), dst[same].tolist(), lab[src[same]].tolist(), strict=False):
             x, y = str(ids[s]), str(ids[d])
             comms[pos].edges.append((x, y) if x < y else (y, x))
-    for c, (_, members, _) in zip(comms, raw):
+    for c, (_, members, _) in zip(comms, raw, strict=False):
         c.edges.sort()
         cnt = Counter(p for m in members.tolist() for p in by_ent.get(m, ()))
         c.passages = [str(ids[p]) for p, _ in sorted(cnt.items(), key=lambda t: (-t[1], str(ids[t[0]])))]
@@ -308,7 +309,7 @@ class ReportInputs:
         self.edge_weight: dict[tuple[str, str], float] = {}
         self.edge_kinds: dict[tuple[str, str], int] = {}
         kinds = graph.kinds[(graph.src < graph.num_entities) & (graph.dst < graph.num_entities)]
-        for s, d, ww, k in zip(src.tolist(), dst.tolist(), w.tolist(), kinds.tolist()):
+        for s, d, ww, k in zip(src.tolist(), dst.tolist(), w.tolist(), kinds.tolist(), strict=False):
             x, y = str(ids[s]), str(ids[d])
             key = (x, y) if x < y else (y, x)
             self.edge_weight[key] = ww
@@ -429,7 +430,7 @@ def report_prompt() -> dict:
     return p
 
 
-def report_messages(context: str, prompt: Optional[dict] = None) -> list[dict]:
+def report_messages(context: str, prompt: dict | None = None) -> list[dict]:
     """Chat messages asking for one community's report."""
     p = prompt or report_prompt()
     msgs = [{"role": "system", "content": p["system"]}]
@@ -510,7 +511,7 @@ def parse_report(text: str) -> dict:
     except ValueError as e:
         first = e
     body = (text or "").rstrip().rstrip("\\")
-    best: Optional[dict] = None
+    best: dict | None = None
     for suffix in _SALVAGE_SUFFIXES:   # keep the closing that saves the most text
         try:
             cand = _report_fields(parse_json_lenient(body + suffix))
@@ -572,10 +573,10 @@ def _bottom_up(comms: Sequence[Community]) -> list[int]:
     return sorted({c.level for c in comms}, reverse=True)
 
 
-def write_reports(comms: Sequence[Community], inputs: ReportInputs, llm: Union[LLMClient, Callable[[], LLMClient], None],
+def write_reports(comms: Sequence[Community], inputs: ReportInputs, llm: LLMClient | Callable[[], LLMClient] | None,
                   existing: Mapping[str, CommunityReport], *, budget: int = 3000,
                   count: TokenCounter = whitespace_tokens, max_new_tokens: int = 768,
-                  temperature: Optional[float] = 0.0, max_llm_reports: Optional[int] = None,
+                  temperature: float | None = 0.0, max_llm_reports: int | None = None,
                   show_progress: bool = False) -> tuple[dict[str, CommunityReport], ReportStats]:
     """Reports for ``comms`` (by community id), bottom-up.
 
@@ -589,7 +590,7 @@ def write_reports(comms: Sequence[Community], inputs: ReportInputs, llm: Union[L
     reports: dict[str, CommunityReport] = {}
     by_id = {c.id: c for c in comms}
     prompt = None
-    client: Optional[LLMClient] = None
+    client: LLMClient | None = None
     left = max_llm_reports
     t_all = time.perf_counter()
     for level in _bottom_up(comms):
@@ -627,7 +628,7 @@ def write_reports(comms: Sequence[Community], inputs: ReportInputs, llm: Union[L
         first = client.generate_many(msgs, max_new_tokens=max_new_tokens, temperature=temperature,
                                      show_progress=show_progress, desc=f"Community reports (level {level})")
         stats.llm_calls += len(ask)
-        parsed: list[Optional[dict]] = [None] * len(ask)
+        parsed: list[dict | None] = [None] * len(ask)
         retry_idx, retry_msgs = [], []
         for i, res in enumerate(first):
             _count_tokens(res, stats, lvl)
@@ -649,7 +650,7 @@ def write_reports(comms: Sequence[Community], inputs: ReportInputs, llm: Union[L
                                           show_progress=show_progress, desc=f"Report retries (level {level})")
             stats.llm_calls += len(retry_msgs)
             stats.retries += len(retry_msgs)
-        for i, res in zip(retry_idx, second):
+        for i, res in zip(retry_idx, second, strict=False):
             _count_tokens(res, stats, lvl)
             if isinstance(res, LLMResponse):
                 try:
@@ -794,9 +795,9 @@ def load_communities(index) -> CommunitySet:
     return CommunitySet(comms, reports, CommunityVectorStore(index.db, dim))
 
 
-def build_communities(index, config, llm: Union[LLMClient, Callable[[], LLMClient], None], *,
-                      count: TokenCounter = whitespace_tokens, max_llm_reports: Optional[int] = None,
-                      show_progress: Optional[bool] = None) -> dict:
+def build_communities(index, config, llm: LLMClient | Callable[[], LLMClient] | None, *,
+                      count: TokenCounter = whitespace_tokens, max_llm_reports: int | None = None,
+                      show_progress: bool | None = None) -> dict:
     """(Re)compute the communities of ``index`` and bring reports and vectors up to date.
 
     Only communities whose member set has no stored report are sent to the LLM; everything

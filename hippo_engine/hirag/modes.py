@@ -46,14 +46,24 @@ import logging
 import time
 import weakref
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
 import numpy as np
 
-from hippo_engine.hirag.communities import (Community, CommunitySet, ReportInputs, TokenCounter, build_communities as _build,
-                          communities_state, entity_edges, entity_igraph, load_communities, whitespace_tokens)
 from hippo_engine.config import HippoConfig
+from hippo_engine.hirag.communities import (
+    Community,
+    CommunitySet,
+    ReportInputs,
+    TokenCounter,
+    communities_state,
+    entity_edges,
+    entity_igraph,
+    load_communities,
+    whitespace_tokens,
+)
+from hippo_engine.hirag.communities import build_communities as _build
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
 from hippo_engine.retrieve.retriever import Retriever, min_max, top_k
 
@@ -173,7 +183,7 @@ def community_seeds(scores: np.ndarray, weight: float, keep: int) -> np.ndarray:
     return out
 
 
-def find_path_with_required_nodes(g, required: Sequence[int], components: Optional[Sequence[int]] = None) -> list[int]:
+def find_path_with_required_nodes(g, required: Sequence[int], components: Sequence[int] | None = None) -> list[int]:
     """Vertices of a walk that visits ``required`` in the given order, joining consecutive
     required vertices by an unweighted shortest path of ``g`` (an ``igraph.Graph``). A required
     vertex that cannot be reached from the previous one is appended directly (a jump). An empty
@@ -217,7 +227,7 @@ class CommunityRetriever(Retriever):
         self.community_nodes = np.arange(graph.num_nodes, aug.num_nodes, dtype=np.int64)
         self.community_mat = np.asarray(community_mat, dtype=np.float32).reshape(len(self.communities), -1)
         self.n_passages = len(passage_ids)
-        self._pending: Optional[np.ndarray] = None
+        self._pending: np.ndarray | None = None
 
     def community_scores(self, q: np.ndarray) -> np.ndarray:
         """(n_communities, n_queries) cosine of report vectors and query vectors."""
@@ -254,10 +264,10 @@ class CommunityRetriever(Retriever):
 
 
 # ============================================================================ facade helpers
-_ENGINES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def build_communities(rag, max_llm_reports: Optional[int] = None, show_progress: Optional[bool] = None) -> dict:
+def build_communities(rag, max_llm_reports: int | None = None, show_progress: bool | None = None) -> dict:
     """Compute (or update) ``rag``'s communities, reports and report vectors; see
     :func:`hippo_engine.hirag.communities.build_communities`. Invalidates cached retrievers."""
     summary = _build(rag.index_state, rag.config, lambda: rag.llm, count=token_counter(rag.encoder),
@@ -267,7 +277,7 @@ def build_communities(rag, max_llm_reports: Optional[int] = None, show_progress:
     return summary
 
 
-def get_community_set(rag, build: bool = True) -> Optional[CommunitySet]:
+def get_community_set(rag, build: bool = True) -> CommunitySet | None:
     """The communities of ``rag``'s index. Missing or stale ones are (re)built first when
     ``build`` and ``community_auto_update`` allow it (reports only for changed communities);
     a stale set is otherwise used with a warning; missing ones give None when not built."""
@@ -332,7 +342,7 @@ class HiContext:
 class HiRAGEngine:
     """Query-time view of one index version (and its communities) for the HiRAG modes."""
 
-    def __init__(self, rag, cset: Optional[CommunitySet]):
+    def __init__(self, rag, cset: CommunitySet | None):
         index = rag.index_state
         self.config: HippoConfig = rag.config
         self.graph = graph = index.graph
@@ -351,14 +361,14 @@ class HiRAGEngine:
         self.degree = np.bincount(np.concatenate([src, dst]), minlength=n_ent) if len(src) else np.zeros(n_ent, int)
         self.neighbors: list[list[int]] = [[] for _ in range(n_ent)]
         self.pair_weight: dict[tuple[int, int], float] = {}
-        for s, d, ww in zip(src.tolist(), dst.tolist(), w.tolist()):
+        for s, d, ww in zip(src.tolist(), dst.tolist(), w.tolist(), strict=False):
             self.neighbors[s].append(d)
             self.neighbors[d].append(s)
             self.pair_weight[(s, d) if s < d else (d, s)] = ww
         ctx = (graph.kinds & KIND_CONTEXT) > 0
         a, b = graph.src[ctx], graph.dst[ctx]
         self.ent_passages: list[list[int]] = [[] for _ in range(n_ent)]
-        for x, y in zip(a.tolist(), b.tolist()):
+        for x, y in zip(a.tolist(), b.tolist(), strict=False):
             e, p = (x, y) if x < n_ent else (y, x)
             self.ent_passages[e].append(p)
         for lst in self.ent_passages:
@@ -461,7 +471,7 @@ class HiRAGEngine:
         g = self.entity_graph
         path = find_path_with_required_nodes(g, keys, self._components)
         along = []
-        for a, b in zip(path, path[1:]):
+        for a, b in zip(path, path[1:], strict=False):
             p = (a, b) if a < b else (b, a)
             if p in self.pair_weight:
                 along.append(p)
@@ -571,7 +581,7 @@ def _wrap_contexts(rag, solutions, mode: str) -> list[HiContext]:
     return out
 
 
-def build_contexts(rag, queries: Sequence[str], mode: str, num_to_retrieve: Optional[int] = None
+def build_contexts(rag, queries: Sequence[str], mode: str, num_to_retrieve: int | None = None
                    ) -> list[HiContext]:
     """The assembled context of each query in ``mode``."""
     check_mode(mode)
@@ -586,7 +596,7 @@ def build_contexts(rag, queries: Sequence[str], mode: str, num_to_retrieve: Opti
     return out
 
 
-def retrieve_mode(rag, queries, mode: str = "hipporag2", num_to_retrieve: Optional[int] = None, gold_docs=None,
+def retrieve_mode(rag, queries, mode: str = "hipporag2", num_to_retrieve: int | None = None, gold_docs=None,
                   only_need_context: bool = False):
     """``HippoRAG.retrieve`` for any mode: ``QuerySolution``s (with metrics when ``gold_docs``),
     or the ``HiContext`` list when ``only_need_context``."""
@@ -606,7 +616,8 @@ def retrieve_mode(rag, queries, mode: str = "hipporag2", num_to_retrieve: Option
 
 def _solution(cls, ctx: HiContext):
     n = len(ctx.passages)
-    return cls(question=ctx.query, docs=list(ctx.passages), doc_scores=np.arange(n, 0, -1, dtype=np.float64) / max(n, 1),
+    scores = np.arange(n, 0, -1, dtype=np.float64) / max(n, 1)
+    return cls(question=ctx.query, docs=list(ctx.passages), doc_scores=scores,
                seed_entities=list(ctx.entities))
 
 
@@ -615,7 +626,7 @@ def rag_qa_mode(rag, queries, mode: str = "hipporag2", gold_docs=None, gold_answ
     """``HippoRAG.rag_qa`` for any mode. ``hipporag2``/``naive`` use the standard reader over
     ``qa_top_k`` passages; the hi_* modes show the reader their assembled context. With
     ``only_need_context`` the contexts are returned and no LLM is called."""
-    from hippo_engine.qa.reader import QuerySolution, default_reader_template, ReaderTemplate
+    from hippo_engine.qa.reader import QuerySolution, ReaderTemplate, default_reader_template
     check_mode(mode)
     if mode == "hipporag2" and dense:
         mode = "naive"
@@ -662,7 +673,7 @@ def _read_results(sols, results, contexts) -> tuple[list[str], list[dict]]:
     from hippo_engine.llm.base import LLMResponse
     from hippo_engine.qa.reader import parse_answer
     responses, metadata = [], []
-    for s, res, c in zip(sols, results, contexts):
+    for s, res, c in zip(sols, results, contexts, strict=False):
         if isinstance(res, LLMResponse):
             s.answer = parse_answer(res.text or "")
             responses.append(res.text or "")

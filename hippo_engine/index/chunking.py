@@ -1,8 +1,6 @@
 """Optional token chunking of documents (off by default, as in the paper)."""
 from __future__ import annotations
 
-from typing import Optional
-
 
 def chunk_text(text: str, size: int, overlap: int = 0, tokenizer=None) -> list[str]:
     """Split ``text`` into windows of ``size`` tokens overlapping by ``overlap``.
@@ -13,7 +11,7 @@ def chunk_text(text: str, size: int, overlap: int = 0, tokenizer=None) -> list[s
     """
     if size <= 0 or overlap < 0 or overlap >= size:
         raise ValueError("need size > 0 and 0 <= overlap < size")
-    spans: Optional[list[tuple[int, int]]] = None
+    spans: list[tuple[int, int]] | None = None
     if tokenizer is not None:
         enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         spans = [tuple(o) for o in enc["offset_mapping"]]

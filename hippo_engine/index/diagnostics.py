@@ -40,7 +40,8 @@ def diff_snapshots(a: dict, b: dict, vec_atol: float = 1e-6, weight_atol: float 
         out.append(f"nodes differ: {len(set(a['nodes']) ^ set(b['nodes']))} not shared")
     ea, eb = a["edges"], b["edges"]
     if ea.keys() != eb.keys():
-        out.append(f"edges differ: {len(ea.keys() - eb.keys())} only in first, {len(eb.keys() - ea.keys())} only in second")
+        only_a, only_b = len(ea.keys() - eb.keys()), len(eb.keys() - ea.keys())
+        out.append(f"edges differ: {only_a} only in first, {only_b} only in second")
     else:
         worst = max((abs(w - eb[e]) for e, w in ea.items()), default=0.0)
         if worst > weight_atol:

@@ -17,13 +17,12 @@ changed synonymy lists; the rest is a few linear NumPy passes over the edge arra
 """
 from __future__ import annotations
 
-import json
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -43,7 +42,7 @@ class EdgeParts:
     syn_hi: np.ndarray    # float64: cosine in the higher-numbered endpoint's list (0 if absent)
     syn_dirs: np.ndarray  # uint8: bit 1 = listed by the lower endpoint, bit 2 = by the higher one
 
-    def take(self, sel) -> "EdgeParts":
+    def take(self, sel) -> EdgeParts:
         return EdgeParts(self.base[sel], self.syn_lo[sel], self.syn_hi[sel], self.syn_dirs[sel])
 
 
@@ -66,7 +65,7 @@ class GraphData:
     weight: np.ndarray            # float64
     kinds: np.ndarray             # uint8 bit mask of KIND_*
     extra: dict = field(default_factory=dict)
-    parts: Optional[EdgeParts] = None
+    parts: EdgeParts | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -109,7 +108,7 @@ class GraphData:
         """{(id_a, id_b): weight} with id_a < id_b: for comparing graphs."""
         ids = self.node_ids
         out = {}
-        for s, d, w in zip(self.src, self.dst, self.weight):
+        for s, d, w in zip(self.src, self.dst, self.weight, strict=False):
             a, b = ids[s], ids[d]
             out[(a, b) if a < b else (b, a)] = float(w)
         return out
@@ -144,7 +143,7 @@ class GraphData:
                 os.unlink(tmp)
 
     @classmethod
-    def load(cls, path: Path, version: str) -> Optional["GraphData"]:
+    def load(cls, path: Path, version: str) -> GraphData | None:
         """The saved graph if it exists and matches ``version``; else None."""
         try:
             with np.load(path, allow_pickle=False) as z:
@@ -281,7 +280,7 @@ def _merge_sorted(old: np.ndarray, new: Sequence[str]) -> tuple[np.ndarray, np.n
 
 def insert_passages(graph: GraphData, new_passage_ids: Sequence[str],
                     passage_triples: Mapping[str, Sequence[tuple[str, str, str]]],
-                    synonymy_changes: Mapping[str, tuple[Optional[Mapping[str, float]], Optional[Mapping[str, float]]]]
+                    synonymy_changes: Mapping[str, tuple[Mapping[str, float] | None, Mapping[str, float] | None]]
                     ) -> GraphData:
     """The graph after adding passages (not yet in ``graph``) and changing synonymy lists.
 
@@ -307,7 +306,7 @@ def insert_passages(graph: GraphData, new_passage_ids: Sequence[str],
                     phrases[ph] = mdhash_id(ph, "entity-")
     cand = sorted(set(phrases.values()))
     known = graph.node_index(cand, entities=True) >= 0 if cand else np.zeros(0, bool)
-    new_ents = [e for e, k in zip(cand, known) if not k]
+    new_ents = [e for e, k in zip(cand, known, strict=False) if not k]
     ents, ent_old_pos, _ = _merge_sorted(old_ents, new_ents)
     pas, pas_old_pos, pas_new_pos = _merge_sorted(old_pas, new_pids)
     ne = len(ents)
@@ -325,7 +324,7 @@ def insert_passages(graph: GraphData, new_passage_ids: Sequence[str],
 
     # fact and context contributions of the new passages
     ph_list = list(phrases)
-    ph_node = dict(zip(ph_list, ent_nodes([phrases[p] for p in ph_list]))) if ph_list else {}
+    ph_node = dict(zip(ph_list, ent_nodes([phrases[p] for p in ph_list]), strict=False)) if ph_list else {}
     subj, obj, owner = _triple_nodes(new_pids, passage_triples, lambda pid_map: ph_node)
     pnode = ne + pas_new_pos[owner] if len(owner) else np.zeros(0, np.int64)
     bkeys, bvals = _base_contributions(subj, obj, pnode, n)
@@ -337,12 +336,16 @@ def insert_passages(graph: GraphData, new_passage_ids: Sequence[str],
     for s in srcs:
         old, new = synonymy_changes[s]
         for t in (old or {}):
-            e_src.append(s); e_dst.append(t); e_val.append(float("nan"))
+            e_src.append(s)
+            e_dst.append(t)
+            e_val.append(float("nan"))
         for t, w in (new or {}).items():
-            e_src.append(s); e_dst.append(t); e_val.append(float(w))
+            e_src.append(s)
+            e_dst.append(t)
+            e_val.append(float(w))
     if e_src:
         uniq = sorted(set(e_src) | set(e_dst))
-        pos = dict(zip(uniq, ent_nodes(uniq).tolist()))
+        pos = dict(zip(uniq, ent_nodes(uniq).tolist(), strict=False))
         skeys, sdir, sval = _directed_synonymy(np.fromiter((pos[x] for x in e_src), np.int64, len(e_src)),
                                                np.fromiter((pos[x] for x in e_dst), np.int64, len(e_dst)),
                                                np.array(e_val), n)

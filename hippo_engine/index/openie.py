@@ -15,9 +15,10 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
 from hippo_engine.prompts import load_prompt
@@ -118,7 +119,7 @@ def _fill(template: str, **values: str) -> str:
     return template
 
 
-def ner_messages(passage: str, prompt: Optional[dict] = None) -> list[dict]:
+def ner_messages(passage: str, prompt: dict | None = None) -> list[dict]:
     p = prompt or _load_json_prompt("openie_ner.json")
     msgs = [{"role": "system", "content": p["system"]}]
     for ex in p.get("examples", []):
@@ -128,7 +129,7 @@ def ner_messages(passage: str, prompt: Optional[dict] = None) -> list[dict]:
     return msgs
 
 
-def triple_messages(passage: str, entities: Sequence[str], prompt: Optional[dict] = None) -> list[dict]:
+def triple_messages(passage: str, entities: Sequence[str], prompt: dict | None = None) -> list[dict]:
     p = prompt or _load_json_prompt("openie_triples.json")
     msgs = [{"role": "system", "content": p["system"]}]
     for ex in p.get("examples", []):
@@ -145,7 +146,7 @@ def triple_messages(passage: str, entities: Sequence[str], prompt: Optional[dict
 class OpenIE:
     """Runs NER then triple extraction over passages with an ``LLMClient``."""
 
-    def __init__(self, llm: LLMClient, *, max_new_tokens: Optional[int] = None, show_progress: bool = True):
+    def __init__(self, llm: LLMClient, *, max_new_tokens: int | None = None, show_progress: bool = True):
         self.llm = llm
         self.max_new_tokens = max_new_tokens
         self.show_progress = show_progress
@@ -164,7 +165,7 @@ class OpenIE:
             max_new_tokens=self.max_new_tokens, show_progress=self.show_progress, desc="OpenIE NER")
         entities: dict[str, list[str]] = {}
         usage: dict[str, dict] = {}
-        for i, r in zip(ids, ner_out):
+        for i, r in zip(ids, ner_out, strict=False):
             if isinstance(r, LLMError):
                 failed[i] = f"NER: {r}"
                 continue
@@ -175,7 +176,7 @@ class OpenIE:
             [triple_messages(passages[i], entities[i], self._triple_prompt) for i in todo],
             max_new_tokens=self.max_new_tokens, show_progress=self.show_progress, desc="OpenIE triples")
         results: dict[str, OpenIEResult] = {}
-        for i, r in zip(todo, tri_out):
+        for i, r in zip(todo, tri_out, strict=False):
             if isinstance(r, LLMError):
                 failed[i] = f"triples: {r}"
                 continue

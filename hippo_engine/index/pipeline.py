@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from hippo_engine.config import HippoConfig
-from hippo_engine.models.encoder import Encoder
 from hippo_engine.index.graph import GraphData, build_graph, insert_passages
-from hippo_engine.store.sqlite import IndexDB, SQLiteEmbeddingStore, StoreError
 from hippo_engine.index.synonymy import rows_of, update_synonymy
+from hippo_engine.models.encoder import Encoder
+from hippo_engine.store.sqlite import IndexDB, SQLiteEmbeddingStore, StoreError
 from hippo_engine.text import alnum_count, fact_text, facts_by_id, mdhash_id, normalize_phrase
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class Index:
         self.save_dir = Path(save_dir)
         self.config = config
         self._encoder_factory = encoder_factory
-        self._encoder: Optional[Encoder] = None
+        self._encoder: Encoder | None = None
         self.db = IndexDB(self.save_dir / "index.sqlite")
         known = self.db.get_meta("embedding_model")
         if known is not None and known != embedding_model_name:
@@ -59,12 +59,12 @@ class Index:
             raise StoreError(f"the index in {self.save_dir} uses normalization={known_norm!r}; "
                              f"config says {config.normalization!r}")
         self.embedding_model_name = embedding_model_name
-        self._stores: Optional[dict[str, SQLiteEmbeddingStore]] = None
+        self._stores: dict[str, SQLiteEmbeddingStore] | None = None
         self.passage_triples: dict[str, list[Triple]] = self.db.load_passage_triples()
         self.synonymy: dict[str, dict[str, float]] = self.db.load_synonymy()
-        self._graph: Optional[GraphData] = None
-        self._short_entities: Optional[set[str]] = None   # entities too short to be synonymy queries
-        self._fact_triples: Optional[dict[str, Triple]] = None
+        self._graph: GraphData | None = None
+        self._short_entities: set[str] | None = None   # entities too short to be synonymy queries
+        self._fact_triples: dict[str, Triple] | None = None
         self.timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------ lazy parts
@@ -246,7 +246,7 @@ class Index:
         return eligible
 
     def _update_synonymy(self, added: Sequence[str], removed: Sequence[str]
-                         ) -> dict[str, tuple[Optional[dict], Optional[dict]]]:
+                         ) -> dict[str, tuple[dict | None, dict | None]]:
         """Update the synonymy lists; returns {source: (old list, new list)} of changed lists."""
         cfg = self.config
         ents = self.stores["entity"]

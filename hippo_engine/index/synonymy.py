@@ -7,7 +7,7 @@ Neighbour lists are ordered by (score descending, neighbour id ascending).
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -58,9 +58,13 @@ def pairs_above(mat: np.ndarray, query_rows: np.ndarray, threshold: float,
         sc = exact_scores(mat, ra, rb)
         m = sc >= threshold
         ra, rb, sc = ra[m], rb[m], sc[m]
-        qs.append(ra); ks.append(rb); ss.append(sc)
+        qs.append(ra)
+        ks.append(rb)
+        ss.append(sc)
         if both:
-            qs.append(rb); ks.append(ra); ss.append(sc)
+            qs.append(rb)
+            ks.append(ra)
+            ss.append(sc)
 
     for i0 in range(0, len(Q), bq):
         qi = Q[i0:i0 + bq]
@@ -100,8 +104,8 @@ def top_lists(q: np.ndarray, k: np.ndarray, s: np.ndarray, ids: np.ndarray,
     kid = ids[k].tolist()
     sc = s.tolist()
     src = ids[q[starts]].tolist()
-    for name, a, b in zip(src, starts.tolist(), ends.tolist()):
-        out[name] = dict(zip(kid[a:b], sc[a:b]))
+    for name, a, b in zip(src, starts.tolist(), ends.tolist(), strict=False):
+        out[name] = dict(zip(kid[a:b], sc[a:b], strict=False))
     return out
 
 
@@ -125,7 +129,7 @@ def _trim(nb: dict[str, float], max_neighbors: int) -> dict[str, float]:
 def update_synonymy(lists: dict[str, dict[str, float]], ids: np.ndarray, mat: np.ndarray,
                     eligible: np.ndarray, added: Iterable[str], removed: Iterable[str], *,
                     threshold: float, max_neighbors: int, block_size: int = 4096
-                    ) -> dict[str, Optional[dict[str, float]]]:
+                    ) -> dict[str, dict[str, float] | None]:
     """Bring the neighbour lists up to date after entities were added and removed.
 
     ``lists`` maps each eligible entity id to its neighbours (as of before the change);
@@ -136,7 +140,7 @@ def update_synonymy(lists: dict[str, dict[str, float]], ids: np.ndarray, mat: np
     """
     add_rows = rows_of(ids, sorted(set(added)))
     removed = set(removed)
-    changed: dict[str, Optional[dict[str, float]]] = {}
+    changed: dict[str, dict[str, float] | None] = {}
     recompute: set[str] = set()
 
     for src in removed:
@@ -163,7 +167,7 @@ def update_synonymy(lists: dict[str, dict[str, float]], ids: np.ndarray, mat: np
         is_added = np.zeros(len(ids), bool)
         is_added[add_rows] = True
         rev = ~is_added[k] & eligible[k]
-        for new_id, old, sc in zip(ids[q[rev]].tolist(), ids[k[rev]].tolist(), s[rev].tolist()):
+        for new_id, old, sc in zip(ids[q[rev]].tolist(), ids[k[rev]].tolist(), s[rev].tolist(), strict=False):
             if old in recompute:
                 continue
             base = changed.get(old)

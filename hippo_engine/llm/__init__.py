@@ -1,5 +1,6 @@
 """LLM clients: one interface (:class:`LLMClient`), an OpenAI-compatible HTTP client, two local
-clients (``llama-cpp-python`` for GGUF files, ``transformers`` for anything), a persistent cache around either, and :func:`make_llm`.
+clients (``llama-cpp-python`` for GGUF files, ``transformers`` for anything), a persistent cache
+around either, and :func:`make_llm`.
 
 The heavy modules (``openai``, ``torch``, ``transformers``) are imported only when a client
 that needs them is built.

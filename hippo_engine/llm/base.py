@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence, Union
 
 from tqdm.auto import tqdm
 
@@ -43,20 +43,20 @@ class LLMClient(ABC):
     max_concurrency: int = 1
 
     @abstractmethod
-    def generate(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
-                 temperature: Optional[float] = None) -> LLMResponse:
+    def generate(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
+                 temperature: float | None = None) -> LLMResponse:
         """Generate one reply. Raises ``LLMError`` (or ``LLMTimeoutError``) on failure."""
 
-    def generation_params(self, *, max_new_tokens: Optional[int] = None,
-                          temperature: Optional[float] = None) -> dict:
+    def generation_params(self, *, max_new_tokens: int | None = None,
+                          temperature: float | None = None) -> dict:
         """The parameters a ``generate`` call with these arguments would really use (client
         defaults filled in, plus anything else that changes the output). ``CachedLLM`` keys on
         them; implementations with defaults or extra settings override this."""
         return {"max_new_tokens": max_new_tokens, "temperature": temperature}
 
-    def generate_many(self, batch: Sequence[Sequence[Message]], *, max_new_tokens: Optional[int] = None,
-                      temperature: Optional[float] = None, show_progress: bool = False,
-                      desc: str = "LLM") -> list[Union[LLMResponse, LLMError]]:
+    def generate_many(self, batch: Sequence[Sequence[Message]], *, max_new_tokens: int | None = None,
+                      temperature: float | None = None, show_progress: bool = False,
+                      desc: str = "LLM") -> list[LLMResponse | LLMError]:
         """Generate replies for many prompts, up to ``max_concurrency`` at a time.
 
         Failures do not abort the batch: the failed item's slot holds the ``LLMError``.

@@ -15,10 +15,10 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional, Sequence, Union
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, Message
 
@@ -47,7 +47,7 @@ class CachedLLM(LLMClient):
     (:meth:`stats`). ``max_concurrency`` and ``model_name`` are the inner client's.
     """
 
-    def __init__(self, inner: LLMClient, path: Union[str, Path]):
+    def __init__(self, inner: LLMClient, path: str | Path):
         self.inner = inner
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -78,28 +78,28 @@ class CachedLLM(LLMClient):
         """The inner client's concurrency."""
         return self.inner.max_concurrency
 
-    def generation_params(self, *, max_new_tokens: Optional[int] = None,
-                          temperature: Optional[float] = None) -> dict:
+    def generation_params(self, *, max_new_tokens: int | None = None,
+                          temperature: float | None = None) -> dict:
         """The inner client's effective parameters."""
         return self.inner.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)
 
     # ------------------------------------------------------------------ keys
-    def request_document(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
-                         temperature: Optional[float] = None) -> str:
+    def request_document(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
+                         temperature: float | None = None) -> str:
         """The canonical JSON document a request is keyed on."""
         doc = {"v": _KEY_VERSION, "model": self.inner.model_name,
                "messages": [dict(m) for m in messages],
                "params": self.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)}
         return json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
-    def key(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
-            temperature: Optional[float] = None) -> str:
+    def key(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
+            temperature: float | None = None) -> str:
         """SHA-256 (hex) of :meth:`request_document`."""
         doc = self.request_document(messages, max_new_tokens=max_new_tokens, temperature=temperature)
         return hashlib.sha256(doc.encode("utf-8")).hexdigest()
 
     # ------------------------------------------------------------------ storage
-    def _get(self, key: str) -> Optional[LLMResponse]:
+    def _get(self, key: str) -> LLMResponse | None:
         with self._db_lock:
             row = self._conn.execute(
                 "SELECT text, prompt_tokens, completion_tokens, finish_reason FROM llm_cache "
@@ -122,8 +122,8 @@ class CachedLLM(LLMClient):
             return int(self._conn.execute("SELECT COUNT(*) FROM llm_cache").fetchone()[0])
 
     # ------------------------------------------------------------------ generation
-    def generate(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
-                 temperature: Optional[float] = None) -> LLMResponse:
+    def generate(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
+                 temperature: float | None = None) -> LLMResponse:
         """The cached reply if there is one (``cached=True``), else the inner client's (stored)."""
         request = self.request_document(messages, max_new_tokens=max_new_tokens,
                                         temperature=temperature)
@@ -169,7 +169,7 @@ class CachedLLM(LLMClient):
             with self._inflight_lock:
                 self._inflight.pop(key, None)
 
-    def _count(self, *, hit: bool, resp: Optional[LLMResponse] = None) -> None:
+    def _count(self, *, hit: bool, resp: LLMResponse | None = None) -> None:
         with self._stats_lock:
             if hit:
                 self.hits += 1
@@ -198,7 +198,7 @@ class CachedLLM(LLMClient):
         with self._db_lock:
             self._conn.close()
 
-    def __enter__(self) -> "CachedLLM":
+    def __enter__(self) -> CachedLLM:
         return self
 
     def __exit__(self, *exc) -> None:

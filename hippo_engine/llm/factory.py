@@ -3,18 +3,17 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Optional, Union
 
 from hippo_engine.config import HippoConfig
-from hippo_engine.models.assets import DEFAULT_LLM
 from hippo_engine.llm.base import LLMClient
+from hippo_engine.models.assets import DEFAULT_LLM
 
 logger = logging.getLogger(__name__)
 
 CACHE_FILENAME = "llm_cache.sqlite"
 
 
-def local_backend(model_name: Optional[str], config: HippoConfig) -> str:
+def local_backend(model_name: str | None, config: HippoConfig) -> str:
     """``"llama_cpp"`` or ``"transformers"``: the backend a local ``model_name`` runs on."""
     if config.llm_backend != "auto":
         return config.llm_backend
@@ -24,8 +23,8 @@ def local_backend(model_name: Optional[str], config: HippoConfig) -> str:
     return "transformers"
 
 
-def make_llm(model_name: Optional[str], config: HippoConfig,
-             cache_dir: Union[str, Path, None] = None) -> LLMClient:
+def make_llm(model_name: str | None, config: HippoConfig,
+             cache_dir: str | Path | None = None) -> LLMClient:
     """Build the LLM client for ``model_name`` under ``config``.
 
     * ``model_name`` ``None`` means :data:`~hippo_engine.models.assets.DEFAULT_LLM`, the packaged

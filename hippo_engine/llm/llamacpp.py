@@ -15,11 +15,12 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any
 
-from hippo_engine.models.assets import PackagedLLM, find_packaged_llm, packaged_gguf
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
+from hippo_engine.models.assets import PackagedLLM, find_packaged_llm, packaged_gguf
 from hippo_engine.system import usable_cpus
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def default_threads() -> int:
     return max(1, min(n, int(n - busy + 0.5)))
 
 
-def resolve_gguf(model: Union[str, os.PathLike, None]) -> tuple[Optional[PackagedLLM], Optional[Path]]:
+def resolve_gguf(model: str | os.PathLike | None) -> tuple[PackagedLLM | None, Path | None]:
     """``(packaged spec, None)`` for a packaged model name, ``(None, path)`` for a ``.gguf``
     file, ``(None, None)`` for anything this backend cannot run."""
     if model is not None and Path(model).is_file() and str(model).endswith(".gguf"):
@@ -77,9 +78,9 @@ class LlamaCppClient(LLMClient):
 
     max_concurrency = 1
 
-    def __init__(self, model: Union[str, os.PathLike, None] = None, *, temperature: float = 0.0,
+    def __init__(self, model: str | os.PathLike | None = None, *, temperature: float = 0.0,
                  max_new_tokens: int = 2048, timeout: float = 120.0,
-                 num_threads: Optional[int] = None, n_ctx: int = 16384, seed: int = 0):
+                 num_threads: int | None = None, n_ctx: int = 16384, seed: int = 0):
         self._spec, self._gguf = resolve_gguf(model)
         if self._spec is None and self._gguf is None:
             raise LLMError(f"the llama_cpp backend runs GGUF files; {model!r} is neither a packaged "
@@ -97,9 +98,9 @@ class LlamaCppClient(LLMClient):
         self.seed = int(seed)
         self._lock = threading.Lock()
         self._llm: Any = None
-        self._weights_id: Optional[str] = None
+        self._weights_id: str | None = None
         self._chat_formatter: Any = None
-        self.load_seconds: Optional[float] = None
+        self.load_seconds: float | None = None
 
     def __repr__(self) -> str:
         return f"LlamaCppClient(model={self.model_name!r}, threads={self.num_threads})"
@@ -109,7 +110,7 @@ class LlamaCppClient(LLMClient):
     def loaded(self) -> bool:
         return self._llm is not None
 
-    def load(self) -> "LlamaCppClient":
+    def load(self) -> LlamaCppClient:
         with self._lock:
             self._ensure_loaded()
         return self
@@ -147,8 +148,8 @@ class LlamaCppClient(LLMClient):
                     self.num_threads, self.n_ctx, self.load_seconds)
 
     # ------------------------------------------------------------------ generation
-    def generation_params(self, *, max_new_tokens: Optional[int] = None,
-                          temperature: Optional[float] = None) -> dict:
+    def generation_params(self, *, max_new_tokens: int | None = None,
+                          temperature: float | None = None) -> dict:
         params = {"max_new_tokens": int(max_new_tokens or self.default_max_new_tokens),
                   "temperature": float(self.default_temperature if temperature is None else temperature),
                   "backend": "llama_cpp", "weights": self._weights()}
@@ -172,8 +173,8 @@ class LlamaCppClient(LLMClient):
                 stop_token_ids=[eos] if eos != -1 else None)
         return self._chat_formatter
 
-    def generate(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
-                 temperature: Optional[float] = None) -> LLMResponse:
+    def generate(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
+                 temperature: float | None = None) -> LLMResponse:
         """Generate one reply with the GGUF's chat template (greedy when temperature is 0).
 
         ``finish_reason`` is ``"stop"`` at the end of turn and ``"length"`` when

@@ -15,12 +15,19 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any
 
-from hippo_engine.models.assets import (DEFAULT_LLM, PackagedLLM, converted_llm_dir, exclusive_lock,
-                            find_packaged_llm, packaged_gguf)
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
+from hippo_engine.models.assets import (
+    DEFAULT_LLM,
+    PackagedLLM,
+    converted_llm_dir,
+    exclusive_lock,
+    find_packaged_llm,
+    packaged_gguf,
+)
 from hippo_engine.system import usable_cpus
 
 logger = logging.getLogger(__name__)
@@ -58,7 +65,7 @@ def _conversion_ok(d: Path, spec: PackagedLLM) -> bool:
     return info.get("source_sha256") == spec.sha256 and (d / "config.json").is_file()
 
 
-def convert_packaged_model(name: Optional[str] = None) -> Path:
+def convert_packaged_model(name: str | None = None) -> Path:
     """Directory holding the bfloat16 safetensors conversion of a packaged GGUF model.
 
     Converts on the first call (joins the GGUF via :func:`packaged_gguf`, de-quantises it with
@@ -157,11 +164,11 @@ class LocalHFClient(LLMClient):
 
     max_concurrency = 1
 
-    def __init__(self, model: Union[str, os.PathLike, None] = None, *, temperature: float = 0.0,
+    def __init__(self, model: str | os.PathLike | None = None, *, temperature: float = 0.0,
                  max_new_tokens: int = 2048, timeout: float = 120.0,
-                 num_threads: Optional[int] = None, dtype: str = "float32"):
-        self._spec: Optional[PackagedLLM] = None
-        self._gguf_file: Optional[Path] = None
+                 num_threads: int | None = None, dtype: str = "float32"):
+        self._spec: PackagedLLM | None = None
+        self._gguf_file: Path | None = None
         self._source: str = ""
         if model is None or (not Path(model).exists() and find_packaged_llm(str(model))):
             self._spec = find_packaged_llm(None if model is None else str(model))
@@ -186,8 +193,8 @@ class LocalHFClient(LLMClient):
         self._model = None
         self._tokenizer = None
         self._eos_ids: list[int] = []
-        self._pad_id: Optional[int] = None
-        self.load_seconds: Optional[float] = None
+        self._pad_id: int | None = None
+        self.load_seconds: float | None = None
 
     def __repr__(self) -> str:
         return f"LocalHFClient(model={self.model_name!r}, dtype={self.dtype!r})"
@@ -198,7 +205,7 @@ class LocalHFClient(LLMClient):
         """Whether the weights are in memory."""
         return self._model is not None
 
-    def load(self) -> "LocalHFClient":
+    def load(self) -> LocalHFClient:
         """Load tokenizer and weights now (converting a packaged GGUF on first use)."""
         with self._lock:
             self._ensure_loaded()
@@ -247,15 +254,15 @@ class LocalHFClient(LLMClient):
                     self.num_threads, self.load_seconds)
 
     # ------------------------------------------------------------------ generation
-    def generation_params(self, *, max_new_tokens: Optional[int] = None,
-                          temperature: Optional[float] = None) -> dict:
+    def generation_params(self, *, max_new_tokens: int | None = None,
+                          temperature: float | None = None) -> dict:
         """Effective parameters of a call (defaults filled in, plus backend and dtype)."""
         return {"max_new_tokens": int(max_new_tokens or self.default_max_new_tokens),
                 "temperature": float(self.default_temperature if temperature is None else temperature),
                 "backend": "transformers", "dtype": self.dtype}
 
-    def generate(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
-                 temperature: Optional[float] = None) -> LLMResponse:
+    def generate(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
+                 temperature: float | None = None) -> LLMResponse:
         """Generate one reply with the model's chat template (greedy when temperature is 0).
 
         ``finish_reason`` is ``"stop"`` at an end-of-turn token and ``"length"`` when

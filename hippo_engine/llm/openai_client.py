@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
 
@@ -34,10 +34,10 @@ class OpenAIClient(LLMClient):
             ``repetition_penalty``); they are part of the cache key.
     """
 
-    def __init__(self, model: str, base_url: Optional[str] = None, api_key: Optional[str] = None, *,
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
                  timeout: float = 120.0, max_retries: int = 5, max_concurrency: int = 8,
                  temperature: float = 0.0, max_new_tokens: int = 2048,
-                 extra_body: Optional[Mapping] = None):
+                 extra_body: Mapping | None = None):
         import openai
 
         if not model:
@@ -65,8 +65,8 @@ class OpenAIClient(LLMClient):
         """Close the underlying HTTP connection pool."""
         self._client.close()
 
-    def generation_params(self, *, max_new_tokens: Optional[int] = None,
-                          temperature: Optional[float] = None) -> dict:
+    def generation_params(self, *, max_new_tokens: int | None = None,
+                          temperature: float | None = None) -> dict:
         """Effective parameters of a call (defaults filled in, plus ``extra_body``)."""
         params = {"max_new_tokens": int(max_new_tokens or self.default_max_new_tokens),
                   "temperature": float(self.default_temperature if temperature is None else temperature)}
@@ -74,8 +74,8 @@ class OpenAIClient(LLMClient):
             params["extra_body"] = self.extra_body
         return params
 
-    def generate(self, messages: Sequence[Message], *, max_new_tokens: Optional[int] = None,
-                 temperature: Optional[float] = None) -> LLMResponse:
+    def generate(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
+                 temperature: float | None = None) -> LLMResponse:
         """One chat completion. Raises :class:`LLMTimeoutError` / :class:`LLMError` once the
         ``openai`` client's retries are used up."""
         params = self.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)

@@ -32,9 +32,9 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class PackagedLLM:
     parts: tuple[str, ...]
     version: str
     sha256: str
-    size: Optional[int]
+    size: int | None
     part_glob: str = "*/data/part*.bin"
     tokenizer_source: str = "gguf"
     upstream: str = ""
@@ -157,7 +157,7 @@ def _norm(name: str) -> str:
     return name.strip().lower()
 
 
-def find_packaged_llm(name: Optional[str]) -> Optional[PackagedLLM]:
+def find_packaged_llm(name: str | None) -> PackagedLLM | None:
     """The registry entry for ``name`` (canonical name or alias, any case), ``None`` -> the
     default model; returns ``None`` when the name is not a packaged model."""
     if name is None:
@@ -169,12 +169,12 @@ def find_packaged_llm(name: Optional[str]) -> Optional[PackagedLLM]:
     return None
 
 
-def is_packaged_llm(name: Optional[str]) -> bool:
+def is_packaged_llm(name: str | None) -> bool:
     """True when ``name`` (or ``None``, the default) names a packaged GGUF model."""
     return find_packaged_llm(name) is not None
 
 
-def _find_packaged_embedder(name: str) -> Optional[PackagedZipModel]:
+def _find_packaged_embedder(name: str) -> PackagedZipModel | None:
     key = _norm(name)
     for spec in PACKAGED_EMBEDDERS.values():
         if key == _norm(spec.name) or key in {_norm(a) for a in spec.aliases}:
@@ -201,7 +201,7 @@ def models_dir() -> Path:
     return cache_root() / "models"
 
 
-def converted_llm_dir(name: Optional[str]) -> Path:
+def converted_llm_dir(name: str | None) -> Path:
     """Where the bfloat16 safetensors conversion of a packaged GGUF model is kept.
 
     Only the location; :class:`hippo_engine.llm.local.LocalHFClient` does the conversion.
@@ -360,7 +360,7 @@ def _write_marker(path: Path, marker: Path, sha: str) -> None:
                                            "verified_at": time.time()}))
 
 
-def packaged_gguf(name: Optional[str] = None) -> Path:
+def packaged_gguf(name: str | None = None) -> Path:
     """Path of the packaged GGUF file for ``name`` (``None``: :data:`DEFAULT_LLM`).
 
     The first call joins the installed part files into the cache dir (temporary file, verified

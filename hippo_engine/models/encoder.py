@@ -7,8 +7,8 @@ import math
 import os
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -22,7 +22,7 @@ class Encoder(ABC):
     dim: int
 
     @abstractmethod
-    def encode(self, texts: Sequence[str], *, instruction: Optional[str] = None,
+    def encode(self, texts: Sequence[str], *, instruction: str | None = None,
                show_progress: bool = False, desc: str = "Encoding") -> np.ndarray:
         """Return an array of shape (len(texts), dim), dtype float32, rows of unit length."""
 
@@ -79,13 +79,13 @@ def _looks_like_local_path(name: str) -> bool:
             or name in (".", "..") or name.count("/") > 1 or (os.sep != "/" and os.sep in name))
 
 
-def _read_st_max_seq_length(path: str) -> Optional[int]:
+def _read_st_max_seq_length(path: str) -> int | None:
     """``max_seq_length`` from a sentence-transformers ``sentence_bert_config.json``, if any.
 
     Looks in a local directory; for a hub id it tries the local HF cache / hub (honouring
     ``HF_HUB_OFFLINE``) and silently gives up on any failure.
     """
-    cfg_path: Optional[str] = None
+    cfg_path: str | None = None
     if os.path.isdir(path):
         candidate = os.path.join(path, "sentence_bert_config.json")
         cfg_path = candidate if os.path.isfile(candidate) else None
@@ -172,11 +172,11 @@ class TransformersEncoder(Encoder):
     AVX2 AMD EPYC box: 7 vs 56 GFLOP/s for a 384x1536 matrix product).
     """
 
-    def __init__(self, model_name_or_path: Optional[str] = None, *, batch_size: int = 64,
-                 dtype: str = "float32", max_length: Optional[int] = None, device: str = "cpu",
-                 num_threads: Optional[int] = None,
-                 max_batch_tokens: Optional[int] = None,
-                 num_workers: Optional[int] = None) -> None:
+    def __init__(self, model_name_or_path: str | None = None, *, batch_size: int = 64,
+                 dtype: str = "float32", max_length: int | None = None, device: str = "cpu",
+                 num_threads: int | None = None,
+                 max_batch_tokens: int | None = None,
+                 num_workers: int | None = None) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -253,7 +253,7 @@ class TransformersEncoder(Encoder):
                 f"device={str(self.device)!r})")
 
     # ---------------------------------------------------------------------------------------
-    def tokenize(self, texts: Sequence[str], *, instruction: Optional[str] = None) -> list[list[int]]:
+    def tokenize(self, texts: Sequence[str], *, instruction: str | None = None) -> list[list[int]]:
         """Token ids (special tokens included, truncated to ``max_length``) for each text."""
         if instruction:
             texts = [f"{instruction}{t}" for t in texts]
@@ -285,7 +285,7 @@ class TransformersEncoder(Encoder):
                 batches.append(group[start:start + size])
         return batches
 
-    def encode(self, texts: Sequence[str], *, instruction: Optional[str] = None,
+    def encode(self, texts: Sequence[str], *, instruction: str | None = None,
                show_progress: bool = False, desc: str = "Encoding") -> np.ndarray:
         """Embed ``texts``; returns float32 array (len(texts), dim) of unit-length rows.
 

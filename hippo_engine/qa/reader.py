@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any
 
 import numpy as np
 
@@ -39,10 +40,10 @@ class QuerySolution:
 
     question: str
     docs: list[str]
-    doc_scores: Union[np.ndarray, list[float]]
-    answer: Optional[str] = None
-    gold_answers: Optional[list[str]] = None
-    gold_docs: Optional[list[str]] = None
+    doc_scores: np.ndarray | list[float]
+    answer: str | None = None
+    gold_answers: list[str] | None = None
+    gold_docs: list[str] | None = None
     candidate_facts: list = field(default_factory=list)
     kept_facts: list = field(default_factory=list)
     seed_entities: list = field(default_factory=list)
@@ -98,7 +99,7 @@ class ReaderTemplate:
     passage_prefix: str = DEFAULT_PASSAGE_PREFIX
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ReaderTemplate":
+    def from_dict(cls, data: Mapping[str, Any]) -> ReaderTemplate:
         """Build from ``{"system": str, "examples": [{"passages": [...], "question": str,
         "response": str}], "passage_prefix": str (optional)}``."""
         if not isinstance(data.get("system"), str):
@@ -114,7 +115,7 @@ class ReaderTemplate:
 
     @classmethod
     def from_prompt_files(cls, system_name: str = DEFAULT_SYSTEM_PROMPT,
-                          examples_name: str = DEFAULT_EXAMPLES_PROMPT) -> "ReaderTemplate":
+                          examples_name: str = DEFAULT_EXAMPLES_PROMPT) -> ReaderTemplate:
         """Load the system text and the examples JSON (``{"examples": [...]}``) from ``prompts/``."""
         examples = load_json_prompt(examples_name)
         return cls.from_dict({"system": load_prompt(system_name).strip(),
@@ -139,7 +140,7 @@ def format_reader_input(question: str, passages: Sequence[str],
 
 
 def build_reader_messages(question: str, passages: Sequence[str],
-                          template: Union[ReaderTemplate, Mapping[str, Any], None] = None) -> list[dict]:
+                          template: ReaderTemplate | Mapping[str, Any] | None = None) -> list[dict]:
     """Chat messages for one question: system, the worked example(s) as user/assistant turns,
     then the question with its passages. Pass exactly the passages the reader should see
     (the caller cuts to ``qa_top_k``)."""
@@ -188,7 +189,7 @@ def parse_answer(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- reading
-def _response_metadata(resp: Union[LLMResponse, LLMError, Any]) -> dict[str, Any]:
+def _response_metadata(resp: LLMResponse | LLMError | Any) -> dict[str, Any]:
     if isinstance(resp, LLMResponse):
         return {"prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens,
                 "cached": resp.cached, "finish_reason": resp.finish_reason, "error": None}
@@ -198,9 +199,9 @@ def _response_metadata(resp: Union[LLMResponse, LLMError, Any]) -> dict[str, Any
 
 def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_k: int = 5,
                      show_progress: bool = False, *,
-                     template: Union[ReaderTemplate, Mapping[str, Any], None] = None,
-                     max_new_tokens: Optional[int] = None,
-                     temperature: Optional[float] = None) -> tuple[list[str], list[dict]]:
+                     template: ReaderTemplate | Mapping[str, Any] | None = None,
+                     max_new_tokens: int | None = None,
+                     temperature: float | None = None) -> tuple[list[str], list[dict]]:
     """Read every solution's top ``qa_top_k`` docs and answer its question.
 
     Sets ``solution.answer`` on each solution and returns ``(responses, metadata)``: the raw
@@ -217,7 +218,7 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
                                 show_progress=show_progress, desc="QA reading")
     responses: list[str] = []
     metadata: list[dict] = []
-    for sol, res in zip(solutions, results):
+    for sol, res in zip(solutions, results, strict=False):
         meta = _response_metadata(res)
         if isinstance(res, LLMResponse):
             text = res.text or ""

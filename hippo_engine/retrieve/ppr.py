@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Optional
 
 import numpy as np
 import scipy.sparse as sp
@@ -114,8 +113,9 @@ class PPRKernel:
         inv_sqrt[~self.isolated] = 1.0 / np.sqrt(strength[~self.isolated])
         vals = w * inv_sqrt[src] * inv_sqrt[dst]
         idx_dtype = np.int32 if max(n, 2 * len(src)) < 2 ** 31 - 1 else np.int64
-        S = sp.coo_matrix((np.concatenate([vals, vals]),
-                           (np.concatenate([src, dst]).astype(idx_dtype), np.concatenate([dst, src]).astype(idx_dtype))),
+        rows = np.concatenate([src, dst]).astype(idx_dtype)
+        cols = np.concatenate([dst, src]).astype(idx_dtype)
+        S = sp.coo_matrix((np.concatenate([vals, vals]), (rows, cols)),
                           shape=(n, n)).tocsr()   # duplicates summed, columns sorted per row
         S.sum_duplicates()
         self.S = sp.csr_matrix((S.data.astype(self.dtype), S.indices.astype(idx_dtype), S.indptr.astype(idx_dtype)),
@@ -128,7 +128,7 @@ class PPRKernel:
         self.workers = usable_cpus()   # threads that solve blocks of columns side by side
 
     @classmethod
-    def from_graph(cls, graph, dtype: str = "float32") -> "PPRKernel":
+    def from_graph(cls, graph, dtype: str = "float32") -> PPRKernel:
         return cls(graph.num_nodes, graph.src, graph.dst, graph.weight, dtype)
 
     @property
@@ -147,8 +147,8 @@ class PPRKernel:
         return cols if cols >= 4 else 1
 
     def run(self, reset: np.ndarray, damping: float = 0.5, tol: float = 1e-6, max_iter: int = 200,
-            method: str = "chebyshev", block_size: Optional[int] = None,
-            workers: Optional[int] = None) -> np.ndarray:
+            method: str = "chebyshev", block_size: int | None = None,
+            workers: int | None = None) -> np.ndarray:
         """Stationary distribution(s) for ``reset`` of shape (n,) or (n, b).
 
         Negative or NaN reset entries count as 0; each column is normalised to sum 1 (an

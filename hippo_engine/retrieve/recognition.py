@@ -20,9 +20,10 @@ import json
 import logging
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any
 
 # LiteLLM (imported by DSPy) would otherwise try to download a model price list.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -109,8 +110,8 @@ class LLMClientLM(dspy.LM):
     client retries). ``max_new_tokens``/``temperature`` of ``None`` use the client's defaults.
     """
 
-    def __init__(self, llm: LLMClient, *, max_new_tokens: Optional[int] = None,
-                 temperature: Optional[float] = None):
+    def __init__(self, llm: LLMClient, *, max_new_tokens: int | None = None,
+                 temperature: float | None = None):
         self.client_engine = LLMClientEngine(llm)
         name = str(getattr(llm, "model_name", None) or "unknown")
         super().__init__(model=f"hippo-engine/{name}", engine=self.client_engine, cache=False,
@@ -126,7 +127,7 @@ class FactFilterSignature(dspy.Signature):
     relevant_facts: str = dspy.OutputField()
 
 
-def build_filter_signature(spec: Optional[Mapping[str, Any]] = None) -> type[dspy.Signature]:
+def build_filter_signature(spec: Mapping[str, Any] | None = None) -> type[dspy.Signature]:
     """:class:`FactFilterSignature` with the instruction and field descriptions of ``spec``
     (default: ``prompts/filter_signature.json``: ``{"instructions": str, "fields": {name: desc}}``)."""
     if spec is None:
@@ -142,7 +143,7 @@ def build_filter_signature(spec: Optional[Mapping[str, Any]] = None) -> type[dsp
 class FactFilterProgram(dspy.Module):
     """The filter program: one ``dspy.Predict`` (named ``predict``) over the filter signature."""
 
-    def __init__(self, signature: Optional[type[dspy.Signature]] = None):
+    def __init__(self, signature: type[dspy.Signature] | None = None):
         super().__init__()
         self.predict = dspy.Predict(signature if signature is not None else build_filter_signature())
 
@@ -168,7 +169,7 @@ def _check_program_json(state: Any, path: Path) -> None:
         raise ValueError(f"{path}: 'metadata.dependency_versions' missing (not a DSPy save file)")
 
 
-def load_filter_program(path: Union[str, Path, None] = None) -> FactFilterProgram:
+def load_filter_program(path: str | Path | None = None) -> FactFilterProgram:
     """Load a program saved by :func:`save_filter_program` (JSON only; default
     ``prompts/filter_program.json``)."""
     path = Path(path) if path is not None else default_filter_program_path()
@@ -182,8 +183,8 @@ def load_filter_program(path: Union[str, Path, None] = None) -> FactFilterProgra
     return program
 
 
-def save_filter_program(program: FactFilterProgram, path: Union[str, Path],
-                        metadata: Optional[Mapping[str, Any]] = None) -> Path:
+def save_filter_program(program: FactFilterProgram, path: str | Path,
+                        metadata: Mapping[str, Any] | None = None) -> Path:
     """Save with DSPy's ``module.save(path)`` (JSON) and add ``metadata`` under
     ``state["metadata"]["hippo_engine"]``, where DSPy's loader ignores it."""
     path = Path(path)
@@ -198,14 +199,14 @@ def save_filter_program(program: FactFilterProgram, path: Union[str, Path],
     return path
 
 
-def read_filter_program_metadata(path: Union[str, Path, None] = None) -> dict:
+def read_filter_program_metadata(path: str | Path | None = None) -> dict:
     """Our metadata stored in a program JSON (``{}`` if none): source data, demo split, counts."""
     path = Path(path) if path is not None else default_filter_program_path()
     state = json.loads(path.read_text(encoding="utf-8"))
     return dict((state.get("metadata") or {}).get(METADATA_KEY) or {})
 
 
-def filter_demo_split(path: Union[str, Path, None] = None) -> dict[str, list[str]]:
+def filter_demo_split(path: str | Path | None = None) -> dict[str, list[str]]:
     """The training-question split recorded in a program JSON (default: ours).
 
     ``{"evaluation_ids": [...], "demo_pool_ids": [...], "demo_ids": [...]}``: MuSiQue train ids
@@ -230,7 +231,7 @@ _FIELD_HEADER = re.compile(r"\[\[\s*##.*?##\s*\]\]")
 _TRIPLE_KEYS = (("subject", "predicate", "object"), ("s", "p", "o"), ("head", "relation", "tail"))
 
 
-def _as_triple(item: Any) -> Optional[Triple]:
+def _as_triple(item: Any) -> Triple | None:
     if isinstance(item, Mapping):
         for keys in _TRIPLE_KEYS:
             if all(k in item for k in keys):
@@ -311,9 +312,9 @@ def match_to_candidates(output_facts: Sequence[Sequence[str]], candidates: Seque
     return kept[:max_kept], unmatched
 
 
-def _find_llm_error(exc: BaseException) -> Optional[LLMError]:
+def _find_llm_error(exc: BaseException) -> LLMError | None:
     seen = set()
-    cur: Optional[BaseException] = exc
+    cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
         if isinstance(cur, LLMError):
             return cur
@@ -338,8 +339,8 @@ class FilterInfo:
     n_kept: int = 0
     unmatched: list = field(default_factory=list)
     n_malformed: int = 0
-    raw_output: Optional[str] = None
-    error: Optional[str] = None
+    raw_output: str | None = None
+    error: str | None = None
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -359,8 +360,8 @@ class RecognitionFilter:
     ``max_kept``: at most this many facts survive (paper: 4).
     """
 
-    def __init__(self, llm: LLMClient, program_path: Union[str, Path, None] = None, max_kept: int = 4, *,
-                 max_new_tokens: Optional[int] = None, temperature: Optional[float] = None):
+    def __init__(self, llm: LLMClient, program_path: str | Path | None = None, max_kept: int = 4, *,
+                 max_new_tokens: int | None = None, temperature: float | None = None):
         if not isinstance(max_kept, int) or max_kept <= 0:
             raise ValueError(f"max_kept must be a positive integer, got {max_kept!r}")
         self.llm = llm
@@ -380,7 +381,7 @@ class RecognitionFilter:
         if not candidates:
             return [], info.to_dict()
         lm = LLMClientLM(self.llm, max_new_tokens=self.max_new_tokens, temperature=self.temperature)
-        raw: Optional[str] = None
+        raw: str | None = None
         try:
             with dspy.context(lm=lm, adapter=self._adapter, disable_history=True):
                 pred = self.program(question=question, candidate_facts=format_facts(candidates))

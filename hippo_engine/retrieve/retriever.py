@@ -20,8 +20,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -83,7 +83,7 @@ def entity_seeds(linked: Sequence[tuple[int, float]], passage_counts: np.ndarray
                                     np.array([s for _, s in linked], dtype=np.float64), passage_counts, keep)
     weights = np.zeros(num_nodes)
     weights[nodes] = w
-    return weights, list(zip(nodes.tolist(), w.tolist()))
+    return weights, list(zip(nodes.tolist(), w.tolist(), strict=False))
 
 
 def entity_seed_table(query: np.ndarray, nodes: np.ndarray, scores: np.ndarray, passage_counts: np.ndarray,
@@ -140,7 +140,7 @@ class RawResult:
 FilterFn = Callable[[str, list], list]
 
 
-def _blocks(n: int, size: Optional[int] = None):
+def _blocks(n: int, size: int | None = None):
     size = size or ROW_BLOCK
     for s in range(0, n, size):
         yield s, min(n, s + size)
@@ -224,7 +224,7 @@ class Retriever:
     def __init__(self, config: HippoConfig, graph: GraphData, passage_ids: np.ndarray, passage_mat: np.ndarray,
                  fact_ids: np.ndarray, fact_mat: np.ndarray, entity_ids: np.ndarray, entity_mat: np.ndarray,
                  entity_text: Callable[[str], str], passage_triples: Mapping[str, Sequence[Triple]],
-                 fact_triples: Optional[Mapping[str, Triple]] = None):
+                 fact_triples: Mapping[str, Triple] | None = None):
         self.config = config
         _check_config(config)
         self.graph = graph
@@ -242,7 +242,7 @@ class Retriever:
         self.passage_counts = (np.bincount(graph.src[ctx], minlength=graph.num_nodes)
                                + np.bincount(graph.dst[ctx], minlength=graph.num_nodes)).astype(np.float64)
         self.kernel = PPRKernel.from_graph(graph, config.ppr_dtype) if config.ppr_backend == "power" else None
-        self._fact_norm: Optional[float] = None
+        self._fact_norm: float | None = None
         self._igraph = None
 
     def _nodes_of(self, ids: np.ndarray, entities: bool, required: bool) -> np.ndarray:
@@ -281,7 +281,7 @@ class Retriever:
                 t = self.fact_triple(r)
                 ents += [mdhash_id(t[0], "entity-"), mdhash_id(t[2], "entity-")]
             nodes = self.graph.node_index(ents, entities=True).reshape(-1, 2)
-            for r, (a, b) in zip(missing, nodes.tolist()):
+            for r, (a, b) in zip(missing, nodes.tolist(), strict=False):
                 self._fact_row_nodes[r] = (a, b)
         return np.array([self._fact_row_nodes[int(r)] for r in rows], dtype=np.int64).reshape(-1, 2)
 
@@ -376,7 +376,7 @@ class Retriever:
         fact row to its score (an array over all facts, or a dict)."""
         linked = []
         nodes = self.fact_nodes_of(kept_rows)
-        for r, pair in zip(kept_rows, nodes.tolist()):
+        for r, pair in zip(kept_rows, nodes.tolist(), strict=False):
             for node in pair:
                 if node >= 0:
                     linked.append((int(node), float(fact_scores[r])))
@@ -425,7 +425,7 @@ class Retriever:
                                        cfg.linking_top_k)
         R[sn, sq] = sw
         seeds: list[list[tuple[int, float]]] = [[] for _ in cols]
-        for c, n_, w_ in zip(sq.tolist(), sn.tolist(), sw.tolist()):
+        for c, n_, w_ in zip(sq.tolist(), sn.tolist(), sw.tolist(), strict=False):
             seeds[c].append((n_, w_))
         if cfg.use_passage_nodes and dense.shape[0] and len(cols):
             R[self.passage_nodes] += passage_seeds(dense[: len(self.passage_nodes)][:, cols], cfg.passage_node_weight)
@@ -448,7 +448,7 @@ class Retriever:
 
     # --- the whole query path ----------------------------------------------------------------
     def search(self, queries: Sequence[str], q_fact: np.ndarray, q_pass: np.ndarray, k: int,
-               filter_fn: Optional[FilterFn] = None, ner_vectors: Optional[Sequence[np.ndarray]] = None
+               filter_fn: FilterFn | None = None, ner_vectors: Sequence[np.ndarray] | None = None
                ) -> tuple[list[RawResult], dict]:
         """Rank passages for a batch of encoded queries (spec section 2).
 
@@ -501,7 +501,7 @@ class Retriever:
                     keep = set(filter_fn(q, res.candidate_facts))
                     tim["filter"] += time.perf_counter() - tf
                     kept_mask[j] = [triples[r] in keep for r in cands]
-                res.kept_facts = [triples[r] for r, m in zip(cands, kept_mask[j]) if m]
+                res.kept_facts = [triples[r] for r, m in zip(cands, kept_mask[j], strict=False) if m]
             qq, cc = np.nonzero(kept_mask)
             rows = kept[qq, cc]
             nodes = self.fact_nodes_of(rows) if len(rows) else np.zeros((0, 2), np.int64)
@@ -534,7 +534,7 @@ class Retriever:
             cols, seeds = [], []
             for j in graph_cols.tolist():
                 m = lq == j
-                reset, sd = self.reset_vector(list(zip(ln[m].tolist(), ls[m].tolist())), dense[:, j])
+                reset, sd = self.reset_vector(list(zip(ln[m].tolist(), ls[m].tolist(), strict=False)), dense[:, j])
                 cols.append(reset)
                 seeds.append(sd)
             R = np.column_stack(cols)

@@ -16,8 +16,8 @@ import logging
 import os
 import sqlite3
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -137,7 +137,7 @@ class IndexDB:
             except Exception as e:  # noqa: BLE001 - derived data only; the commit stands
                 logger.warning("after-commit step %r failed: %s", fn, e)
 
-    def get_meta(self, key: str) -> Optional[str]:
+    def get_meta(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return None if row is None else row[0]
 
@@ -206,10 +206,10 @@ class SQLiteEmbeddingStore(EmbeddingStore):
     #: class-level defaults (subclasses that bypass ``__init__`` get a plain float32 RAM store)
     vector_dtype: np.dtype = np.dtype(np.float32)
     mmap: bool = False
-    mmap_dir: Optional[Path] = None
+    mmap_dir: Path | None = None
 
     def __init__(self, db: IndexDB, namespace: str, dim: int, *, vector_dtype: str = "float32",
-                 mmap: bool = False, mmap_dir: Optional[Path] = None):
+                 mmap: bool = False, mmap_dir: Path | None = None):
         if namespace not in STORE_NAMES:
             raise ValueError(f"unknown store {namespace!r}")
         if vector_dtype not in VECTOR_DTYPES:
@@ -262,7 +262,7 @@ class SQLiteEmbeddingStore(EmbeddingStore):
         self._row = {k: i for i, k in enumerate(ids)}
 
     # ------------------------------------------------------------------ memory mapping
-    def sidecar_path(self, gen: Optional[int] = None) -> Path:
+    def sidecar_path(self, gen: int | None = None) -> Path:
         gen = self._gen() if gen is None else gen
         return self.mmap_dir / f"{self.namespace}.{gen}.{self.vector_dtype.name}.npy"
 
@@ -325,7 +325,7 @@ class SQLiteEmbeddingStore(EmbeddingStore):
             finally:
                 os.close(fd)
 
-    def _remove_sidecars(self, keep: Optional[Path]) -> None:
+    def _remove_sidecars(self, keep: Path | None) -> None:
         for p in self._sidecars():
             if p != keep:
                 with contextlib.suppress(OSError):
@@ -403,7 +403,7 @@ class SQLiteEmbeddingStore(EmbeddingStore):
             raise ValueError(f"vectors must have shape (n, {self.dim})")
         stored = np.ascontiguousarray(vectors, dtype=self.vector_dtype)
         self.db.conn.executemany(f"INSERT OR REPLACE INTO {self.table} (id, content, vec) VALUES (?, ?, ?)",
-                                 [(k, t, v.tobytes()) for k, t, v in zip(keys, texts, stored)])
+                                 [(k, t, v.tobytes()) for k, t, v in zip(keys, texts, stored, strict=False)])
         # memory: the values a reload would give (rounded to the storage dtype, as float32)
         self._to_ram()
         last: dict[str, int] = {}

@@ -3,8 +3,14 @@ import json
 
 import pytest
 
-from hippo_engine.evaluation.datasets import (DatasetError, corpus_docs, find_dataset, gold_answers_for, load_dataset,
-                                 parse_questions)
+from hippo_engine.evaluation.datasets import (
+    DatasetError,
+    corpus_docs,
+    find_dataset,
+    gold_answers_for,
+    load_dataset,
+    parse_questions,
+)
 
 
 def write(folder, name, questions, corpus):

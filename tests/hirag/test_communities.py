@@ -6,12 +6,22 @@ import random
 
 import numpy as np
 import pytest
-
 from fakes import NgramEncoder, ScriptedLLM
 from helpers import make_rag, toy_respond
-from hippo_engine.hirag.communities import (CommunityReport, ReportInputs, _leiden_groups, cluster_entities,
-                                      communities_state, community_context, entity_igraph, load_communities,
-                                      member_key, parse_report, write_reports)
+
+from hippo_engine.hirag.communities import (
+    CommunityReport,
+    ReportInputs,
+    _leiden_groups,
+    cluster_entities,
+    communities_state,
+    community_context,
+    entity_igraph,
+    load_communities,
+    member_key,
+    parse_report,
+    write_reports,
+)
 from hippo_engine.index.graph import KIND_CONTEXT, KIND_FACT, GraphData
 from hippo_engine.llm.base import LLMError, LLMResponse
 from hippo_engine.prompts import load_json_prompt
@@ -149,13 +159,13 @@ def test_member_edges_and_source_passages():
     comms = cluster_entities(g, max_cluster_size=10, seed=0)
     for c in comms:
         ms = set(c.entities)
-        inside = {(g.node_ids[s], g.node_ids[d]) for s, d in zip(g.src, g.dst)
+        inside = {(g.node_ids[s], g.node_ids[d]) for s, d in zip(g.src, g.dst, strict=False)
                   if g.node_ids[s] in ms and g.node_ids[d] in ms}
         assert set(c.edges) == {tuple(sorted(e)) for e in inside}
         # passages: every passage mentioning a member, most members first
         idx = g.index_of
         counts = {}
-        for s, d, k in zip(g.src, g.dst, g.kinds):
+        for s, d, k in zip(g.src, g.dst, g.kinds, strict=False):
             if k & KIND_CONTEXT and g.node_ids[s] in ms:
                 counts[g.node_ids[d]] = counts.get(g.node_ids[d], 0) + 1
         assert set(c.passages) == set(counts)

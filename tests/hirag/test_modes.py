@@ -2,16 +2,25 @@
 import igraph as ig
 import numpy as np
 import pytest
-
 from fakes import NoCallLLM, ScriptedLLM
 from helpers import CORPUS, make_rag
-from hippo_engine.hirag.communities import entity_igraph
-from hippo_engine.hirag.modes import (MODE_SECTIONS, MODES, CommunityRetriever, HiContext, augment_graph,
-                                community_seeds, dedupe, find_path_with_required_nodes, get_engine,
-                                pack_by_tokens)
-from hippo_engine.index.graph import GraphData, KIND_FACT
-from hippo_engine.retrieve.retriever import Retriever
 from test_communities import CountingResponder, world_corpus
+
+from hippo_engine.hirag.communities import entity_igraph
+from hippo_engine.hirag.modes import (
+    MODE_SECTIONS,
+    MODES,
+    CommunityRetriever,
+    HiContext,
+    augment_graph,
+    community_seeds,
+    dedupe,
+    find_path_with_required_nodes,
+    get_engine,
+    pack_by_tokens,
+)
+from hippo_engine.index.graph import KIND_FACT, GraphData
+from hippo_engine.retrieve.retriever import Retriever
 
 QUERIES = ["Who founded Tamsin College?", "Where was Ilse Marrow born?", "What is the capital of Kaldavia?"]
 
@@ -39,7 +48,7 @@ def test_bridge_path_visits_required_nodes_in_order():
     path = find_path_with_required_nodes(g, [0, 6, 4])
     assert path == [0, 1, 2, 5, 6, 5, 2, 3, 4]
     assert visits_in_order(path, [0, 6, 4]) and not visits_in_order(path, [0, 4, 6, 4])
-    for a, b in zip(path, path[1:]):
+    for a, b in zip(path, path[1:], strict=False):
         assert g.are_adjacent(a, b)
     # an unreachable required node is jumped to, the walk goes on from there
     assert find_path_with_required_nodes(g, [0, 2, 8, 7]) == [0, 1, 2, 8, 7]
@@ -91,8 +100,8 @@ def test_only_need_context_sections_and_budgets(tmp_path):
                 assert c.tokens["bridge"] <= budgets["hi_bridge_tokens"]
             if "entities" in c.sections:
                 assert c.tokens["entities"] + c.tokens.get("relations", 0) <= budgets["hi_local_context_tokens"]
-            for name in c.sections:
-                assert f"-----" in c.text
+            for _name in c.sections:
+                assert "-----" in c.text
             assert c.sections["passages"].startswith("Wikipedia Title: ") or not c.sections["passages"]
         # the same through rag_qa: no answer, no LLM call
         again = rag.rag_qa(QUERIES, mode=mode, only_need_context=True)
@@ -224,4 +233,5 @@ def test_pure_helpers():
     c = Community(id="community-x", level=0, entities=["entity-a", "entity-b", "entity-gone"])
     aug = augment_graph(gd, [c], 0.5, 1.0)
     assert aug.num_nodes == 4 and aug.node_ids[-1] == "community-x"
-    assert sorted(zip(aug.src[2:].tolist(), aug.dst[2:].tolist(), aug.weight[2:].tolist())) == [(0, 3, 0.5), (1, 3, 0.5)]
+    edges = zip(aug.src[2:].tolist(), aug.dst[2:].tolist(), aug.weight[2:].tolist(), strict=True)
+    assert sorted(edges) == [(0, 3, 0.5), (1, 3, 0.5)]

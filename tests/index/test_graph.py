@@ -5,8 +5,16 @@ import random
 import numpy as np
 import pytest
 
-from hippo_engine.index.graph import (CONTEXT_WEIGHT, FACT_WEIGHT, KIND_CONTEXT, KIND_FACT, KIND_SYNONYMY, GraphData,
-                                build_graph, insert_passages)
+from hippo_engine.index.graph import (
+    CONTEXT_WEIGHT,
+    FACT_WEIGHT,
+    KIND_CONTEXT,
+    KIND_FACT,
+    KIND_SYNONYMY,
+    GraphData,
+    build_graph,
+    insert_passages,
+)
 from hippo_engine.text import mdhash_id
 
 
@@ -39,7 +47,7 @@ def test_weights_and_kinds():
     assert st["passage_nodes"] == 3 and st["entity_nodes"] == 3
     assert st["fact_edges"] == 2 and st["synonymy_edges"] == 2 and st["context_edges"] == 4
     i = g.index_of
-    kinds = {key(g.node_ids[s], g.node_ids[d]): k for s, d, k in zip(g.src, g.dst, g.kinds)}
+    kinds = {key(g.node_ids[s], g.node_ids[d]): k for s, d, k in zip(g.src, g.dst, g.kinds, strict=False)}
     assert kinds[key(eid("b"), eid("c"))] == KIND_FACT | KIND_SYNONYMY
     assert kinds[key("chunk-2", eid("c"))] == KIND_CONTEXT
     assert np.all(g.src < g.dst) and np.all(np.diff(g.src * g.num_nodes + g.dst) > 0)

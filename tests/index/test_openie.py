@@ -2,11 +2,18 @@
 import json
 
 import pytest
-
 from fakes import ScriptedLLM
+
+from hippo_engine.index.openie import (
+    OpenIE,
+    load_openie_file,
+    ner_messages,
+    parse_ner,
+    parse_triples,
+    save_openie_file,
+    triple_messages,
+)
 from hippo_engine.llm.base import LLMTimeoutError
-from hippo_engine.index.openie import (OpenIE, clean_triples, load_openie_file, ner_messages, parse_ner, parse_triples,
-                                 save_openie_file, triple_messages)
 from hippo_engine.text import mdhash_id, normalize_phrase, parse_json_lenient
 
 
@@ -15,8 +22,10 @@ def test_parse_variants():
     assert parse_ner("Here you go:\n```json\n{\"named_entities\": [\"X\"]}\n```") == ["X"]
     assert parse_ner("no json at all") == []
     # truncated mid-item: complete items are kept
-    assert parse_triples('{"triples": [["a", "b", "c"], ["d", "e", "f"], ["g", "h') == [("a", "b", "c"), ("d", "e", "f")]
-    assert parse_triples('{"triples": [["a", "b", "c"], ["a", "b", "c"], ["x", "y"], ["p", null, "q"]]}') == [("a", "b", "c")]
+    truncated = '{"triples": [["a", "b", "c"], ["d", "e", "f"], ["g", "h'
+    assert parse_triples(truncated) == [("a", "b", "c"), ("d", "e", "f")]
+    mixed = '{"triples": [["a", "b", "c"], ["a", "b", "c"], ["x", "y"], ["p", null, "q"]]}'
+    assert parse_triples(mixed) == [("a", "b", "c")]
     assert parse_triples('{"triples": "oops"}') == []
 
 

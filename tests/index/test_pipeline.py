@@ -2,12 +2,11 @@
 import json
 
 import numpy as np
-import pytest
-
 from fakes import NgramEncoder, NoCallLLM, ScriptedLLM
 from helpers import CORPUS, assert_same, crash_mid_index, make_rag, snapshot
+
 from hippo_engine import HippoRAG
-from hippo_engine.index.graph import CONTEXT_WEIGHT, FACT_WEIGHT, KIND_FACT, KIND_SYNONYMY
+from hippo_engine.index.graph import CONTEXT_WEIGHT, FACT_WEIGHT
 from hippo_engine.text import mdhash_id
 
 
@@ -27,7 +26,7 @@ def test_index_builds_graph(tmp_path):
     assert e[tuple(sorted((pid, a)))] == CONTEXT_WEIGHT
     # one edge per pair, no self loops
     g = rag.graph
-    assert len(set(zip(g.src, g.dst))) == len(g.src) and np.all(g.src < g.dst)
+    assert len(set(zip(g.src, g.dst, strict=False))) == len(g.src) and np.all(g.src < g.dst)
 
 
 def test_idempotent(tmp_path):
@@ -181,7 +180,7 @@ def test_chunked_encoding_gives_the_same_index(tmp_path, monkeypatch):
 
 
 def test_facts_by_id_one_entry_per_fact():
-    from hippo_engine.text import facts_by_id, fact_text
+    from hippo_engine.text import fact_text, facts_by_id
     t1, t2 = ("a", "likes", "b"), ("b", "owns", "c")
     got = facts_by_id({"p1": [t1, t2], "p2": [t1]})
     assert got == {mdhash_id(fact_text(t1), "fact-"): t1, mdhash_id(fact_text(t2), "fact-"): t2}

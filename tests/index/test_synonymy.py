@@ -34,12 +34,12 @@ def test_pairs_above_equals_brute_force(monkeypatch, block, subset):
     mat = clustered()
     rows = np.arange(len(mat)) if not subset else np.random.default_rng(1).choice(len(mat), 40, replace=False)
     q, k, s = pairs_above(mat, rows, 0.8, block)
-    got = set(zip(q.tolist(), k.tolist()))
+    got = set(zip(q.tolist(), k.tolist(), strict=False))
     assert got == brute(mat, rows, 0.8)
     assert len(got) == len(q)                     # no pair twice
     assert set(q.tolist()) <= set(rows.tolist())
     # a pair's score is the same whichever side asked
-    score = dict(zip(zip(q.tolist(), k.tolist()), s.tolist()))
+    score = dict(zip(zip(q.tolist(), k.tolist(), strict=False), s.tolist(), strict=False))
     for (a, b), v in score.items():
         if (b, a) in score:
             assert score[(b, a)] == v
@@ -48,7 +48,9 @@ def test_pairs_above_equals_brute_force(monkeypatch, block, subset):
 
 def test_top_lists_order_and_cap():
     ids = np.array(["a", "b", "c", "d"], dtype=object)
-    q = np.array([0, 0, 0, 1]); k = np.array([3, 1, 2, 0]); s = np.array([0.9, 0.95, 0.9, 0.8])
+    q = np.array([0, 0, 0, 1])
+    k = np.array([3, 1, 2, 0])
+    s = np.array([0.9, 0.95, 0.9, 0.8])
     out = top_lists(q, k, s, ids, 2)
     assert list(out["a"].items()) == [("b", 0.95), ("c", 0.9)]   # tie 0.9: lower id first
     assert out["b"] == {"a": 0.8}

@@ -86,7 +86,7 @@ class FakeOpenAIServer:
         with self._lock:
             return len(self.requests)
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         self.thread.start()
         return self
 

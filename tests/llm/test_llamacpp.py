@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hippo_engine.models import assets as ma
-from hippo_engine.llm import LLMError, LLMTimeoutError, LlamaCppClient
+from hippo_engine.llm import LlamaCppClient, LLMError, LLMTimeoutError
 from hippo_engine.llm.llamacpp import llama_cpp_available, resolve_gguf
+from hippo_engine.models import assets as ma
 
 
 def test_resolution_without_loading(tmp_path):

@@ -1,14 +1,12 @@
 """make_llm: which client is built, and the cache around it (end to end with a real server)."""
 from __future__ import annotations
 
-from hippo_engine.config import HippoConfig
 import pytest
-
-from hippo_engine.llm import CachedLLM, LLMError, LlamaCppClient, LocalHFClient, OpenAIClient, make_llm
-from hippo_engine.llm import factory
-from hippo_engine.models.assets import DEFAULT_LLM
-
 from openai_server import FakeOpenAIServer
+
+from hippo_engine.config import HippoConfig
+from hippo_engine.llm import CachedLLM, LlamaCppClient, LLMError, LocalHFClient, OpenAIClient, factory, make_llm
+from hippo_engine.models.assets import DEFAULT_LLM
 
 
 def test_default_is_cached_lazy_local_model(tmp_path):

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from hippo_engine.models import assets as ma
 from hippo_engine.llm import LLMError, LLMTimeoutError, LocalHFClient
+from hippo_engine.models import assets as ma
 
 
 def test_names_resolve_without_loading(tmp_path):

@@ -5,10 +5,9 @@ import socket
 import time
 
 import pytest
+from openai_server import FakeOpenAIServer
 
 from hippo_engine.llm import LLMError, LLMTimeoutError, OpenAIClient
-
-from openai_server import FakeOpenAIServer
 
 MSGS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]
 

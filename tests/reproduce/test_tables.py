@@ -4,11 +4,11 @@ import json
 import re
 
 import pytest
-
 from fakes import NgramEncoder, NoCallLLM, ScriptedLLM
 from helpers import CORPUS, toy_respond
-from hippo_engine.evaluation.metrics import recall_at_k
+
 from hippo_engine import HippoRAG
+from hippo_engine.evaluation.metrics import recall_at_k
 from hippo_engine.llm.base import LLMResponse
 from reproduce import tables
 from reproduce.tables import MeteredLLM, ResultCache, main, paired_difference, paper_column, recall_curve
@@ -109,7 +109,8 @@ def test_every_table_end_to_end(env):
 
 def test_reader_and_metrics_values(env):
     path = run(env, "table-qa")
-    rows = {l.split("|")[1].strip(): l for l in path.read_text().splitlines() if l.startswith("| ") and "reader |" in l}
+    rows = {ln.split("|")[1].strip(): ln for ln in path.read_text().splitlines()
+            if ln.startswith("| ") and "reader |" in ln}
     assert set(rows) == {"Dense retrieval (fake-ngram) + reader", "HippoRAG 2 + reader"}
     cache = sorted((env["save"] / "reproduce_runs").glob("qa-*.jsonl"))
     assert len(cache) == 2
@@ -142,7 +143,7 @@ def test_rerun_uses_cached_results_and_resumes_after_crash(env):
     assert llm.calls == calls  # nothing recomputed
     assert "nothing (all results cached)" in again
     def table(text):  # method, R@2, R@5 (times differ between runs)
-        return [l.split("|")[1:4] for l in text.splitlines() if l.startswith(("| HippoRAG 2", "| Dense"))]
+        return [ln.split("|")[1:4] for ln in text.splitlines() if ln.startswith(("| HippoRAG 2", "| Dense"))]
     assert table(first) == table(again)
     # crash: keep the header and two results of the HippoRAG 2 run, then a torn line
     (f,) = [p for p in (env["save"] / "reproduce_runs").glob("retrieval-default-*.jsonl")]
@@ -166,7 +167,8 @@ def test_recall_curve_matches_engine_metrics(env):
     ks = [1, 2, 5, 10]
     ours = recall_curve(entries, ks)
     assert {f"Recall@{k}": ours[k] for k in ks} == pytest.approx({f"Recall@{k}": metrics[f"Recall@{k}"] for k in ks})
-    assert recall_at_k([[]], [[]], ks=[1]) == {"Recall@1": 0.0} and recall_curve([{"gold_ranks": [], "n_gold": 0}], [1]) == {1: 0.0}
+    assert recall_at_k([[]], [[]], ks=[1]) == {"Recall@1": 0.0}
+    assert recall_curve([{"gold_ranks": [], "n_gold": 0}], [1]) == {1: 0.0}
 
 
 def test_limit_and_paper_figures_for_musique_like_name(env):
@@ -244,12 +246,12 @@ def test_failed_reader_call_is_reported_and_retried_on_rerun(env):
     llm = CountingLLM()
     llm.respond = flaky
     first = run(env, "table-qa", llm=llm).read_text()
-    rows = [l for l in first.splitlines() if l.startswith("| ") and "reader |" in l]
-    assert all(l.rstrip(" |").endswith("1") for l in rows)  # one reader error per method
+    rows = [ln for ln in first.splitlines() if ln.startswith("| ") and "reader |" in ln]
+    assert all(ln.rstrip(" |").endswith("1") for ln in rows)  # one reader error per method
     again = run(env, "table-qa").read_text()
     assert "qa:dense: 1 question(s)" in again and "qa:hipporag2: 1 question(s)" in again
-    rows = [l for l in again.splitlines() if l.startswith("| ") and "reader |" in l]
-    assert all(l.rstrip(" |").endswith("0") for l in rows)
+    rows = [ln for ln in again.splitlines() if ln.startswith("| ") and "reader |" in ln]
+    assert all(ln.rstrip(" |").endswith("0") for ln in rows)
 
 
 def test_paired_difference():

@@ -11,13 +11,14 @@ def random_graph(n=400, m=1500, seed=0):
     rng = np.random.default_rng(seed)
     src, dst = rng.integers(0, n - 20, m), rng.integers(0, n - 20, m)  # last 20 nodes dangling
     keep = src < dst
-    pairs = sorted(set(zip(src[keep].tolist(), dst[keep].tolist())))
-    src = np.array([p[0] for p in pairs]); dst = np.array([p[1] for p in pairs])
+    pairs = sorted(set(zip(src[keep].tolist(), dst[keep].tolist(), strict=False)))
+    src = np.array([p[0] for p in pairs])
+    dst = np.array([p[1] for p in pairs])
     return n, src, dst, rng.random(len(src)) + 0.1
 
 
 def igraph_ppr(n, src, dst, w, reset, damping):
-    g = ig.Graph(n=n, edges=list(zip(src.tolist(), dst.tolist())))
+    g = ig.Graph(n=n, edges=list(zip(src.tolist(), dst.tolist(), strict=False)))
     g.es["weight"] = w.tolist()
     return np.array(g.personalized_pagerank(damping=damping, weights="weight", reset=list(map(float, reset)),
                                             implementation="prpack"))
@@ -93,7 +94,9 @@ def test_batch_is_bit_identical_to_single(dtype, block):
 
 def test_reset_cleaning():
     n, src, dst, w = random_graph(n=50, m=100)
-    reset = np.zeros(n); reset[3] = np.nan; reset[4] = -1
+    reset = np.zeros(n)
+    reset[3] = np.nan
+    reset[4] = -1
     x = personalized_pagerank(n, src, dst, w, reset)  # all invalid -> uniform reset
     assert abs(x.sum() - 1) < 1e-12 and np.all(x >= 0)
 

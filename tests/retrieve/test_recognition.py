@@ -3,6 +3,7 @@ import json
 import socket
 import threading
 
+import dspy
 import pytest
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
@@ -19,8 +20,6 @@ from hippo_engine.retrieve.recognition import (
     read_filter_program_metadata,
     save_filter_program,
 )
-
-import dspy
 
 CANDS = [("ilse marrow", "born in", "dunhaven"),
          ("vellmar observatory", "founded by", "ilse marrow"),
@@ -203,7 +202,7 @@ def test_shipped_program_loads_with_data_built_demos():
     assert 8 <= len(demos) <= 12
     outputs = [json.loads(d["relevant_facts"]) for d in demos]
     assert any(o == [] for o in outputs) and any(o for o in outputs)
-    for d, out in zip(demos, outputs):
+    for d, out in zip(demos, outputs, strict=False):
         cands = [tuple(c) for c in json.loads(d["candidate_facts"])]
         assert all(tuple(f) in cands for f in out) and len(out) <= 4
     split = filter_demo_split(path)

@@ -4,11 +4,10 @@ import json
 
 import numpy as np
 import pytest
+from fakes import ScriptedLLM
+from helpers import CORPUS, make_rag
 
-from fakes import NgramEncoder, ScriptedLLM
-from helpers import CORPUS, make_rag, toy_respond
 from hippo_engine.retrieve.retriever import entity_seeds, min_max, passage_seeds, top_k
-from hippo_engine.text import mdhash_id
 
 
 def test_min_max_and_top_k():
@@ -108,7 +107,7 @@ def test_metrics_and_determinism(tmp_path):
     assert set(m) >= {"Recall@1", "Recall@2", "Recall@5"} and all(0 <= v <= 1 for v in m.values())
     again, _ = rag.retrieve(qs, gold_docs=gold)
     assert [s.docs for s in sols] == [s.docs for s in again]
-    assert all(np.array_equal(a.doc_scores, b.doc_scores) for a, b in zip(sols, again))
+    assert all(np.array_equal(a.doc_scores, b.doc_scores) for a, b in zip(sols, again, strict=False))
 
 
 def test_retrieval_sees_index_and_delete(tmp_path):
@@ -141,14 +140,14 @@ def test_entity_seed_table_matches_per_query_seeds():
     rng = np.random.default_rng(0)
     counts = rng.integers(0, 5, 30)
     links = [[(int(rng.integers(0, 30)), float(rng.random())) for _ in range(rng.integers(0, 12))] for _ in range(7)]
-    q = np.concatenate([[j] * len(l) for j, l in enumerate(links)]).astype(np.int64)
-    n = np.array([a for l in links for a, _ in l], dtype=np.int64)
-    s = np.array([b for l in links for _, b in l])
+    q = np.concatenate([[j] * len(lk) for j, lk in enumerate(links)]).astype(np.int64)
+    n = np.array([a for lk in links for a, _ in lk], dtype=np.int64)
+    s = np.array([b for lk in links for _, b in lk])
     tq, tn, tw = entity_seed_table(q, n, s, counts, keep=3)
-    for j, l in enumerate(links):
-        _, seeds = entity_seeds(l, counts, 30, keep=3)
+    for j, lk in enumerate(links):
+        _, seeds = entity_seeds(lk, counts, 30, keep=3)
         m = tq == j
-        assert list(zip(tn[m].tolist(), tw[m].tolist())) == seeds
+        assert list(zip(tn[m].tolist(), tw[m].tolist(), strict=False)) == seeds
 
 
 def test_top_facts_exact_with_ties():
@@ -185,7 +184,7 @@ def test_batch_equals_single_bitwise(tmp_path):
     qs = ["Where was Ilse Marrow born?", "Who founded Tamsin College?", "Which fair is held in Velor?",
           "Who married Oren Pike?", "What is the capital of Kaldavia?"]
     batch = rag.retrieve(qs)
-    for q, b in zip(qs, batch):
+    for q, b in zip(qs, batch, strict=False):
         (s,) = rag.retrieve([q])
         assert s.docs == b.docs and np.array_equal(s.doc_scores, b.doc_scores)
         assert s.seed_entities == b.seed_entities and s.kept_facts == b.kept_facts
@@ -212,7 +211,7 @@ def test_batched_search_in_blocks_and_subclass_path(tmp_path):
     q_fact, q_pass = rag._encode_queries(qs)
     a, _ = r.search(qs, q_fact, q_pass, 10)
     b, _ = sub.search(qs, q_fact, q_pass, 10)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         assert np.array_equal(x.order, y.order) and np.array_equal(x.scores, y.scores)
         assert x.seed_entities == y.seed_entities
 

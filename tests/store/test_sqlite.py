@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from fakes import NgramEncoder, NoCallLLM
 from helpers import CORPUS, assert_same, crash_mid_index, make_rag, snapshot
+
 from hippo_engine import HippoRAG
 from hippo_engine.config import ConfigError, HippoConfig
 from hippo_engine.store.sqlite import IndexDB, SQLiteEmbeddingStore, StoreError
@@ -203,7 +203,7 @@ def test_mmap_and_dtype_keep_retrieval(tmp_path, dtype):
     rag.index(CORPUS[5:])
     docs, scores = ranking(rag)
     assert docs == docs_ref
-    for a, b in zip(scores, scores_ref):
+    for a, b in zip(scores, scores_ref, strict=False):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6 if dtype == "float32" else 2e-3)
     snap = snapshot(rag)
     rag.close()
@@ -215,7 +215,7 @@ def test_mmap_and_dtype_keep_retrieval(tmp_path, dtype):
     assert all(isinstance(s.matrix, np.memmap) for s in again.index_state.stores.values())
     docs2, scores2 = ranking(again)
     assert docs2 == docs
-    for a, b in zip(scores2, scores):
+    for a, b in zip(scores2, scores, strict=False):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-9)
     # delete through the facade with memory-mapped stores
     again.delete(CORPUS[5:])
