@@ -1,12 +1,13 @@
-"""``python -m reproduce TABLE --dataset DIR_OR_NAME``: see :mod:`reproduce.tables`."""
+"""``python -m reproduce COMMAND ...``: see :mod:`reproduce.cli` (``python -m reproduce --help``)."""
 from __future__ import annotations
 
 import sys
 
-from .tables import main
+from .cli import main
 
 if __name__ == "__main__":
     try:
-        main()
+        result = main()
     except KeyboardInterrupt:  # per-question results already saved stay cached
         sys.exit(130)
+    sys.exit(result if isinstance(result, int) else 0)

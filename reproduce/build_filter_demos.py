@@ -20,16 +20,14 @@ Demonstrations come from data, never by hand and never from hippo_engine.evaluat
 
 Run from the repository root::
 
-    .venv/bin/python reproduce/build_filter_demos.py            # writes prompts/filter_program.json
-    .venv/bin/python reproduce/build_filter_demos.py --out /tmp/p.json --dry-run
+    python -m reproduce build-filter-demos            # writes prompts/filter_program.json
+    python -m reproduce build-filter-demos --out /tmp/p.json --dry-run
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
-import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,24 +35,20 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:  # allow `python reproduce/build_filter_demos.py`
-    sys.path.insert(0, str(REPO))
-
-from hippo_engine.index.openie import load_openie_file  # noqa: E402
-from hippo_engine.retrieve.recognition import (  # noqa: E402
+from hippo_engine.index.openie import load_openie_file
+from hippo_engine.retrieve.recognition import (
     FactFilterProgram,
     default_filter_program_path,
     format_facts,
     save_filter_program,
 )
-from hippo_engine.text import fact_text, normalize_phrase  # noqa: E402
+from hippo_engine.text import fact_text, normalize_phrase
+
+from .common import MUSIQUE_TRAIN_DIR, MUSIQUE_TRAIN_OPENIE, REPO_ROOT, file_sha256, setup_logging
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DATA_DIR = REPO.parent / "shared" / "data" / "musique" / "hipporag_v1_train"
 QUESTIONS_FILE = "musique_train.json"
-OPENIE_FILE = "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 
 MUSIQUE_TRAIN_EVAL_COUNT = 80  # first 80 questions: evaluation part; last 20: demo pool
 LINKING_TOP_K = 5
@@ -117,37 +111,32 @@ def select_demos(records: Sequence[dict], n_with: int = N_WITH_FACTS, n_without:
     return [r for r in records if r["id"] in chosen]
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _rel(path: Path) -> str:
     try:
-        return path.resolve().relative_to(REPO.parent).as_posix()
+        return path.resolve().relative_to(REPO_ROOT.parent).as_posix()
     except ValueError:
         return str(path)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The ``build-filter-demos`` command's options."""
+    ap.add_argument("--data-dir", type=Path, default=MUSIQUE_TRAIN_DIR,
                     help="folder with musique_train.json and the released OpenIE file")
     ap.add_argument("--out", type=Path, default=default_filter_program_path(), help="program JSON to write")
     ap.add_argument("--embedder", default=None, help="embedding model (default: the engine's default)")
     ap.add_argument("--n-with-facts", type=int, default=N_WITH_FACTS)
     ap.add_argument("--n-without-facts", type=int, default=N_WITHOUT_FACTS)
     ap.add_argument("--dry-run", action="store_true", help="print the demos, write nothing")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+
+def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Build the demonstrations and save the program (or only print them with ``--dry-run``)."""
+    setup_logging()
 
     from hippo_engine.config import HippoConfig
     from hippo_engine.models.encoder import TransformersEncoder
 
-    q_path, o_path = args.data_dir / QUESTIONS_FILE, args.data_dir / OPENIE_FILE
+    q_path, o_path = args.data_dir / QUESTIONS_FILE, args.data_dir / MUSIQUE_TRAIN_OPENIE
     questions = json.loads(q_path.read_text(encoding="utf-8"))
     evaluation, pool = split_musique_train(questions)
     facts, sources = fact_pool(o_path)
@@ -185,11 +174,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     metadata = {
         "description": "Recognition-memory fact filter of hippo-engine; demonstrations built by "
-                       "reproduce/build_filter_demos.py from MuSiQue train data (not from hippo_engine.evaluation questions).",
+                       "reproduce/build_filter_demos.py from MuSiQue train data (not from hippo_engine.evaluation "
+                       "questions).",
         "builder": "reproduce/build_filter_demos.py",
         "sources": {
-            "questions": {"path": _rel(q_path), "sha256": _sha256(q_path)},
-            "openie": {"path": _rel(o_path), "sha256": _sha256(o_path),
+            "questions": {"path": _rel(q_path), "sha256": file_sha256(q_path)},
+            "openie": {"path": _rel(o_path), "sha256": file_sha256(o_path),
                        "model": "gpt-3.5-turbo-1106 (HippoRAG v1 release)"},
         },
         "split": {
@@ -215,4 +205,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit("run: python -m reproduce build-filter-demos")

@@ -1,6 +1,6 @@
 """Indexing checks on the MuSiQue training subset with its released GPT-3.5 OpenIE file.
 
-    python -m reproduce.check_index [--data DIR] [--work DIR]
+    python -m reproduce check-index [--data DIR] [--work DIR]
 
 1. Index all 1,890 passages from the OpenIE file with the default embedder; an LLM that raises
    on any call proves no LLM call is made. Prints graph counts, time per stage, peak memory.
@@ -12,52 +12,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from hippo_engine import HippoRAG
 from hippo_engine.index.diagnostics import diff_snapshots, snapshot_index
-from hippo_engine.llm.base import LLMClient, LLMError
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique" / "hipporag_v1_train"
-
-
-class ForbiddenLLM(LLMClient):
-    """Any call is an error: proves the run made no LLM call."""
-
-    model_name = "gpt-3.5-turbo-1106"  # the OpenIE file's model; the name only labels files
-    calls = 0
-
-    def generate(self, messages, **kw):
-        ForbiddenLLM.calls += 1
-        raise LLMError("an LLM call was made although every passage has an OpenIE result")
+from .common import MUSIQUE_TRAIN_DIR, ForbiddenLLM, load_average, peak_rss_mb
 
 
-def peak_rss_mb() -> float:
-    try:  # VmHWM: ru_maxrss is carried over fork/exec from the parent process
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def loadavg() -> str:
-    return "/".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--work", type=Path, default=Path("outputs/check_index"))
-    ap.add_argument("--embedder", default=None)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The ``check-index`` command's options."""
+    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset (default %(default)s)")
+    ap.add_argument("--work", type=Path, default=Path("outputs/check_index"), help="index folders (emptied first)")
+    ap.add_argument("--embedder", default=None, help="embedding model (default: the engine's)")
     ap.add_argument("--skip-equality", action="store_true", help="only step 1")
-    args = ap.parse_args(argv)
+
+
+def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Index from the OpenIE file without any LLM call, then the idempotence, insert and delete checks."""
     corpus = json.loads((args.data / "musique_train_corpus.json").read_text())
     docs = [f"{d['title']}\n{d['text']}" for d in corpus]
     openie = next(args.data.glob("openie_*.json"))
@@ -72,13 +47,13 @@ def main(argv=None) -> int:
     full = fresh("full")
     _ = full.encoder  # load the model outside the timed index
     load_s = time.perf_counter() - t
-    load_before, cpu0 = loadavg(), time.process_time()
+    load_before, cpu0 = load_average(), time.process_time()
     rep = full.index(docs)
     cpu_s = time.process_time() - cpu0
     print(f"[1] indexed {rep['added']} passages; LLM calls: {ForbiddenLLM.calls}; embedder load {load_s:.1f}s")
     print("    graph:", json.dumps(full.graph_stats()))
     print("    stages (s):", json.dumps({k: round(v, 2) for k, v in rep["timings"].items()}))
-    print(f"    CPU {cpu_s:.1f}s (all threads); load average before {load_before}, after {loadavg()}")
+    print(f"    CPU {cpu_s:.1f}s (all threads); load average before {load_before}, after {load_average()}")
     print(f"    peak RSS so far: {peak_rss_mb():.0f} MB")
     if args.skip_equality:
         return 0
@@ -94,8 +69,8 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     inc.index(B)
     d = diff_snapshots(snap_full, snapshot_index(inc))
-    print(f"[3] index(A); index(B) vs index(A+B) (|A|={len(A)}, |B|={len(B)}, insert of B {time.perf_counter() - t:.1f}s): "
-          f"{'identical' if not d else d}")
+    print(f"[3] index(A); index(B) vs index(A+B) (|A|={len(A)}, |B|={len(B)}, "
+          f"insert of B {time.perf_counter() - t:.1f}s): {'identical' if not d else d}")
     only_a = fresh("only_a")
     only_a.index(A)
     t = time.perf_counter()
@@ -108,4 +83,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit("run: python -m reproduce check-index")

@@ -1,7 +1,7 @@
 """HiRAG communities on the MuSiQue training subset: clustering, report cost, recall per mode,
 and the cost of an incremental insert.
 
-    python -m reproduce.communities [--data DIR] [--work DIR] [--sample N] [--sample-level L]
+    python -m reproduce communities [--data DIR] [--work DIR] [--sample N] [--sample-level L]
                                     [--context-tokens T] [--max-new-tokens M] [--skip-llm]
 
 1. Index the 1,890 passages with the released GPT-3.5 OpenIE file (no LLM call) and the default
@@ -28,6 +28,7 @@ import logging
 import random
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from hippo_engine import HippoRAG
@@ -40,10 +41,10 @@ from hippo_engine.hirag.communities import (
 )
 from hippo_engine.hirag.modes import token_counter
 
+from .common import MUSIQUE_TRAIN_DIR, MUSIQUE_TRAIN_OPENIE, setup_logging, write_result
+
 logger = logging.getLogger("reproduce.communities")
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique" / "hipporag_v1_train"
-OPENIE_NAME = "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 KS = (2, 5, 10)
 
 
@@ -62,27 +63,33 @@ def open_rag(path: Path, **overrides) -> HippoRAG:
     return HippoRAG(path, show_progress=True, use_filter=False, llm_timeout=900.0, **overrides)
 
 
-def recall(rag: HippoRAG, questions, gold, **kw) -> dict:
-    _, m = rag.retrieve(questions, gold_docs=gold, **kw)
+def recall(rag: HippoRAG, questions, gold, mode: str = "hipporag2") -> dict:
+    """Recall@k of one retrieval mode. The only facade retrieval call of this module (the one
+    place to adapt if ``HippoRAG.retrieve``'s ``mode=`` argument changes)."""
+    _, m = rag.retrieve(questions, gold_docs=gold, mode=mode)
     return {f"R@{k}": round(100 * m[f"Recall@{k}"], 1) for k in KS}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--work", type=Path, default=Path("outputs/communities"))
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The ``communities`` command's options."""
+    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset (default %(default)s)")
+    ap.add_argument("--work", type=Path, default=Path("outputs/communities"),
+                    help="index and results folder (default %(default)s)")
     ap.add_argument("--sample", type=int, default=10, help="communities whose report the LLM writes")
     ap.add_argument("--sample-level", type=int, default=None)
     ap.add_argument("--sample-seed", type=int, default=0)
     ap.add_argument("--context-tokens", type=int, default=None, help="report context budget (config default)")
     ap.add_argument("--max-new-tokens", type=int, default=None, help="report reply budget (config default)")
     ap.add_argument("--skip-llm", action="store_true", help="no LLM reports at all (listings only)")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Index, cluster, sample reports, measure recall per mode and the cost of an insert."""
+    setup_logging()
     for noisy in ("httpx", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     docs, questions, gold = load_data(args.data)
-    out: dict = {"args": {k: str(v) for k, v in vars(args).items()}}
+    out: dict = {"args": {k: str(v) for k, v in vars(args).items() if k != "command"}}
     idx_dir = args.work / "index"
     overrides = {}
     if args.context_tokens:
@@ -93,7 +100,7 @@ def main(argv=None) -> int:
     # 1. index -------------------------------------------------------------------------------
     rag = open_rag(idx_dir, **overrides)
     if len(rag.index_state) < len(set(docs)):
-        rag.import_openie(args.data / OPENIE_NAME)   # every passage covered: no OpenIE LLM call
+        rag.import_openie(args.data / MUSIQUE_TRAIN_OPENIE)   # every passage covered: no OpenIE LLM call
         t = time.perf_counter()
         rag.index(docs)
         out["index_seconds"] = round(time.perf_counter() - t, 1)
@@ -137,7 +144,6 @@ def main(argv=None) -> int:
                           [(x.key, json.dumps(reports[x.id].to_json()), reports[x.id].source) for x in todo])
         all_reports = list(have.values()) + [reports[x.id] for x in todo]
         llm_reports = [r for r in all_reports if r.source == "llm"]
-        max(len(all_reports), 1)
         per = {"seconds": sum(r.seconds for r in llm_reports) / max(len(llm_reports), 1),
                "prompt_tokens": sum(r.prompt_tokens for r in llm_reports) / max(len(llm_reports), 1),
                "completion_tokens": sum(r.completion_tokens for r in llm_reports) / max(len(llm_reports), 1)}
@@ -196,7 +202,7 @@ def main(argv=None) -> int:
     shutil.copytree(idx_dir, inc_dir)
     inc = open_rag(inc_dir, **overrides)
     inc._encoder = rag.encoder
-    inc.import_openie(args.data / OPENIE_NAME)       # the re-inserted passages need no OpenIE call
+    inc.import_openie(args.data / MUSIQUE_TRAIN_OPENIE)       # the re-inserted passages need no OpenIE call
     extra = random.Random(1).sample(sorted(set(docs)), len(set(docs)) // 10)
     inc.delete(extra)
     base = inc.build_communities(max_llm_reports=0)
@@ -219,10 +225,10 @@ def main(argv=None) -> int:
         out["incremental"]["estimated_llm_hours"] = round(changed * pr["seconds"] / 3600, 2)
     print("incremental:", json.dumps(out["incremental"]))
     inc.close()
-    (args.work / "results.json").write_text(json.dumps(out, indent=2, default=str))
+    write_result(args.work / "results.json", json.dumps(out, indent=2, default=str))
     print(f"wrote {args.work / 'results.json'}")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit("run: python -m reproduce communities")

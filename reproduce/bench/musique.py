@@ -1,6 +1,6 @@
 """Indexing speed, retrieval speed, memory and PPR agreement on the MuSiQue training subset.
 
-    python -m reproduce.bench_musique [--data DIR] [--work DIR] [--storage-dtype float16]
+    python -m reproduce bench-musique [--data DIR] [--work DIR] [--storage-dtype float16]
                                       [--mmap] [--embedding-dtype bfloat16] [--out FILE]
 
 One command, measured against the figures of the reference implementation on this machine
@@ -31,47 +31,31 @@ import datetime as _dt
 import json
 import os
 import platform
-import resource
 import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique" / "hipporag_v1_train"
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "bench_musique.md"
+from ..common import (
+    MUSIQUE_TRAIN_DIR,
+    REPO_ROOT,
+    RESULTS_DIR,
+    ForbiddenLLM,
+    git_head,
+    load_average,
+    peak_rss_mb,
+    rss_mb,
+    write_result,
+)
+
+DEFAULT_OUT = RESULTS_DIR / "bench_musique.md"
 REF = {"index_s": 312.0, "embed_s": 301.0, "retrieve_ms": 39.0, "peak_index_retrieve_gb": 2.9,
        "peak_load_retrieve_gb": 1.3}
 KS = (1, 2, 5, 10, 20)
-
-
-def _status_mb(field: str) -> float | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def peak_rss_mb() -> float:
-    """Peak RSS of this process image. ``VmHWM``, not ``ru_maxrss``: Linux carries ru_maxrss
-    over fork and exec, so a child would report its parent's peak."""
-    hwm = _status_mb("VmHWM")
-    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def rss_mb() -> float:
-    v = _status_mb("VmRSS")
-    return v if v is not None else float("nan")
-
-
-def load() -> str:
-    return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 class Timer:
@@ -92,17 +76,6 @@ class Timer:
         return f"{self.load0:.2f} -> {self.load1:.2f}"
 
 
-def git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).resolve().parents[1], timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, cwd=Path(__file__).resolve().parents[1], timeout=10).stdout.strip()
-        return out.stdout.strip() + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -114,9 +87,15 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def git_commit() -> str:
+    """The report's commit: short hash, ``+dirty`` when tracked files differ."""
+    head = git_head()
+    return "unknown" if head is None else head[0] + ("+dirty" if head[1] else "")
+
+
 def open_rag(work: Path, args, **extra):
+    """The index at ``work`` with the stores as the options say; any LLM call is an error."""
     from hippo_engine import HippoRAG
-    from reproduce.check_index import ForbiddenLLM
 
     return HippoRAG(work, llm=ForbiddenLLM(), show_progress=False, use_filter=False,
                     embedding_storage_dtype=args.storage_dtype, embedding_mmap=args.mmap,
@@ -168,10 +147,10 @@ def child(args) -> int:
 
 
 def run_child(args, mmap: bool) -> dict:
-    cmd = [sys.executable, "-m", "reproduce.bench_musique", "--child-load", "--work", str(args.work),
+    cmd = [sys.executable, "-m", "reproduce", "bench-musique", "--child-load", "--work", str(args.work),
            "--data", str(args.data), "--storage-dtype", args.storage_dtype,
            "--embedding-dtype", args.embedding_dtype] + (["--mmap"] if mmap else [])
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(f"child failed: {out.stderr[-2000:]}")
@@ -179,10 +158,10 @@ def run_child(args, mmap: bool) -> dict:
 
 
 # ------------------------------------------------------------------ main
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--work", type=Path, default=Path("outputs/bench_musique"))
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The ``bench-musique`` command's options."""
+    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset (default %(default)s)")
+    ap.add_argument("--work", type=Path, default=Path("outputs/bench_musique"), help="index folder (emptied first)")
     ap.add_argument("--storage-dtype", default="float32", choices=("float32", "float16"))
     ap.add_argument("--mmap", action="store_true", help="memory-map the stores (index and retrieval)")
     ap.add_argument("--embedding-dtype", default="float32", choices=("float32", "bfloat16"))
@@ -191,7 +170,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="report file (default reproduce/results/bench_musique[_variant].md)")
     ap.add_argument("--child-load", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+
+
+def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Index, retrieve, compare with igraph, measure memory; write the report."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     if args.child_load:
@@ -208,9 +190,9 @@ def main(argv=None) -> int:
 
     from hippo_engine.evaluation.datasets import load_dataset
 
-    command = " ".join(["python -m reproduce.bench_musique"] + [shlex.quote(a) for a in (argv or sys.argv[1:])])
+    command = "python -m reproduce " + shlex.join(argv)
     started = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
-    load_start = load()
+    load_start = load_average()
     ds = load_dataset(args.data)
     gold = [list(dict.fromkeys(g)) for g in ds.gold_docs]
     questions = list(ds.questions)
@@ -272,7 +254,8 @@ def main(argv=None) -> int:
     agree10 = sum(list(a.order[:10]) == list(b.order[:10]) for a, b in zip(res_single, res_ig, strict=False))
     agree_set10 = sum(set(a.order[:10]) == set(b.order[:10]) for a, b in zip(res_single, res_ig, strict=False))
     agree200 = sum(list(a.order) == list(b.order) for a, b in zip(res_single, res_ig, strict=False))
-    max_diff = max(float(np.max(np.abs(np.sort(a.scores) - np.sort(b.scores)))) for a, b in zip(res_single, res_ig, strict=False))
+    max_diff = max(float(np.max(np.abs(np.sort(a.scores) - np.sort(b.scores))))
+                   for a, b in zip(res_single, res_ig, strict=False))
     print(f"PPR vs igraph prpack: same top-10 (in order) {agree10}/{len(questions)}, top-200 {agree200}; "
           f"igraph {1000 * s_ig:.1f} ms/query", flush=True)
 
@@ -308,7 +291,7 @@ def main(argv=None) -> int:
     L.append(f"Command: `{command}`  ")
     L.append(f"Commit: {git_commit()}; started {started}; machine: {cpu_model()}, {os.cpu_count()} CPU(s), "
              f"Python {platform.python_version()}, torch {torch.__version__}  ")
-    L.append(f"Load average (1/5/15 min) at start: {load_start}; at end: {load()}. The box is shared: with 2 "
+    L.append(f"Load average (1/5/15 min) at start: {load_start}; at end: {load_average()}. The box is shared: with 2 "
              f"cores, a 1-minute load above ~1 means other processes took CPU time from this run, so wall "
              f"seconds overstate the quiet-machine figure; CPU seconds (all threads of this process) are "
              f"shown beside them.  ")
@@ -337,8 +320,10 @@ def main(argv=None) -> int:
              f"of it | <= 0.5 |")
     for label, c in children.items():
         L.append(f"| peak RSS, load + retrieve in a fresh process, {label} | {REF['peak_load_retrieve_gb']} GB | "
-                 f"{c['peak_rss_mb'] / 1024:.2f} GB | {c['peak_rss_mb'] / 1024 / REF['peak_load_retrieve_gb']:.2f} of it | |")
-    L.append(f"| PPR top-10 equal to igraph PRPACK (same passages, same order) | | {agree10}/{len(questions)} | | all |")
+                 f"{c['peak_rss_mb'] / 1024:.2f} GB | "
+                 f"{c['peak_rss_mb'] / 1024 / REF['peak_load_retrieve_gb']:.2f} of it | |")
+    L.append(f"| PPR top-10 equal to igraph PRPACK (same passages, same order) | | {agree10}/{len(questions)} "
+             "| | all |")
     L.append("")
     L.append("## Index stages")
     L.append("")
@@ -364,7 +349,8 @@ def main(argv=None) -> int:
              f"{1000 * min(single):.2f} ms/query one at a time (all passes: "
              f"{', '.join(f'{1000 * x:.2f}' for x in single)}), {1000 * min(batched):.2f} ms/query in one batch "
              f"(all: {', '.join(f'{1000 * x:.2f}' for x in batched)}). Retriever build (transition matrix, "
-             f"lookups) {t_build.wall:.2f} s once per index version; query encoding {1000 * t_qenc.wall / len(questions):.1f} "
+             f"lookups) {t_build.wall:.2f} s once per index version; query encoding "
+             f"{1000 * t_qenc.wall / len(questions):.1f} "
              f"ms/query (not included). Single and batched rankings identical: {same_batch}. "
              f"Dense fallback used for {fallbacks} question(s).")
     L.append("")
@@ -402,11 +388,6 @@ def main(argv=None) -> int:
                  "query touches all of them), so mapping lowers the anonymous, unshared part of the RSS rather "
                  "than the peak; the mapped pages are shared page cache that the kernel can drop.")
         L.append("")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(L) + "\n")
+    write_result(args.out, "\n".join(L) + "\n")
     print(f"wrote {args.out}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

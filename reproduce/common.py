@@ -1,0 +1,99 @@
+"""Helpers shared by the ``python -m reproduce`` commands: paths, the git commit, memory and load
+figures, file hashes, report files, logging, and the LLM that must never be called."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import resource
+import subprocess
+from pathlib import Path
+
+from hippo_engine.llm.base import LLMClient, LLMError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = REPO_ROOT / "reproduce" / "results"
+#: HippoRAG v1's MuSiQue training subset (100 questions, 1,890 passages) in the repository's sibling ``shared/``.
+MUSIQUE_TRAIN_DIR = REPO_ROOT.parent / "shared" / "data" / "musique" / "hipporag_v1_train"
+#: The released GPT-3.5 OpenIE file of that subset.
+MUSIQUE_TRAIN_OPENIE = "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
+
+
+def git_head() -> tuple[str, bool] | None:
+    """``(short commit of this repository, whether tracked files differ from it)``, or ``None``
+    when git is not available."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, timeout=20, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha, bool(dirty)
+
+
+def _status_mb(field: str) -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def peak_rss_mb() -> float:
+    """Peak RSS of this process image in MiB. ``VmHWM``, not ``ru_maxrss`` (the fallback): Linux
+    carries ru_maxrss over fork and exec, so a child would report its parent's peak."""
+    hwm = _status_mb("VmHWM")
+    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def rss_mb() -> float:
+    """Current RSS of this process in MiB (NaN where ``/proc`` is not available)."""
+    v = _status_mb("VmRSS")
+    return v if v is not None else float("nan")
+
+
+def load_average(sep: str = "/") -> str:
+    """The 1, 5 and 15-minute load averages joined by ``sep`` (``?`` where not available)."""
+    try:
+        return sep.join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 hex digest of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_result(path: Path, text: str) -> Path:
+    """Write a result file (UTF-8), creating its folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def setup_logging(verbose: bool = False) -> None:
+    """Timestamped logging to stderr unless the caller configured logging already."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+class ForbiddenLLM(LLMClient):
+    """Any call is an error: proves the run made no LLM call."""
+
+    model_name = "gpt-3.5-turbo-1106"  # the OpenIE file's model; the name only labels files
+    calls = 0
+
+    def generate(self, messages, **kw):
+        ForbiddenLLM.calls += 1
+        raise LLMError("an LLM call was made although every passage has an OpenIE result")
