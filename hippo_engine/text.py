@@ -7,6 +7,11 @@ import re
 import unicodedata
 from typing import Any
 
+import json_repair
+
+#: A fact: (subject, predicate, object). The one definition; every module imports it from here.
+Triple = tuple[str, str, str]
+
 _REFERENCE_NON_ALNUM = re.compile(r"[^a-z0-9 ]")
 _SPACES = re.compile(r"\s+")
 _ALNUM_ANY = re.compile(r"[^\W_]", re.UNICODE)
@@ -113,7 +118,9 @@ def _close_truncated(s: str) -> str | None:
 
 
 def parse_json_lenient(text: str) -> Any:
-    """Parse JSON from model output: code fences, leading prose and truncation tolerated.
+    """Parse JSON from model output: code fences, leading prose, truncation and the usual
+    malformations tolerated (truncation: cut after the last complete item and close what is
+    open, spec section 1; the rest: ``json_repair``).
 
     Returns the parsed value or raises ``ValueError``. Never evaluates the text as code.
     """
@@ -143,5 +150,14 @@ def parse_json_lenient(text: str) -> Any:
             try:
                 return json.loads(repaired)
             except json.JSONDecodeError:
-                continue
+                pass
+        # other malformations (single quotes, trailing commas, bare keys, comments): json_repair.
+        # It runs last because it keeps a truncated final item ("Ca" of "Cairo"), which the
+        # truncation rule above drops.
+        try:
+            value = json_repair.loads(body)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, (dict, list)) and value:
+            return value
     raise ValueError(f"could not parse JSON from model output: {text[:200]!r}")

@@ -22,11 +22,10 @@ from typing import Any
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
 from hippo_engine.prompts import load_prompt
-from hippo_engine.text import mdhash_id, parse_json_lenient
+from hippo_engine.text import Triple, mdhash_id, parse_json_lenient
 
 logger = logging.getLogger(__name__)
 
-Triple = tuple[str, str, str]
 
 
 class OpenIEError(RuntimeError):

@@ -23,11 +23,10 @@ from hippo_engine.index.graph import GraphData, build_graph, insert_passages
 from hippo_engine.index.synonymy import rows_of, update_synonymy
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.store.sqlite import IndexDB, SQLiteEmbeddingStore, StoreError
-from hippo_engine.text import alnum_count, fact_text, facts_by_id, mdhash_id, normalize_phrase
+from hippo_engine.text import Triple, alnum_count, fact_text, facts_by_id, mdhash_id, normalize_phrase
 
 logger = logging.getLogger(__name__)
 
-Triple = tuple[str, str, str]
 
 
 def normalize_triples(triples: Iterable[Sequence[str]], mode: str) -> list[Triple]:

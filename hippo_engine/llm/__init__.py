@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
 from hippo_engine.llm.cache import CachedLLM
 from hippo_engine.llm.factory import make_llm
+from hippo_engine.llm.usage import MeteredLLM, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
     from hippo_engine.llm.llamacpp import LlamaCppClient
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hippo_engine.llm.openai_client import OpenAIClient
 
 __all__ = ["LLMClient", "LLMError", "LLMResponse", "LLMTimeoutError", "Message", "CachedLLM",
-           "OpenAIClient", "LocalHFClient", "LlamaCppClient", "make_llm"]
+           "OpenAIClient", "LocalHFClient", "LlamaCppClient", "make_llm", "MeteredLLM", "Usage"]
 
 
 def __getattr__(name: str):

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, Message
+from hippo_engine.llm.usage import Usage
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +65,7 @@ class CachedLLM(LLMClient):
         self.hits = 0
         self.misses = 0
         self.errors = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
+        self.usage = Usage()   # tokens of the replies this instance paid for (cache misses)
 
     # ------------------------------------------------------------------ delegation
     @property
@@ -175,23 +175,22 @@ class CachedLLM(LLMClient):
                 self.hits += 1
             else:
                 self.misses += 1
-                if resp is not None:
-                    self.prompt_tokens += resp.prompt_tokens
-                    self.completion_tokens += resp.completion_tokens
+        if not hit and resp is not None:
+            self.usage.add(resp)
 
     # ------------------------------------------------------------------ reporting
     @property
     def total_tokens(self) -> int:
         """Prompt + completion tokens spent on cache misses by this instance."""
-        return self.prompt_tokens + self.completion_tokens
+        return self.usage.spent_tokens
 
     def stats(self) -> dict:
         """Counters of this instance: hits, misses, errors and tokens spent on misses."""
+        u = self.usage.snapshot()
         with self._stats_lock:
             return {"hits": self.hits, "misses": self.misses, "errors": self.errors,
-                    "prompt_tokens": self.prompt_tokens,
-                    "completion_tokens": self.completion_tokens,
-                    "total_tokens": self.prompt_tokens + self.completion_tokens}
+                    "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
+                    "total_tokens": u["prompt_tokens"] + u["completion_tokens"]}
 
     def close(self) -> None:
         """Close the database (the inner client stays usable)."""
