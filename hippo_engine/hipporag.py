@@ -1,23 +1,46 @@
-"""``HippoRAG``: the thin facade over the index, retrieval and QA modules."""
+"""``HippoRAG``: the thin facade that wires the index, retrieval, HiRAG and QA components.
+
+Public API (reference-compatible where HippoRAG has the call): ``index``, ``delete``,
+``retrieve``, ``retrieve_dpr``, ``qa``, ``rag_qa``; ``retrieve_context`` (a mode's assembled
+context), ``build_communities``/``communities`` (HiRAG); ``encoder.encode(texts)``,
+``graph.to_igraph()``, ``graph_stats()``, ``import_openie()``, ``close()``. Per-call options
+are a :class:`~hippo_engine.config.QueryParam`.
+"""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
-from hippo_engine.config import HippoConfig
+from hippo_engine.config import HippoConfig, QueryParam
+from hippo_engine.hirag.component import HiRAG
+from hippo_engine.hirag.context import HiContext
+from hippo_engine.hirag.modes import HI_MODES, MODE_SPECS, ModeTable, solution_from_context
 from hippo_engine.index.chunking import chunk_text
+from hippo_engine.index.graph import GraphData
 from hippo_engine.index.openie import OpenIE, OpenIEError, OpenIEResult, load_openie_file, save_openie_file
 from hippo_engine.index.pipeline import Index
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
+from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
+from hippo_engine.qa.reader import QuerySolution, answer_questions
+from hippo_engine.retrieve.retriever import Retriever, encode_queries, query_entities
 from hippo_engine.text import mdhash_id
 
 logger = logging.getLogger(__name__)
+
+GoldDocs = Sequence[Sequence[str]]
+GoldAnswers = Sequence[str | Sequence[str]]
+Solutions = list[QuerySolution]
+WithRecall = tuple[Solutions, dict[str, float]]
+QAResult = tuple[Solutions, list[str], list[dict]]
+QAEvalResult = tuple[Solutions, list[str], list[dict], dict, dict]
 
 
 def _safe_name(name: str) -> str:
@@ -34,6 +57,8 @@ class HippoRAG:
     ``HippoConfig`` field names: ``HippoRAG(dir, use_filter=False, damping=0.5)``.
 
     Models are loaded lazily, on first use: opening an index to read statistics costs nothing.
+    Components: ``index_state`` (the ``Index``), ``hirag`` (the ``HiRAG`` component), the
+    ``Retriever`` (built per index version) and the reader (``qa``).
     """
 
     def __init__(self, save_dir: str | Path, llm_model_name: str | None = None,
@@ -42,7 +67,7 @@ class HippoRAG:
         config = config or HippoConfig()
         if overrides:
             config = config.replace(**overrides)
-        self.config = config
+        self._config = config
         self.save_dir = Path(save_dir)
         self.save_dir.mkdir(parents=True, exist_ok=True)
         from hippo_engine.models.assets import DEFAULT_EMBEDDER
@@ -57,11 +82,31 @@ class HippoRAG:
         self.index_state = Index(self.save_dir, config, lambda: self.encoder, self.embedding_model_name)
         self.openie_path = self.save_dir / f"openie_results_ner_{_safe_name(self.llm_model_name)}.json"
         self._openie: dict[str, OpenIEResult] = load_openie_file(self.openie_path) if self.openie_path.exists() else {}
-        self._retriever = None
+        self._wire()
+        self._rankers = ModeTable({"hipporag2": self._rank_ppr, "naive": self._rank_dense,
+                                   **dict.fromkeys(HI_MODES, self._rank_hirag)})
+
+    def _wire(self) -> None:
+        """(Re)build the components that hold the configuration."""
+        self.hirag = HiRAG(self.index_state, self._config, encoder=lambda: self.encoder, llm=lambda: self.llm)
+        self._retriever: Retriever | None = None
+        self._retriever_generation = -1
+        self._filter = None
+
+    @property
+    def config(self) -> HippoConfig:
+        """The configuration (immutable; assign a changed copy to reconfigure retrieval)."""
+        return self._config
+
+    @config.setter
+    def config(self, value: HippoConfig) -> None:
+        self._config = value
+        self._wire()
 
     # ------------------------------------------------------------------ models
     @property
     def llm(self) -> LLMClient:
+        """The LLM client (OpenIE, filter, reader, community reports), made on first use."""
         if self._llm is None:
             from hippo_engine.llm.factory import make_llm
             self._llm = make_llm(self.llm_model_name, self.config, cache_dir=self.save_dir)
@@ -69,6 +114,7 @@ class HippoRAG:
 
     @property
     def encoder(self) -> Encoder:
+        """The text encoder (``encoder.encode(texts) -> (n, dim) float32``), made on first use."""
         if self._encoder is None:
             from hippo_engine.models.encoder import TransformersEncoder
             cfg = self.config
@@ -162,33 +208,30 @@ class HippoRAG:
         self._retriever = None
         return report
 
-    # ------------------------------------------------------------------ retrieval
-    def _get_retriever(self):
-        if self._retriever is None and self.config.use_community_nodes:
-            from hippo_engine.hirag.modes import community_retriever  # HiRAG summary nodes (hirag.py)
-            self._retriever = community_retriever(self)
-        if self._retriever is None:
-            from hippo_engine.retrieve.retriever import Retriever
-            st = self.index_state.stores
-            self._retriever = Retriever(self.config, self.index_state.graph, st["passage"].ids, st["passage"].matrix,
+    # ------------------------------------------------------------------ components
+    def _get_retriever(self) -> Retriever:
+        """The ``Retriever`` of the current index (and communities, with ``use_community_nodes``)."""
+        if self._retriever is None or self._retriever_generation != self.hirag.generation:
+            st, graph, sources = self.index_state.stores, self.index_state.graph, []
+            if self.config.use_community_nodes:
+                graph, sources = self.hirag.seeded_graph(graph)
+            self._retriever = Retriever(self.config, graph, st["passage"].ids, st["passage"].matrix,
                                         st["fact"].ids, st["fact"].matrix, st["entity"].ids, st["entity"].matrix,
-                                        st["entity"].text, self.index_state.passage_triples)
+                                        st["entity"].text, self.index_state.passage_triples, seed_sources=sources)
+            self._retriever_generation = self.hirag.generation
         return self._retriever
-
-    def _encode_queries(self, queries: list[str]):
-        cfg = self.config
-        q_fact = self.encoder.encode(queries, instruction=cfg.query_instruction_fact)
-        if cfg.query_instruction_passage == cfg.query_instruction_fact:
-            return q_fact, q_fact
-        return q_fact, self.encoder.encode(queries, instruction=cfg.query_instruction_passage)
 
     @property
     def recognition_filter(self):
-        if getattr(self, "_filter", None) is None:
+        """The recognition filter (``RecognitionFilter``) on the engine's LLM, made on first use."""
+        if self._filter is None:
             from hippo_engine.retrieve.recognition import RecognitionFilter
             self._filter = RecognitionFilter(self.llm, self.config.filter_program_path,
                                              self.config.max_filtered_facts)
         return self._filter
+
+    def _encode_queries(self, queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        return encode_queries(self.encoder, queries, self.config)
 
     def _check_queries(self, queries, what: str) -> list[str]:
         if isinstance(queries, str) or not isinstance(queries, (list, tuple)):
@@ -200,165 +243,180 @@ class HippoRAG:
             raise RuntimeError(f"{what}(): the index in {self.save_dir} is empty; call index(docs) first")
         return list(queries)
 
-    def _with_metrics(self, solutions, gold_docs, what):
+    @staticmethod
+    def _param(param: QueryParam | None, **given) -> QueryParam:
+        """``param`` (default ``QueryParam()``) with the keyword options that were given."""
+        param = param or QueryParam()
+        changes = {k: v for k, v in given.items() if v is not None}
+        return dataclasses.replace(param, **changes) if changes else param
+
+    def _with_gold(self, solutions: Solutions, gold_docs: GoldDocs | None, what: str):
         if gold_docs is None:
             return solutions
-        from hippo_engine.evaluation.metrics import recall_at_k
-        if len(gold_docs) != len(solutions):
-            raise ValueError(f"{what}(): {len(gold_docs)} gold doc lists for {len(solutions)} queries")
-        for s, g in zip(solutions, gold_docs, strict=False):
-            s.gold_docs = list(g)
-        k_list = [k for k in (1, 2, 5, 10, 20, 30, 50, 100, 150, 200) if k <= max(self.config.retrieval_top_k, 1)]
-        metrics = recall_at_k([s.docs for s in solutions], [list(g) for g in gold_docs], ks=k_list)
-        logger.info("%s recall: %s", what, {k: round(v, 4) for k, v in metrics.items()})
-        return solutions, metrics
+        return solutions, retrieval_metrics(solutions, gold_docs, what, self.config.retrieval_top_k)
 
-    def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None = None, gold_docs=None,
-                 mode: str = "hipporag2", only_need_context: bool = False):
-        """HippoRAG 2 retrieval for each query (spec section 2).
+    # ------------------------------------------------------------------ retrieval
+    @overload
+    def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None = None, gold_docs: None = None,
+                 mode: str | None = None, *, param: QueryParam | None = None) -> Solutions: ...
+    @overload
+    def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None = None, *, gold_docs: GoldDocs,
+                 mode: str | None = None, param: QueryParam | None = None) -> WithRecall: ...
+    @overload
+    def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None, gold_docs: GoldDocs,
+                 mode: str | None = None, *, param: QueryParam | None = None) -> WithRecall: ...
 
-        Returns a list of ``QuerySolution`` (passages best first with their PPR scores, plus the
+    def retrieve(self, queries, num_to_retrieve=None, gold_docs=None, mode=None, *, param=None):
+        """Rank passages for each query: HippoRAG 2 retrieval (spec section 2) by default.
+
+        Returns a list of ``QuerySolution`` (passages best first with their scores, plus the
         candidate facts, kept facts, seed entities and whether the dense fallback fired), or
         ``(solutions, metrics)`` with Recall@k when ``gold_docs`` (a list of gold passage lists)
-        is given. ``mode`` picks another retriever (``naive``, ``hi_local``, ``hi_global``,
-        ``hi_bridge``, ``hi``; see ``hippo_engine.hirag.modes``); ``only_need_context=True`` returns
-        each query's assembled context (``hirag.HiContext``) instead.
+        is given. ``param`` (``QueryParam``) holds the per-call options; ``num_to_retrieve``
+        (passages per query) and ``mode`` (``naive``, ``hi_local``, ``hi_global``, ``hi_bridge``,
+        ``hi``; see ``hippo_engine.hirag.modes``) override its ``top_k`` and ``mode``.
         """
-        if mode != "hipporag2" or only_need_context:
-            from hippo_engine.hirag.modes import retrieve_mode
-            return retrieve_mode(self, queries, mode, num_to_retrieve=num_to_retrieve, gold_docs=gold_docs,
-                                 only_need_context=only_need_context)
-        from hippo_engine.qa.reader import QuerySolution
+        param = self._param(param, mode=mode, top_k=num_to_retrieve or None)
         queries = self._check_queries(queries, "retrieve")
+        solutions = self._rankers(param.mode, queries, param)
+        return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
+                               f"retrieve[{param.mode}]")
+
+    def retrieve_dpr(self, queries: Sequence[str], num_to_retrieve: int | None = None,
+                     gold_docs: GoldDocs | None = None, *, param: QueryParam | None = None
+                     ) -> Solutions | WithRecall:
+        """Dense passage retrieval baseline (``mode="naive"``); same return shapes as ``retrieve``."""
+        return self.retrieve(queries, num_to_retrieve, gold_docs, "naive", param=param)
+
+    def retrieve_context(self, queries: Sequence[str] | Sequence[QuerySolution], mode: str | None = None, *,
+                         num_to_retrieve: int | None = None, param: QueryParam | None = None) -> list[HiContext]:
+        """Each query's assembled reader context in ``mode`` (``HiContext``: titled sections with
+        token counts, the passage ranking, entities, communities, bridge path). No LLM call
+        unless communities must be built. ``hipporag2`` and ``naive`` give the passages the
+        reader would see; already-ranked ``QuerySolution``s are wrapped as they are in those modes."""
+        param = self._param(param, mode=mode, top_k=num_to_retrieve or None)
+        return self._contexts(queries, param, "retrieve_context")
+
+    def _contexts(self, queries, param: QueryParam, what: str) -> list[HiContext]:
+        given = bool(queries) and all(isinstance(q, QuerySolution) for q in queries)
+        if given and not MODE_SPECS[param.mode].reads_context:
+            return self.hirag.passage_contexts(queries, param.mode)
+        if given:   # hi_* modes retrieve in their own way
+            queries = [q.question for q in queries]
+        queries = self._check_queries(queries, what)
+        if param.mode == "hipporag2":
+            return self.hirag.passage_contexts(self._rank_ppr(param.mode, queries, param), param.mode)
+        q_fact, q_pass = self._encode_queries(queries)
+        return self.hirag.contexts(queries, param.mode, q_fact, q_pass, param.top_k or self.config.retrieval_top_k)
+
+    # --- mode handlers (the ``_rankers`` table) ------------------------------------------------
+    def _rank_ppr(self, mode: str, queries: list[str], param: QueryParam) -> Solutions:
         cfg = self.config
-        k = num_to_retrieve or cfg.retrieval_top_k
+        k = param.top_k or cfg.retrieval_top_k
+        use_filter = cfg.use_filter if param.use_filter is None else param.use_filter
         t0 = time.perf_counter()
         r = self._get_retriever()
         q_fact, q_pass = self._encode_queries(queries)
         ner_vectors = None
         if cfg.linking == "ner":
-            ner_vectors = [self.encoder.encode(ents) if ents else None for ents in self._query_ner(queries)]
-        filter_fn = None
-        if cfg.use_filter and cfg.linking == "fact":
-            filter_fn = lambda q, cands: self.recognition_filter.filter(q, cands)[0]  # noqa: E731
-        results, timings = r.search(queries, q_fact, q_pass, k, filter_fn, ner_vectors)
-        sols = []
-        for q, res in zip(queries, results, strict=False):
-            sol = QuerySolution(question=q, docs=[], doc_scores=[], candidate_facts=res.candidate_facts,
-                                kept_facts=res.kept_facts, seed_entities=res.seed_entities,
-                                used_fallback=res.used_fallback)
-            self._fill(sol, res.order, res.scores)
-            sols.append(sol)
+            ner = query_entities(self.llm, queries, cfg.max_new_tokens, cfg.normalization)
+            ner_vectors = [self.encoder.encode(ents) if ents else None for ents in ner]
+        filter_many = None
+        if use_filter and cfg.linking == "fact":
+            rf = self.recognition_filter
+            filter_many = lambda qs, cands: [kept for kept, _ in rf.filter_many(qs, cands)]  # noqa: E731
+        results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors)
+        sols = [self._solution(q, res.order, res.scores, res) for q, res in zip(queries, results, strict=True)]
         logger.info("retrieve: %d queries in %.2fs (encoding %.2fs, filter %.2fs, PPR %.2fs, scoring+seeding "
                     "%.2fs); dense fallback for %d", len(queries), time.perf_counter() - t0,
                     time.perf_counter() - t0 - timings["total"], timings["filter"], timings["ppr"],
                     timings["scoring"] + timings["seeding"], sum(s.used_fallback for s in sols))
-        return self._with_metrics(sols, gold_docs, "retrieve")
+        return sols
 
-    def _fill(self, sol, order, scores) -> None:
-        st = self.index_state.stores["passage"]
-        ids = st.ids
-        sol.docs = [st.text(ids[i]) for i in order]
-        sol.doc_scores = np.asarray(scores, dtype=np.float64)
-
-    def _query_ner(self, queries: list[str]) -> list[list[str]]:
-        from hippo_engine.index.openie import ner_messages, parse_ner
-        from hippo_engine.text import normalize_phrase
-        out = self.llm.generate_many([ner_messages(q) for q in queries], max_new_tokens=self.config.max_new_tokens)
-        ents = []
-        for res in out:
-            names = parse_ner(res.text) if not isinstance(res, Exception) else []
-            ents.append([n for n in (normalize_phrase(e, self.config.normalization) for e in names) if n])
-        return ents
-
-    def retrieve_dpr(self, queries: Sequence[str], num_to_retrieve: int | None = None, gold_docs=None):
-        """Dense passage retrieval baseline; same signature and return shape as ``retrieve``."""
-        from hippo_engine.qa.reader import QuerySolution
-        queries = self._check_queries(queries, "retrieve_dpr")
-        k = num_to_retrieve or self.config.retrieval_top_k
+    def _rank_dense(self, mode: str, queries: list[str], param: QueryParam) -> Solutions:
+        k = param.top_k or self.config.retrieval_top_k
         r = self._get_retriever()
         _, q_pass = self._encode_queries(queries)
         dense = r.dense_scores(q_pass)
-        sols = []
-        for j, q in enumerate(queries):
-            sol = QuerySolution(question=q, docs=[], doc_scores=[])
-            order, scores = r.dense_rank(dense[:, j], k)
-            self._fill(sol, order, scores)
-            sols.append(sol)
-        return self._with_metrics(sols, gold_docs, "retrieve_dpr")
+        return [self._solution(q, *r.dense_rank(dense[:, j], k)) for j, q in enumerate(queries)]
+
+    def _rank_hirag(self, mode: str, queries: list[str], param: QueryParam) -> Solutions:
+        return [solution_from_context(c) for c in self._contexts(queries, param, "retrieve")]
+
+    def _solution(self, question: str, order, scores, res=None) -> QuerySolution:
+        st = self.index_state.stores["passage"]
+        return QuerySolution.from_ranking(question, [st.text(st.ids[i]) for i in order], scores, res)
 
     # ------------------------------------------------------------------ QA
-    def qa(self, solutions, template=None):
-        """Answer already-retrieved ``QuerySolution``s with the reader LLM.
-        Returns ``(solutions, responses, metadata)``."""
-        from hippo_engine.qa.reader import answer_questions
-        responses, metadata = answer_questions(self.llm, solutions, self.config.qa_top_k,
-                                               show_progress=self.config.show_progress, template=template,
-                                               max_new_tokens=self.config.max_new_tokens,
-                                               temperature=self.config.temperature)
-        return solutions, responses, metadata
+    def qa(self, solutions: Sequence[QuerySolution], template=None, *, param: QueryParam | None = None) -> QAResult:
+        """Answer already-retrieved ``QuerySolution``s with the reader LLM over each one's top
+        ``qa_top_k`` passages (``param.qa_top_k`` or the config's); sets ``solution.answer``.
+        ``template``: a ``ReaderTemplate`` or its dict. Returns ``(solutions, responses, metadata)``."""
+        cfg = self.config
+        k = (param.qa_top_k if param is not None else None) or cfg.qa_top_k
+        responses, metadata = answer_questions(self.llm, solutions, k, show_progress=cfg.show_progress,
+                                               template=template, max_new_tokens=cfg.max_new_tokens,
+                                               temperature=cfg.temperature)
+        return list(solutions), responses, metadata
 
-    def rag_qa(self, queries, gold_docs=None, gold_answers=None, template=None, dense: bool = False,
-               mode: str = "hipporag2", only_need_context: bool = False):
+    @overload
+    def rag_qa(self, queries: Sequence[str] | Sequence[QuerySolution], gold_docs: None = None,
+               gold_answers: None = None, template=None, dense: bool = False, mode: str | None = None, *,
+               param: QueryParam | None = None) -> QAResult: ...
+    @overload
+    def rag_qa(self, queries: Sequence[str] | Sequence[QuerySolution], gold_docs: GoldDocs,
+               gold_answers: GoldAnswers | None = None, template=None, dense: bool = False, mode: str | None = None,
+               *, param: QueryParam | None = None) -> QAEvalResult: ...
+    @overload
+    def rag_qa(self, queries: Sequence[str] | Sequence[QuerySolution], gold_docs: GoldDocs | None = None, *,
+               gold_answers: GoldAnswers, template=None, dense: bool = False, mode: str | None = None,
+               param: QueryParam | None = None) -> QAEvalResult: ...
+
+    def rag_qa(self, queries, gold_docs=None, gold_answers=None, template=None, dense=False, mode=None, *,
+               param=None):
         """Retrieve (unless ``queries`` are already ``QuerySolution``s), read, and score.
 
-        Returns ``(solutions, responses, metadata)``, or with gold given
+        Returns ``(solutions, responses, metadata)``, or with gold docs or answers given
         ``(solutions, responses, metadata, retrieval_metrics, qa_metrics)``. ``dense=True``
-        uses dense retrieval instead of HippoRAG 2 (the paper's baseline, same reader).
-        ``mode``: another retriever whose assembled context the reader sees (see
-        ``hippo_engine.hirag.modes``); ``only_need_context=True`` returns the contexts, no answers.
+        uses dense retrieval instead of HippoRAG 2 (the paper's baseline, same reader). In a
+        hi_* ``mode`` the reader sees the mode's assembled context (see ``retrieve_context``)
+        and ``metadata[i]["context_tokens"]`` holds its section sizes.
         """
-        if mode != "hipporag2" or only_need_context:
-            from hippo_engine.hirag.modes import rag_qa_mode
-            return rag_qa_mode(self, queries, mode, gold_docs=gold_docs, gold_answers=gold_answers,
-                               template=template, dense=dense, only_need_context=only_need_context)
-        from hippo_engine.qa.reader import QuerySolution
-        retrieval_metrics: dict = {}
-        if queries and all(isinstance(q, QuerySolution) for q in queries):
-            solutions = list(queries)
+        cfg = self.config
+        param = self._param(param, mode=mode)
+        if dense and param.mode == "hipporag2":
+            param = dataclasses.replace(param, mode="naive")
+        given = bool(queries) and all(isinstance(q, QuerySolution) for q in queries)
+        retrieval: dict = {}
+        if MODE_SPECS[param.mode].reads_context:
+            solutions, responses, metadata = self.hirag.answer(self._contexts(queries, param, "rag_qa"), template)
             if gold_docs is not None:
-                from hippo_engine.evaluation.metrics import recall_at_k
-                for s, g in zip(solutions, gold_docs, strict=False):
-                    s.gold_docs = list(g)
-                retrieval_metrics = recall_at_k([s.docs for s in solutions], [list(g) for g in gold_docs])
+                retrieval = retrieval_metrics(solutions, gold_docs, f"rag_qa[{param.mode}]", cfg.retrieval_top_k)
         else:
-            fn = self.retrieve_dpr if dense else self.retrieve
-            out = fn(queries, gold_docs=gold_docs)
-            solutions, retrieval_metrics = out if gold_docs is not None else (out, {})
-        solutions, responses, metadata = self.qa(solutions, template=template)
+            if given:
+                solutions = list(queries)
+                if gold_docs is not None:
+                    retrieval = retrieval_metrics(solutions, gold_docs, "rag_qa")
+            else:
+                out = self.retrieve(queries, gold_docs=gold_docs, param=param)
+                solutions, retrieval = out if gold_docs is not None else (out, {})
+            solutions, responses, metadata = self.qa(solutions, template=template, param=param)
         if gold_docs is None and gold_answers is None:
             return solutions, responses, metadata
-        qa_metrics = self._score_answers(solutions, gold_answers, "rag_qa")
-        return solutions, responses, metadata, retrieval_metrics, qa_metrics
-
-    @staticmethod
-    def _score_answers(solutions, gold_answers, what: str) -> dict:
-        """Attach gold answers to the solutions and return EM/F1 ({} when none given)."""
-        if gold_answers is None:
-            return {}
-        from hippo_engine.evaluation.metrics import qa_metrics as score_answers
-        if len(gold_answers) != len(solutions):
-            raise ValueError(f"{what}(): {len(gold_answers)} gold answer lists for {len(solutions)} queries")
-        for s, g in zip(solutions, gold_answers, strict=False):
-            s.gold_answers = [g] if isinstance(g, str) else list(g)
-        metrics = score_answers([s.answer or "" for s in solutions], [s.gold_answers for s in solutions])
-        logger.info("%s: %s", what, metrics)
-        return metrics
+        return solutions, responses, metadata, retrieval, answer_metrics(solutions, gold_answers, "rag_qa")
 
     # ------------------------------------------------------------------ communities (HiRAG)
     def build_communities(self, max_llm_reports: int | None = None) -> dict:
         """Cluster the entity graph hierarchically (Leiden) and write a report per community;
         after an insert or delete only communities whose member set changed get new reports.
         At most ``max_llm_reports`` reports go to the LLM (None: all), the rest list their
-        members. Returns counts per level and report statistics. See ``hippo_engine.hirag.communities``."""
-        from hippo_engine.hirag.modes import build_communities
-        return build_communities(self, max_llm_reports=max_llm_reports)
+        members. Returns counts per level and report statistics. See ``hippo_engine.hirag``."""
+        return self.hirag.build_communities(max_llm_reports=max_llm_reports)
 
     @property
     def communities(self):
-        """The stored ``communities.CommunitySet`` (None before ``build_communities``)."""
-        from hippo_engine.hirag.modes import get_community_set
-        return get_community_set(self, build=False)
+        """The stored ``CommunitySet`` (None before ``build_communities``)."""
+        return self.hirag.communities(build=False)
 
     # ------------------------------------------------------------------ inspection
     def graph_stats(self) -> dict:
@@ -366,11 +424,12 @@ class HippoRAG:
         return self.index_state.graph.stats()
 
     @property
-    def graph(self):
+    def graph(self) -> GraphData:
         """The graph as ``GraphData`` (``.to_igraph()`` gives an ``igraph.Graph``)."""
         return self.index_state.graph
 
     def close(self) -> None:
+        """Close the index's database (the object is unusable afterwards)."""
         self.index_state.close()
 
     def __enter__(self) -> HippoRAG:

@@ -1,8 +1,9 @@
 """The reader: answer questions from retrieved passages (spec section 3).
 
 The reader prompt shows the top ``qa_top_k`` passages, each as ``Wikipedia Title: <passage>``
-(``passage = "title\\ntext"``), then ``Question: <q>`` and ``Thought: ``. A system instruction and
-one worked example (both loaded from ``prompts/``) come first, in chat format. The model reasons
+(``passage = "title\\ntext"``), or an assembled context (HiRAG modes), then ``Question: <q>`` and
+``Thought: ``. A system instruction and one worked example (both loaded from ``prompts/``) come
+first, in chat format. The model reasons
 and ends with ``Answer: <answer>``; :func:`parse_answer` takes the text after the last
 ``Answer:``.
 """
@@ -48,6 +49,16 @@ class QuerySolution:
     kept_facts: list = field(default_factory=list)
     seed_entities: list = field(default_factory=list)
     used_fallback: bool = False
+
+    @classmethod
+    def from_ranking(cls, question: str, docs: Sequence[str], scores, found: Any = None) -> QuerySolution:
+        """A solution for ranked passages (``scores`` as float64); ``found`` (a retriever's
+        ``RawResult``) supplies the candidate and kept facts, seed entities and fallback flag."""
+        sol = cls(question=question, docs=list(docs), doc_scores=np.asarray(scores, dtype=np.float64))
+        if found is not None:
+            sol.candidate_facts, sol.kept_facts = found.candidate_facts, found.kept_facts
+            sol.seed_entities, sol.used_fallback = found.seed_entities, found.used_fallback
+        return sol
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (arrays become lists of floats, tuples become lists)."""
@@ -139,11 +150,13 @@ def format_reader_input(question: str, passages: Sequence[str],
     return "\n\n".join(blocks)
 
 
-def build_reader_messages(question: str, passages: Sequence[str],
-                          template: ReaderTemplate | Mapping[str, Any] | None = None) -> list[dict]:
+def build_reader_messages(question: str, passages: Sequence[str] = (),
+                          template: ReaderTemplate | Mapping[str, Any] | None = None, *,
+                          context: str | None = None) -> list[dict]:
     """Chat messages for one question: system, the worked example(s) as user/assistant turns,
     then the question with its passages. Pass exactly the passages the reader should see
-    (the caller cuts to ``qa_top_k``)."""
+    (the caller cuts to ``qa_top_k``), or an assembled ``context`` (e.g. ``HiContext.text``)
+    that is shown as it is in their place."""
     if template is None:
         template = default_reader_template()
     elif not isinstance(template, ReaderTemplate):
@@ -153,8 +166,9 @@ def build_reader_messages(question: str, passages: Sequence[str],
         messages.append({"role": "user",
                          "content": format_reader_input(ex.question, ex.passages, template.passage_prefix)})
         messages.append({"role": "assistant", "content": ex.response})
-    messages.append({"role": "user",
-                     "content": format_reader_input(question, passages, template.passage_prefix)})
+    user = (format_reader_input(question, passages, template.passage_prefix) if context is None
+            else f"{context}\nQuestion: {question}\nThought: ")
+    messages.append({"role": "user", "content": user})
     return messages
 
 
@@ -201,8 +215,11 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
                      show_progress: bool = False, *,
                      template: ReaderTemplate | Mapping[str, Any] | None = None,
                      max_new_tokens: int | None = None,
-                     temperature: float | None = None) -> tuple[list[str], list[dict]]:
-    """Read every solution's top ``qa_top_k`` docs and answer its question.
+                     temperature: float | None = None,
+                     contexts: Sequence[str] | None = None,
+                     desc: str = "QA reading") -> tuple[list[str], list[dict]]:
+    """Read every solution's top ``qa_top_k`` docs (or ``contexts[i]``, an assembled context,
+    when given) and answer its question.
 
     Sets ``solution.answer`` on each solution and returns ``(responses, metadata)``: the raw
     model replies and, per query, ``{"prompt_tokens", "completion_tokens", "cached",
@@ -213,9 +230,13 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
         raise ValueError(f"qa_top_k must be positive, got {qa_top_k}")
     if not solutions:
         return [], []
-    batch = [build_reader_messages(s.question, list(s.docs[:qa_top_k]), template) for s in solutions]
+    if contexts is not None and len(contexts) != len(solutions):
+        raise ValueError(f"{len(contexts)} contexts for {len(solutions)} solutions")
+    batch = [build_reader_messages(s.question, list(s.docs[:qa_top_k]), template) if contexts is None
+             else build_reader_messages(s.question, template=template, context=contexts[i])
+             for i, s in enumerate(solutions)]
     results = llm.generate_many(batch, max_new_tokens=max_new_tokens, temperature=temperature,
-                                show_progress=show_progress, desc="QA reading")
+                                show_progress=show_progress, desc=desc)
     responses: list[str] = []
     metadata: list[dict] = []
     for sol, res in zip(solutions, results, strict=False):

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 
 import numpy as np
 import scipy.sparse as sp
 
-from hippo_engine.system import usable_cpus
+from hippo_engine.system import parallel_map, usable_cpus
 
 METHODS = ("chebyshev", "power")
 DTYPES = ("float32", "float64")
@@ -48,25 +49,21 @@ def _col_sums(m: np.ndarray) -> np.ndarray:
     return np.array([row.sum() for row in t])
 
 
-_POOLS: dict = {}
+_THREAD_STATE = threading.local()
 
 
-def _block_pool(workers: int):
-    """Threads for blocks of columns, each with one torch thread. torch's product and scipy's
+def _torch_one_thread_here() -> None:
+    """Give torch one thread in the calling pool thread (once per thread): blocks of columns run
+    side by side on the shared pool, each with one torch thread. torch's product and scipy's
     (measured: 2 threads 1.6-2.1x faster than one on 58k-580k nodes) run without the GIL."""
-    pool = _POOLS.get(workers)
-    if pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        def init():
-            try:
-                import torch
-                torch.set_num_threads(1)
-            except ImportError:  # pragma: no cover
-                pass
-        pool = _POOLS[workers] = ThreadPoolExecutor(max_workers=workers, initializer=init,
-                                                    thread_name_prefix="hippo-ppr")
-    return pool
+    if getattr(_THREAD_STATE, "torch_single", False):
+        return
+    try:
+        import torch
+        torch.set_num_threads(1)
+    except ImportError:  # pragma: no cover
+        pass
+    _THREAD_STATE.torch_single = True
 
 
 @contextlib.contextmanager
@@ -179,7 +176,9 @@ class PPRKernel:
         first_check = max(1, iterations_for(tol, damping, method) - 3)
         spans = [slice(s, min(b, s + step)) for s in range(0, b, step)]
 
-        def solve(cols: slice) -> None:
+        def solve(cols: slice, in_pool: bool = False) -> None:
+            if in_pool:
+                _torch_one_thread_here()
             out[:, cols] = self._run_block(r[:, cols], damping, tol, max_iter, method,
                                            np.arange(cols.start, cols.stop), first_check)
 
@@ -193,7 +192,7 @@ class PPRKernel:
             else:
                 # whole blocks per thread: no barrier inside a block's iteration, so a thread
                 # slowed by another process delays only its own blocks
-                list(_block_pool(workers).map(solve, spans))
+                parallel_map(lambda cols: solve(cols, in_pool=True), spans, workers)
         return out[:, 0] if single else out
 
     def _product(self, z: np.ndarray) -> np.ndarray:

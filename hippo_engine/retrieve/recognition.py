@@ -1,224 +1,48 @@
 """Recognition memory: the LLM filter over candidate facts (spec section 2, step 4).
 
-The filter is a DSPy program: a ``dspy.Predict`` over :class:`FactFilterSignature`
-(inputs: the question and the candidate facts as a JSON list of ``[subject, predicate, object]``
-triples; output: the relevant facts as a JSON list of triples). Its instruction and
-demonstrations are stored as a DSPy program JSON (``module.save(path)`` format, JSON only) at
-``prompts/filter_program.json``; ``reproduce/build_filter_demos.py`` builds that file from data.
-
-DSPy talks to the engine's own :class:`~hippo_engine.llm.base.LLMClient` through
-:class:`LLMClientLM`, a ``dspy.LM`` (hence ``dspy.BaseLM``) subclass whose requests go to a
-custom DSPy engine, :class:`LLMClientEngine`, that calls ``LLMClient.generate``. So every
-filter call goes through the engine's response cache and no DSPy or LiteLLM network client,
-cache or retry loop is involved. DSPy 3.4 deprecates custom LMs that override
-``BaseLM.forward``; a custom engine (``complete(Request) -> Response``) is the supported way.
-The LM is passed per call with ``dspy.context`` (never ``dspy.configure``).
+:class:`RecognitionFilter` runs the DSPy program of :mod:`hippo_engine.retrieve.filter_program`
+(re-exported here) on the engine's ``LLMClient``: the question and its candidate facts in, the
+relevant facts out, mapped back to the candidates. :meth:`RecognitionFilter.filter_many` filters
+a batch of queries with one ``llm.generate_many`` call (concurrent requests on a server): DSPy
+first formats every prompt (its LM stops before the LLM), the prompts go out together, and each
+reply is then parsed by the same DSPy program, so results equal one ``filter`` call per query.
 """
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-# LiteLLM (imported by DSPy) would otherwise try to download a model price list.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import dspy
+from dspy.utils.exceptions import AdapterParseError, DSPyError
 
-import dspy  # noqa: E402
-from dspy.lm15 import Message as _LMMessage  # noqa: E402
-from dspy.lm15 import Response as _LMResponse  # noqa: E402
-from dspy.lm15 import TextPart as _TextPart  # noqa: E402
-from dspy.lm15 import Usage as _Usage  # noqa: E402
-from dspy.utils.exceptions import AdapterParseError, DSPyError  # noqa: E402
-
-from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse  # noqa: E402
-from hippo_engine.prompts import load_json_prompt, prompts_dir  # noqa: E402
-from hippo_engine.text import normalize_phrase, parse_json_lenient  # noqa: E402
+from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
+from hippo_engine.retrieve.filter_program import (  # noqa: F401 - re-exported: the filter's public names
+    FIELD_NAMES,
+    FILTER_PROGRAM_FILE,
+    FILTER_SIGNATURE_PROMPT,
+    METADATA_KEY,
+    FactFilterProgram,
+    FactFilterSignature,
+    LLMClientEngine,
+    LLMClientLM,
+    build_filter_signature,
+    default_filter_program_path,
+    filter_demo_split,
+    load_filter_program,
+    read_filter_program_metadata,
+    save_filter_program,
+)
+from hippo_engine.text import normalize_phrase, parse_json_lenient
 
 logger = logging.getLogger(__name__)
 
 Triple = tuple[str, str, str]
-
-FILTER_SIGNATURE_PROMPT = "filter_signature.json"
-FILTER_PROGRAM_FILE = "filter_program.json"
-METADATA_KEY = "hippo_engine"  # our entry inside the program JSON's "metadata" object
-FIELD_NAMES = ("question", "candidate_facts", "relevant_facts")
-
-
-def default_filter_program_path() -> Path:
-    """``<repo>/prompts/filter_program.json``."""
-    return prompts_dir() / FILTER_PROGRAM_FILE
-
-
-# ----------------------------------------------------------------------------- DSPy <-> LLMClient
-def _request_messages(request: Any) -> list[dict]:
-    """Flatten a ``dspy.lm15.Request`` into ``[{"role", "content"}]`` chat messages."""
-    messages: list[dict] = []
-    if request.system is not None:
-        system = request.system if isinstance(request.system, str) else "".join(
-            getattr(p, "text", "") or "" for p in request.system)
-        messages.append({"role": "system", "content": system})
-    for m in request.messages:
-        text = m.text
-        if text is None:
-            text = "\n".join(getattr(p, "text", "") or "" for p in m.parts)
-        role = "system" if m.role == "developer" else m.role
-        messages.append({"role": role, "content": text})
-    return messages
-
-
-class LLMClientEngine:
-    """A DSPy 3.4 engine (``complete(Request) -> Response``) backed by an ``LLMClient``.
-
-    Counts its calls in ``self.calls`` and keeps every ``LLMResponse`` in ``self.responses``
-    (one engine is made per filter call, so both belong to that call). ``LLMError``
-    propagates; DSPy wraps it.
-    """
-
-    def __init__(self, llm: LLMClient):
-        self.llm = llm
-        self.calls = 0
-        self.responses: list[LLMResponse] = []
-
-    def complete(self, request: Any) -> Any:
-        messages = _request_messages(request)
-        config = request.config
-        self.calls += 1
-        resp = self.llm.generate(messages, max_new_tokens=config.max_tokens, temperature=config.temperature)
-        self.responses.append(resp)
-        finish = resp.finish_reason if resp.finish_reason in ("stop", "length", "content_filter") else "stop"
-        return _LMResponse(id=None, model=request.model,
-                           message=_LMMessage.assistant((_TextPart(resp.text or ""),)),
-                           finish_reason=finish,
-                           usage=_Usage(input_tokens=resp.prompt_tokens, output_tokens=resp.completion_tokens))
-
-    def stream(self, request: Any):  # pragma: no cover - DSPy streaming is not used
-        raise NotImplementedError("LLMClientEngine does not stream")
-
-    def close(self) -> None:
-        """Nothing to release: the LLMClient is borrowed."""
-
-
-class LLMClientLM(dspy.LM):
-    """A ``dspy.BaseLM`` that sends DSPy's chat messages to an engine ``LLMClient``.
-
-    No network call, no DSPy response cache (the client has its own), no DSPy retries (the
-    client retries). ``max_new_tokens``/``temperature`` of ``None`` use the client's defaults.
-    """
-
-    def __init__(self, llm: LLMClient, *, max_new_tokens: int | None = None,
-                 temperature: float | None = None):
-        self.client_engine = LLMClientEngine(llm)
-        name = str(getattr(llm, "model_name", None) or "unknown")
-        super().__init__(model=f"hippo-engine/{name}", engine=self.client_engine, cache=False,
-                         num_retries=0, temperature=temperature, max_tokens=max_new_tokens)
-
-
-# ----------------------------------------------------------------------------- signature and program
-class FactFilterSignature(dspy.Signature):
-    """Select the candidate facts that help answer the question."""
-
-    question: str = dspy.InputField()
-    candidate_facts: str = dspy.InputField()
-    relevant_facts: str = dspy.OutputField()
-
-
-def build_filter_signature(spec: Mapping[str, Any] | None = None) -> type[dspy.Signature]:
-    """:class:`FactFilterSignature` with the instruction and field descriptions of ``spec``
-    (default: ``prompts/filter_signature.json``: ``{"instructions": str, "fields": {name: desc}}``)."""
-    if spec is None:
-        spec = load_json_prompt(FILTER_SIGNATURE_PROMPT)
-    sig = FactFilterSignature.with_instructions(spec["instructions"])
-    for name, desc in (spec.get("fields") or {}).items():
-        if name not in FIELD_NAMES:
-            raise ValueError(f"unknown filter field {name!r}; fields are {FIELD_NAMES}")
-        sig = sig.with_updated_fields(name, desc=desc)
-    return sig
-
-
-class FactFilterProgram(dspy.Module):
-    """The filter program: one ``dspy.Predict`` (named ``predict``) over the filter signature."""
-
-    def __init__(self, signature: type[dspy.Signature] | None = None):
-        super().__init__()
-        self.predict = dspy.Predict(signature if signature is not None else build_filter_signature())
-
-    def forward(self, question: str, candidate_facts: str) -> dspy.Prediction:
-        return self.predict(question=question, candidate_facts=candidate_facts)
-
-
-def _check_program_json(state: Any, path: Path) -> None:
-    """Refuse a JSON that is not a saved :class:`FactFilterProgram` before DSPy reads it
-    (DSPy matches saved fields to the signature by position, not by name)."""
-    if not isinstance(state, dict) or not isinstance(state.get("predict"), dict):
-        raise ValueError(f"{path} is not a saved fact-filter program (no 'predict' entry)")
-    pred = state["predict"]
-    sig = pred.get("signature")
-    if not isinstance(sig, dict) or not isinstance(sig.get("instructions"), str):
-        raise ValueError(f"{path}: 'predict.signature.instructions' missing")
-    if len(sig.get("fields") or []) != len(FIELD_NAMES):
-        raise ValueError(f"{path}: expected {len(FIELD_NAMES)} signature fields {FIELD_NAMES}")
-    for i, demo in enumerate(pred.get("demos") or []):
-        if not isinstance(demo, dict) or not set(demo) - {"augmented"} <= set(FIELD_NAMES):
-            raise ValueError(f"{path}: demo {i} has fields other than {FIELD_NAMES}")
-    if not isinstance(state.get("metadata"), dict) or "dependency_versions" not in state["metadata"]:
-        raise ValueError(f"{path}: 'metadata.dependency_versions' missing (not a DSPy save file)")
-
-
-def load_filter_program(path: str | Path | None = None) -> FactFilterProgram:
-    """Load a program saved by :func:`save_filter_program` (JSON only; default
-    ``prompts/filter_program.json``)."""
-    path = Path(path) if path is not None else default_filter_program_path()
-    if path.suffix.lower() != ".json":
-        raise ValueError(f"filter programs are loaded from .json files only, got {path}")
-    if not path.is_file():
-        raise FileNotFoundError(f"filter program not found: {path}")
-    _check_program_json(json.loads(path.read_text(encoding="utf-8")), path)
-    program = FactFilterProgram()
-    program.load(str(path))  # DSPy's JSON state loader (allow_pickle stays False)
-    return program
-
-
-def save_filter_program(program: FactFilterProgram, path: str | Path,
-                        metadata: Mapping[str, Any] | None = None) -> Path:
-    """Save with DSPy's ``module.save(path)`` (JSON) and add ``metadata`` under
-    ``state["metadata"]["hippo_engine"]``, where DSPy's loader ignores it."""
-    path = Path(path)
-    if path.suffix.lower() != ".json":
-        raise ValueError(f"filter programs are saved as .json files only, got {path}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    program.save(str(path))
-    if metadata:
-        state = json.loads(path.read_text(encoding="utf-8"))
-        state.setdefault("metadata", {})[METADATA_KEY] = dict(metadata)
-        path.write_text(json.dumps(state, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
-
-
-def read_filter_program_metadata(path: str | Path | None = None) -> dict:
-    """Our metadata stored in a program JSON (``{}`` if none): source data, demo split, counts."""
-    path = Path(path) if path is not None else default_filter_program_path()
-    state = json.loads(path.read_text(encoding="utf-8"))
-    return dict((state.get("metadata") or {}).get(METADATA_KEY) or {})
-
-
-def filter_demo_split(path: str | Path | None = None) -> dict[str, list[str]]:
-    """The training-question split recorded in a program JSON (default: ours).
-
-    ``{"evaluation_ids": [...], "demo_pool_ids": [...], "demo_ids": [...]}``: MuSiQue train ids
-    of the evaluation part, of the pool the demonstrations were drawn from (never evaluate on
-    these) and of the questions actually used as demonstrations. Lists are empty when the file
-    records no split.
-    """
-    meta = read_filter_program_metadata(path)
-    split = meta.get("split") or {}
-    return {"evaluation_ids": list(split.get("musique_train_evaluation_ids") or []),
-            "demo_pool_ids": list(split.get("musique_train_demo_pool_ids") or []),
-            "demo_ids": list(meta.get("demo_question_ids") or [])}
+E = TypeVar("E", bound=BaseException)
 
 
 # ----------------------------------------------------------------------------- fact I/O
@@ -312,11 +136,12 @@ def match_to_candidates(output_facts: Sequence[Sequence[str]], candidates: Seque
     return kept[:max_kept], unmatched
 
 
-def _find_llm_error(exc: BaseException) -> LLMError | None:
+def _find_cause(exc: BaseException, kind: type[E]) -> E | None:
+    """The first exception of type ``kind`` in ``exc``'s cause/context chain (DSPy wraps errors)."""
     seen = set()
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
-        if isinstance(cur, LLMError):
+        if isinstance(cur, kind):
             return cur
         seen.add(id(cur))
         cur = cur.__cause__ or cur.__context__
@@ -352,6 +177,14 @@ class FilterInfo:
         return d
 
 
+class _Planned(Exception):
+    """Raised by the planning LM: DSPy built the request; the LLM has not been called."""
+
+    def __init__(self, messages: list[dict], max_new_tokens: int | None, temperature: float | None):
+        super().__init__("planned")
+        self.messages, self.max_new_tokens, self.temperature = messages, max_new_tokens, temperature
+
+
 class RecognitionFilter:
     """Keep the candidate facts that an LLM judges relevant to the question.
 
@@ -376,11 +209,66 @@ class RecognitionFilter:
     def filter(self, question: str, candidate_facts: Sequence[Sequence[str]]) -> tuple[list[Triple], dict]:
         """``(kept, info)``: the kept candidates (in candidate order, at most ``max_kept``) and a
         :class:`FilterInfo` dict. Failures are logged and keep nothing; they never raise."""
-        candidates = [tuple(str(x) for x in c) for c in candidate_facts]
+        return self.filter_many([question], [candidate_facts])[0]
+
+    def filter_many(self, questions: Sequence[str], candidates: Sequence[Sequence[Sequence[str]]]
+                    ) -> list[tuple[list[Triple], dict]]:
+        """:meth:`filter` for every (question, candidate facts) pair, with all LLM requests sent
+        in one ``llm.generate_many`` batch (up to the client's ``max_concurrency`` at a time).
+        Questions without candidates make no request. Returns one ``(kept, info)`` per question."""
+        if len(questions) != len(candidates):
+            raise ValueError(f"filter_many(): {len(questions)} questions but {len(candidates)} candidate lists")
+        cands = [[tuple(str(x) for x in c) for c in cs] for cs in candidates]
+        plans = [self._plan(q, cs) if cs else None for q, cs in zip(questions, cands, strict=True)]
+        groups: dict[tuple, list[int]] = {}
+        for i, p in enumerate(plans):
+            if p is not None:
+                groups.setdefault((p.max_new_tokens, p.temperature), []).append(i)
+        replies: dict[int, LLMResponse | LLMError] = {}
+        for (max_new, temp), idx in groups.items():
+            out = self.llm.generate_many([plans[i].messages for i in idx], max_new_tokens=max_new,
+                                         temperature=temp, desc="Recognition filter")
+            replies.update(zip(idx, out, strict=True))
+        return [self._run(q, cs, self._replay(replies[i]) if i in replies else None)
+                for i, (q, cs) in enumerate(zip(questions, cands, strict=True))]
+
+    def _lm(self, send=None) -> LLMClientLM:
+        return LLMClientLM(self.llm, max_new_tokens=self.max_new_tokens, temperature=self.temperature, send=send)
+
+    def _plan(self, question: str, candidates: list[Triple]) -> _Planned | None:
+        """The request DSPy would send for this question (None: DSPy failed before sending;
+        the filter then runs on its own and reports that failure)."""
+        def stop(messages, max_new_tokens, temperature):
+            raise _Planned(messages, max_new_tokens, temperature)
+
+        try:
+            with dspy.context(lm=self._lm(stop), adapter=self._adapter, disable_history=True):
+                self.program(question=question, candidate_facts=format_facts(candidates))
+        except Exception as e:  # DSPy may wrap the signal: look for it in the chain
+            return _find_cause(e, _Planned)
+        return None
+
+    def _replay(self, reply: LLMResponse | LLMError | Any) -> Callable:
+        """A ``send`` that answers the first request with ``reply`` (raising it if it is an
+        error) and any further one with the LLM."""
+        used = []
+
+        def send(messages, max_new_tokens, temperature):
+            if used:
+                return self.llm.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature)
+            used.append(True)
+            if isinstance(reply, BaseException):
+                raise reply
+            return reply
+
+        return send
+
+    def _run(self, question: str, candidates: list[Triple], send=None) -> tuple[list[Triple], dict]:
+        """One filter call; ``send`` answers the LLM request (None: ``llm.generate``)."""
         info = FilterInfo(reason="no_candidates", n_candidates=len(candidates))
         if not candidates:
             return [], info.to_dict()
-        lm = LLMClientLM(self.llm, max_new_tokens=self.max_new_tokens, temperature=self.temperature)
+        lm = self._lm(send)
         raw: str | None = None
         try:
             with dspy.context(lm=lm, adapter=self._adapter, disable_history=True):
@@ -392,7 +280,7 @@ class RecognitionFilter:
             if raw is None:
                 info.reason, info.error = "parse_error", str(e)[:500]
         except (DSPyError, LLMError) as e:
-            llm_err = _find_llm_error(e)
+            llm_err = _find_cause(e, LLMError)
             info.reason = "llm_error" if llm_err is not None else "error"
             info.error = f"{type(llm_err or e).__name__}: {llm_err or e}"
         finally:

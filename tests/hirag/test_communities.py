@@ -1,5 +1,5 @@
 """Hierarchical Leiden communities, report writing (retry, fallback, packing), persistence and
-incremental report reuse (hippo_engine.hirag.communities)."""
+incremental report reuse (hippo_engine.hirag: clustering, reports, store)."""
 import json
 import logging
 import random
@@ -9,19 +9,10 @@ import pytest
 from fakes import NgramEncoder, ScriptedLLM
 from helpers import make_rag, toy_respond
 
-from hippo_engine.hirag.communities import (
-    CommunityReport,
-    ReportInputs,
-    _leiden_groups,
-    cluster_entities,
-    communities_state,
-    community_context,
-    entity_igraph,
-    load_communities,
-    member_key,
-    parse_report,
-    write_reports,
-)
+from hippo_engine.hirag.clustering import _leiden_groups, cluster_entities, entity_igraph, member_key
+from hippo_engine.hirag.report_context import ReportInputs, community_context
+from hippo_engine.hirag.reports import CommunityReport, parse_report, write_reports
+from hippo_engine.hirag.store import communities_state, load_communities
 from hippo_engine.index.graph import KIND_CONTEXT, KIND_FACT, GraphData
 from hippo_engine.llm.base import LLMError, LLMResponse
 from hippo_engine.prompts import load_json_prompt

@@ -1,4 +1,4 @@
-"""Community summary nodes in the PPR graph and HiRAG's retrieval modes (hippo_engine.hirag.modes)."""
+"""Community summary nodes in the PPR graph and HiRAG's retrieval modes (hippo_engine.hirag)."""
 import igraph as ig
 import numpy as np
 import pytest
@@ -6,21 +6,11 @@ from fakes import NoCallLLM, ScriptedLLM
 from helpers import CORPUS, make_rag
 from test_communities import CountingResponder, world_corpus
 
-from hippo_engine.hirag.communities import entity_igraph
-from hippo_engine.hirag.modes import (
-    MODE_SECTIONS,
-    MODES,
-    CommunityRetriever,
-    HiContext,
-    augment_graph,
-    community_seeds,
-    dedupe,
-    find_path_with_required_nodes,
-    get_engine,
-    pack_by_tokens,
-)
+from hippo_engine.config import MODES, QueryParam
+from hippo_engine.hirag.clustering import entity_igraph
+from hippo_engine.hirag.context import MODE_SECTIONS, HiContext, dedupe, find_path_with_required_nodes, pack_by_tokens
+from hippo_engine.hirag.seeds import CommunitySeeds, augment_graph, community_seeds
 from hippo_engine.index.graph import KIND_FACT, GraphData
-from hippo_engine.retrieve.retriever import Retriever
 
 QUERIES = ["Who founded Tamsin College?", "Where was Ilse Marrow born?", "What is the capital of Kaldavia?"]
 
@@ -65,7 +55,7 @@ def test_bridge_is_built_from_graphdata_arrays_and_key_order_is_deterministic(bu
     assert g.vcount() == gd.num_entities
     ent = (gd.src < gd.num_entities) & (gd.dst < gd.num_entities)
     assert g.ecount() == int(ent.sum())
-    eng = get_engine(rag, need_communities=True)
+    eng = rag.hirag.engine(need_communities=True)
     overall = [e for e, _ in eng.top_entities(rag.encoder.encode(["Oren Pike"])[0], 50)]
     comms = eng.top_communities(overall[:5])
     keys = eng.key_entities(comms, overall, 2)
@@ -81,7 +71,7 @@ def test_bridge_is_built_from_graphdata_arrays_and_key_order_is_deterministic(bu
 
 
 # ------------------------------------------------------------------ contexts per mode
-def test_only_need_context_sections_and_budgets(tmp_path):
+def test_retrieve_context_sections_and_budgets(tmp_path):
     resp = CountingResponder()
     budgets = dict(hi_text_unit_tokens=40, hi_local_context_tokens=30, hi_bridge_tokens=20, hi_report_tokens=25)
     rag = make_rag(tmp_path, llm=ScriptedLLM(resp), max_cluster_size=3, use_filter=False, **budgets)
@@ -89,7 +79,7 @@ def test_only_need_context_sections_and_budgets(tmp_path):
     rag.build_communities()
     rag._llm = NoCallLLM()   # contexts need no LLM
     for mode in MODES:
-        ctxs = rag.retrieve(QUERIES, mode=mode, only_need_context=True)
+        ctxs = rag.retrieve_context(QUERIES, mode=mode)
         assert len(ctxs) == len(QUERIES) and all(isinstance(c, HiContext) for c in ctxs)
         for c in ctxs:
             assert tuple(c.sections) == MODE_SECTIONS[mode], mode
@@ -103,8 +93,8 @@ def test_only_need_context_sections_and_budgets(tmp_path):
             for _name in c.sections:
                 assert "-----" in c.text
             assert c.sections["passages"].startswith("Wikipedia Title: ") or not c.sections["passages"]
-        # the same through rag_qa: no answer, no LLM call
-        again = rag.rag_qa(QUERIES, mode=mode, only_need_context=True)
+        # the same through QueryParam: no answer, no LLM call
+        again = rag.retrieve_context(QUERIES, param=QueryParam(mode=mode))
         assert [c.text for c in again] == [c.text for c in ctxs]
 
 
@@ -112,16 +102,16 @@ def test_contexts_hold_what_their_mode_promises(built):
     rag, _ = built
     rag._llm = NoCallLLM()
     q = ["Who founded Tamsin College?"]
-    local = rag.retrieve(q, mode="hi_local", only_need_context=True)[0]
+    local = rag.retrieve_context(q, mode="hi_local")[0]
     assert "tamsin college" in local.sections["entities"]
     assert " | " in local.sections["relations"]
-    glob = rag.retrieve(q, mode="hi_global", only_need_context=True)[0]
+    glob = rag.retrieve_context(q, mode="hi_global")[0]
     assert glob.communities and glob.sections["reports"].startswith("# About")
-    bridge = rag.retrieve(q, mode="hi_bridge", only_need_context=True)[0]
+    bridge = rag.retrieve_context(q, mode="hi_bridge")[0]
     assert bridge.path and bridge.key_entities and " | " in bridge.sections["bridge"]
-    hi = rag.retrieve(q, mode="hi", only_need_context=True)[0]
+    hi = rag.retrieve_context(q, mode="hi")[0]
     assert hi.sections["reports"] and hi.sections["bridge"] and hi.sections["entities"]
-    naive = rag.retrieve(q, mode="naive", only_need_context=True)[0]
+    naive = rag.retrieve_context(q, mode="naive")[0]
     dpr = rag.retrieve_dpr(q)[0]
     assert naive.passages[: len(dpr.docs)] == dpr.docs[: len(naive.passages)]
 
@@ -162,14 +152,14 @@ def test_modes_needing_communities_build_them_when_missing(tmp_path):
     resp = CountingResponder()
     rag = make_rag(tmp_path, llm=ScriptedLLM(resp), max_cluster_size=3, use_filter=False)
     rag.index(CORPUS)
-    rag.retrieve(QUERIES[:1], mode="hi_local", only_need_context=True)
+    rag.retrieve_context(QUERIES[:1], mode="hi_local")
     assert resp.report_calls == 0                     # hi_local needs no communities
-    rag.retrieve(QUERIES[:1], mode="hi_global", only_need_context=True)
+    rag.retrieve_context(QUERIES[:1], mode="hi_global")
     assert resp.report_calls > 0
     rag2 = make_rag(tmp_path / "b", llm=ScriptedLLM(resp), community_auto_update=False)
     rag2.index(CORPUS)
     with pytest.raises(RuntimeError, match="build_communities"):
-        rag2.retrieve(QUERIES[:1], mode="hi_global", only_need_context=True)
+        rag2.retrieve_context(QUERIES[:1], mode="hi_global")
 
 
 # ------------------------------------------------------------------ summary nodes
@@ -181,7 +171,7 @@ def test_community_nodes_off_gives_exactly_hipporag2(tmp_path, built):
     rag, _ = built
     plain = make_rag(tmp_path / "plain", use_filter=False)
     plain.index(CORPUS)
-    assert type(rag._get_retriever()) is Retriever
+    assert rag._get_retriever().seed_sources == []
     assert _rankings(rag) == _rankings(plain)
     assert [s.docs for s in rag.retrieve(QUERIES, mode="hipporag2")] == [s.docs for s in plain.retrieve(QUERIES)]
     # the same holds on a bigger corpus with several worlds
@@ -200,7 +190,7 @@ def test_community_nodes_on_adds_nodes_and_seeds(built, tmp_path):
     on = make_rag(rag.save_dir, llm=ScriptedLLM(resp), max_cluster_size=3, use_filter=False,
                   use_community_nodes=True, community_seed_weight=0.5)
     r = on._get_retriever()
-    assert isinstance(r, CommunityRetriever)
+    assert len(r.seed_sources) == 1 and isinstance(r.seed_sources[0], CommunitySeeds)
     n_comm = len(rag.communities.communities)
     base = rag.index_state.graph
     assert r.graph.num_nodes == base.num_nodes + n_comm
@@ -211,7 +201,7 @@ def test_community_nodes_on_adds_nodes_and_seeds(built, tmp_path):
     assert all(sorted(s.docs) == sorted(CORPUS) for s in sols)      # still ranks every passage, only passages
     # a dense-fallback query goes through the sliced dense ranking
     q = on.encoder.encode(["Brask"])
-    res, _ = r.search(["x"], q, q, 3, filter_fn=lambda question, cands: [])
+    res, _ = r.search(["x"], q, q, 3, filter_many=lambda questions, cands: [[] for _ in questions])
     assert res[0].used_fallback and len(res[0].order) == 3 and res[0].order.max() < len(CORPUS)
     # zero weights: isolated, unseeded community nodes leave the ranking order as HippoRAG 2's
     zero = make_rag(rag.save_dir, llm=ScriptedLLM(resp), max_cluster_size=3, use_filter=False,
@@ -229,7 +219,7 @@ def test_pure_helpers():
     assert dedupe([3, 1, 3, 2, 1]) == [3, 1, 2]
     gd = GraphData(np.array(["entity-a", "entity-b", "chunk-p"], dtype=object), 2, np.array([0, 0]),
                    np.array([1, 2]), np.array([2.0, 1.0]), np.array([KIND_FACT, 2], np.uint8))
-    from hippo_engine.hirag.communities import Community
+    from hippo_engine.hirag.clustering import Community
     c = Community(id="community-x", level=0, entities=["entity-a", "entity-b", "entity-gone"])
     aug = augment_graph(gd, [c], 0.5, 1.0)
     assert aug.num_nodes == 4 and aug.node_ids[-1] == "community-x"

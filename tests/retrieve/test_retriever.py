@@ -7,7 +7,8 @@ import pytest
 from fakes import ScriptedLLM
 from helpers import CORPUS, make_rag
 
-from hippo_engine.retrieve.retriever import entity_seeds, min_max, passage_seeds, top_k
+from hippo_engine.retrieve.scoring import min_max, top_k
+from hippo_engine.retrieve.seeding import entity_seeds, passage_seeds
 
 
 def test_min_max_and_top_k():
@@ -136,7 +137,7 @@ def test_bad_queries(tmp_path):
 
 # ------------------------------------------------------------------ vectorised paths
 def test_entity_seed_table_matches_per_query_seeds():
-    from hippo_engine.retrieve.retriever import entity_seed_table
+    from hippo_engine.retrieve.seeding import entity_seed_table
     rng = np.random.default_rng(0)
     counts = rng.integers(0, 5, 30)
     links = [[(int(rng.integers(0, 30)), float(rng.random())) for _ in range(rng.integers(0, 12))] for _ in range(7)]
@@ -161,14 +162,14 @@ def test_top_facts_exact_with_ties():
     q = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
     r = Retriever.__new__(Retriever)      # only the fact matrix is needed
     r.fact_mat, r._fact_norm = mat, None
-    import hippo_engine.retrieve.retriever as rt
-    for block in (rt.ROW_BLOCK, 777):
-        old, rt.ROW_BLOCK = rt.ROW_BLOCK, block
+    import hippo_engine.retrieve.scoring as sc
+    for block in (sc.ROW_BLOCK, 777):
+        old, sc.ROW_BLOCK = sc.ROW_BLOCK, block
         try:
             rows, scores = r.top_facts(q, 5)
             single = [r.top_facts(q[j:j + 1], 5) for j in range(len(q))]
         finally:
-            rt.ROW_BLOCK = old
+            sc.ROW_BLOCK = old
         for j in range(len(q)):
             ex = mat.astype(np.float64) @ q[j].astype(np.float64)
             order = np.lexsort((np.arange(len(ex)), -ex))[:5]
@@ -190,36 +191,73 @@ def test_batch_equals_single_bitwise(tmp_path):
         assert s.seed_entities == b.seed_entities and s.kept_facts == b.kept_facts
 
 
-def test_batched_search_in_blocks_and_subclass_path(tmp_path):
-    """query_batch_size splits a batch without changing results; the per-query seeding path
-    (used by subclasses that add seeds) gives the same reset vectors as the vectorised one."""
+def test_batched_search_in_blocks_and_reset_vectors(tmp_path):
+    """query_batch_size splits a batch without changing results; the vectorised reset matrix
+    equals the per-query reset vectors column by column."""
     rag = make_rag(tmp_path, use_filter=False)
     rag.index(CORPUS)
     qs = ["Where was Ilse Marrow born?", "Who founded Tamsin College?", "Who married Oren Pike?"]
     ref = rag.retrieve(qs)
     rag2 = make_rag(tmp_path, use_filter=False, query_batch_size=1)
     assert [s.docs for s in rag2.retrieve(qs)] == [s.docs for s in ref]
-    from hippo_engine.retrieve.retriever import Retriever
-
-    class PerQuery(Retriever):
-        def reset_vector(self, linked, dense):
-            return super().reset_vector(linked, dense)
-
     r = rag._get_retriever()
-    sub = PerQuery(r.config, r.graph, rag.index_state.stores["passage"].ids, r.passage_mat, r.fact_ids, r.fact_mat,
-                   r.entity_ids, r.entity_mat, r.entity_text, rag.index_state.passage_triples)
+    q_fact, _ = rag._encode_queries(qs)
+    rows, scores = r.top_facts(q_fact, r.config.linking_top_k)
+    dense = r.dense_scores(q_fact)
+    qq = np.repeat(np.arange(len(qs)), rows.shape[1])
+    nodes = r.fact_nodes_of(rows.reshape(-1))
+    lq, ln, ls = np.repeat(qq, 2), nodes.reshape(-1), np.repeat(scores.reshape(-1), 2)
+    ok = ln >= 0
+    R, seeds = r.reset_matrix(lq[ok], ln[ok], ls[ok], dense, [0, 2])
+    for c, j in enumerate([0, 2]):
+        m = lq[ok] == j
+        vec, sd = r.reset_vector(list(zip(ln[ok][m].tolist(), ls[ok][m].tolist(), strict=True)), dense[:, j])
+        assert np.array_equal(R[:, c], vec) and seeds[c] == sd
+
+
+class RecordingSeeds:
+    """A seed source that puts weight 1.0 on one node and records what it was given."""
+
+    def __init__(self, node):
+        self.node, self.calls = node, []
+
+    def score(self, q_pass):
+        return np.arange(len(q_pass), dtype=np.float32)[None, :]    # one item, score = query number
+
+    def add_seeds(self, resets, scores, cols):
+        self.calls.append((scores.copy(), list(cols)))
+        resets[self.node, :] += 1.0
+
+
+def test_seed_source_adds_its_seeds_per_block(tmp_path):
+    from hippo_engine.retrieve.retriever import Retriever
+    from hippo_engine.retrieve.seeding import SeedSource
+    rag = make_rag(tmp_path, use_filter=False, query_batch_size=2)
+    rag.index(CORPUS)
+    qs = ["Where was Ilse Marrow born?", "Who founded Tamsin College?", "Who married Oren Pike?"]
+    r = rag._get_retriever()
+    target = int(r.passage_nodes[CORPUS.index(CORPUS[6])])     # the Amber Fair passage node
+    src = RecordingSeeds(target)
+    assert isinstance(src, SeedSource)
+    st = rag.index_state.stores
+    seeded = Retriever(r.config, r.graph, st["passage"].ids, r.passage_mat, r.fact_ids, r.fact_mat, r.entity_ids,
+                       r.entity_mat, r.entity_text, rag.index_state.passage_triples, seed_sources=[src])
     q_fact, q_pass = rag._encode_queries(qs)
-    a, _ = r.search(qs, q_fact, q_pass, 10)
-    b, _ = sub.search(qs, q_fact, q_pass, 10)
-    for x, y in zip(a, b, strict=False):
-        assert np.array_equal(x.order, y.order) and np.array_equal(x.scores, y.scores)
-        assert x.seed_entities == y.seed_entities
+    plain, _ = r.search(qs, q_fact, q_pass, len(CORPUS))
+    got, _ = seeded.search(qs, q_fact, q_pass, len(CORPUS))
+    # called once per block (2 + 1 queries) with the block's score columns and its graph columns
+    assert [c for _, c in src.calls] == [[0, 1], [0]]
+    assert [s.tolist() for s, _ in src.calls] == [[[0.0, 1.0]], [[2.0]]]
+    row = list(st["passage"].ids).index(r.graph.node_ids[target])
+    for a, b in zip(plain, got, strict=True):
+        assert b.scores[list(b.order).index(row)] > a.scores[list(a.order).index(row)]
+        assert a.seed_entities == b.seed_entities
 
 
 def test_dense_column_split_over_threads_matches_one_scan():
     """The scan splits big matrices into equal blocks on a thread pool; each score must be
     the one a single scan gives (bit for bit), whatever the number of rows."""
-    from hippo_engine.retrieve.retriever import dense_column
+    from hippo_engine.retrieve.scoring import dense_column
     rng = np.random.default_rng(3)
     q = rng.standard_normal(48).astype(np.float32)
     for n in (0, 5, 8191, 8192, 17033, 40001):

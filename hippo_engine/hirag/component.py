@@ -1,0 +1,140 @@
+"""``HiRAG``: the HiRAG component the ``HippoRAG`` facade owns.
+
+It keeps the communities of one index (building, rebuilding when stale, loading), gives the
+retriever its community nodes and seeds (``use_community_nodes=True``), and assembles the
+contexts of the modes. It is built from explicit dependencies (the ``Index``, the configuration,
+and zero-argument providers of the encoder and the LLM, called only when needed) and never calls
+back into the facade.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from hippo_engine.config import HippoConfig
+from hippo_engine.hirag.communities import build_communities
+from hippo_engine.hirag.context import HiContext, HiRAGEngine, passage_context, token_counter
+from hippo_engine.hirag.modes import MODE_SPECS, check_mode, solution_from_context
+from hippo_engine.hirag.report_context import TokenCounter
+from hippo_engine.hirag.seeds import CommunitySeeds, augment_graph
+from hippo_engine.hirag.store import META_VERSION, CommunitySet, communities_state, load_communities
+from hippo_engine.index.graph import GraphData
+from hippo_engine.index.pipeline import Index
+from hippo_engine.llm.base import LLMClient
+from hippo_engine.models.encoder import Encoder
+from hippo_engine.qa.reader import QuerySolution, answer_questions
+
+logger = logging.getLogger(__name__)
+
+
+class HiRAG:
+    """Communities, community seeds and mode contexts over one ``Index``.
+
+    ``encoder``/``llm``: zero-argument providers (models load lazily). ``generation`` counts the
+    community builds made through this object; a retriever built before the last build is stale.
+    """
+
+    def __init__(self, index: Index, config: HippoConfig, encoder: Callable[[], Encoder],
+                 llm: Callable[[], LLMClient]):
+        self.index = index
+        self.config = config
+        self._encoder = encoder
+        self._llm = llm
+        self.generation = 0
+        self._engine: tuple[tuple, HiRAGEngine] | None = None
+
+    def token_counter(self) -> TokenCounter:
+        """Token counter of the section budgets (the encoder's tokenizer, else words)."""
+        return token_counter(self._encoder())
+
+    # ------------------------------------------------------------------ communities
+    def build_communities(self, max_llm_reports: int | None = None, show_progress: bool | None = None) -> dict:
+        """Compute (or update) the communities, reports and report vectors; see
+        :func:`hippo_engine.hirag.communities.build_communities`. Returns its summary."""
+        summary = build_communities(self.index, self.config, self._llm, count=self.token_counter(),
+                                    max_llm_reports=max_llm_reports, show_progress=show_progress)
+        self.generation += 1
+        self._engine = None
+        return summary
+
+    def state(self) -> str:
+        """``"missing"``, ``"stale"`` or ``"current"`` (see ``store.communities_state``)."""
+        return communities_state(self.index, self.config)
+
+    def communities(self, build: bool = True) -> CommunitySet | None:
+        """The communities of the index. Missing or stale ones are (re)built first when ``build``
+        and ``community_auto_update`` allow it (reports only for changed communities); a stale
+        set is otherwise used with a warning; missing ones give None when not built."""
+        state = self.state()
+        if state != "current":
+            if build and self.config.community_auto_update:
+                logger.info("communities are %s; building them now", state)
+                self.build_communities()
+            elif state == "missing":
+                return None
+            else:
+                logger.warning("communities are stale (the index changed); call build_communities() to update them")
+        return load_communities(self.index)
+
+    def seeded_graph(self, graph: GraphData) -> tuple[GraphData, list[CommunitySeeds]]:
+        """``graph`` with a node per community (``seeds.augment_graph``) and the seed source of
+        those nodes, for a ``Retriever`` (communities built if needed)."""
+        cset = self.communities()
+        if cset is None:
+            raise RuntimeError("use_community_nodes=True but no communities exist and community_auto_update is off; "
+                               "call build_communities() first")
+        cfg = self.config
+        aug = augment_graph(graph, cset.communities, cfg.community_entity_weight, cfg.community_parent_weight)
+        nodes = np.arange(graph.num_nodes, aug.num_nodes, dtype=np.int64)
+        return aug, [CommunitySeeds(nodes, cset.matrix(), cfg.community_seed_weight, cfg.community_seed_top_k)]
+
+    # ------------------------------------------------------------------ contexts
+    def engine(self, need_communities: bool) -> HiRAGEngine:
+        """The (cached) context builder of the current index, with its communities when needed."""
+        cset = self.communities() if need_communities else None
+        if need_communities and cset is None:
+            raise RuntimeError("this mode needs communities; call build_communities() first "
+                               "(or set community_auto_update=True)")
+        key = (self.index.version, self.index.db.get_meta(META_VERSION) if need_communities else None)
+        if self._engine is not None and self._engine[0] == key:
+            return self._engine[1]
+        eng = HiRAGEngine(self.index, self.config, cset, self.token_counter())
+        self._engine = (key, eng)
+        return eng
+
+    def contexts(self, queries: Sequence[str], mode: str, q_fact: np.ndarray, q_pass: np.ndarray,
+                 limit: int) -> list[HiContext]:
+        """The assembled context of each query in ``mode`` (``naive`` or a hi_* mode), from its
+        encoded vectors; at most ``limit`` passages ranked."""
+        check_mode(mode)
+        if mode == "hipporag2":
+            raise ValueError("hipporag2 contexts wrap ranked solutions: use passage_contexts()")
+        t0 = time.perf_counter()
+        eng = self.engine(need_communities=MODE_SPECS[mode].needs_communities)
+        out = [eng.context(q, mode, q_fact[j], q_pass[j], limit) for j, q in enumerate(queries)]
+        logger.info("%s: %d contexts in %.2fs", mode, len(out), time.perf_counter() - t0)
+        return out
+
+    def passage_contexts(self, solutions: Sequence, mode: str = "hipporag2") -> list[HiContext]:
+        """Contexts of already-ranked ``QuerySolution``s: the reader's ``qa_top_k`` passages."""
+        count = self.token_counter()
+        return [passage_context(s.question, mode, s.docs, self.config.qa_top_k, count,
+                                self.config.hi_text_unit_tokens, s.seed_entities) for s in solutions]
+
+    def answer(self, contexts: Sequence[HiContext], template=None) -> tuple[list[QuerySolution], list[str], list[dict]]:
+        """Read each context with the reader LLM (the context in place of the passage list).
+        Returns ``(solutions, responses, metadata)``; ``metadata[i]["context_tokens"]`` holds the
+        context's section sizes."""
+        cfg = self.config
+        solutions = [solution_from_context(c) for c in contexts]
+        mode = contexts[0].mode if contexts else ""
+        responses, metadata = answer_questions(self._llm(), solutions, cfg.qa_top_k, show_progress=cfg.show_progress,
+                                               template=template, max_new_tokens=cfg.max_new_tokens,
+                                               temperature=cfg.temperature, contexts=[c.text for c in contexts],
+                                               desc=f"QA reading ({mode})")
+        for meta, ctx in zip(metadata, contexts, strict=True):
+            meta["context_tokens"] = dict(ctx.tokens)
+        return solutions, responses, metadata
