@@ -115,6 +115,7 @@ def _print_metrics(name: str, metrics: dict) -> None:
 
 # ------------------------------------------------------------------ commands
 def cmd_index(args) -> int:
+    """Index a corpus file (optionally seeding OpenIE results first)."""
     rag = _make_rag(args)
     if args.openie:
         n = rag.import_openie(args.openie)
@@ -129,6 +130,7 @@ def cmd_index(args) -> int:
 
 
 def cmd_delete(args) -> int:
+    """Remove the documents of a corpus file from the index."""
     rag = _make_rag(args)
     report = rag.delete(read_corpus(args.corpus))
     print(json.dumps(report, indent=2))
@@ -137,12 +139,14 @@ def cmd_delete(args) -> int:
 
 
 def cmd_stats(args) -> int:
+    """Print graph statistics."""
     rag = _make_rag(args)
     print(json.dumps(rag.graph_stats(), indent=2))
     return 0
 
 
 def cmd_retrieve(args) -> int:
+    """Retrieve passages for a queries file (Recall@k when it has gold docs)."""
     rag = _make_rag(args)
     qs, gold_docs, _ = read_queries(args.queries)
     if args.limit:
@@ -160,6 +164,7 @@ def cmd_retrieve(args) -> int:
 
 
 def cmd_qa(args) -> int:
+    """Retrieve and answer a queries file (EM/F1 when it has gold answers)."""
     rag = _make_rag(args)
     qs, gold_docs, gold_answers = read_queries(args.queries)
     if args.limit:
@@ -221,6 +226,7 @@ def cmd_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``hippo-engine``."""
     p = argparse.ArgumentParser(prog="hippo-engine", description=(
         "HippoRAG 2-style long-term memory: index documents into a passage-entity graph, retrieve "
         "with Personalized PageRank, answer with an LLM. Runs offline with packaged default models."))
@@ -277,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 on a usage or input error)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -5,12 +5,37 @@ import hashlib
 import json
 import re
 import unicodedata
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import json_repair
 
 #: A fact: (subject, predicate, object). The one definition; every module imports it from here.
 Triple = tuple[str, str, str]
+
+
+class Hyperedge(NamedTuple):
+    """An n-ary fact: a sentence (``extractor="ner"``) or an LLM knowledge segment
+    (``extractor="nary"``) linked to every normalised entity it mentions. Its fact id is
+    ``mdhash_id(text, "fact-")`` and ``text`` is what the fact store embeds."""
+
+    text: str
+    entities: tuple[str, ...]
+
+
+def hyperedges_by_id(passage_hyperedges: Mapping[str, Iterable[Hyperedge]]) -> dict[str, Hyperedge]:
+    """fact id -> hyperedge over all passages (first occurrence wins; equal texts share an id)."""
+    out: dict[str, Hyperedge] = {}
+    for hs in passage_hyperedges.values():
+        for h in hs:
+            out.setdefault(mdhash_id(h.text, "fact-"), h)
+    return out
+
+
+def mention_triples(hyperedges: Sequence[Hyperedge]) -> list[Triple]:
+    """How the graph sees hyperedges: one ``(e, "", e)`` per mentioned entity, i.e. a
+    passage-entity context edge and no entity-entity edge (self-loops are never added)."""
+    return [(e, "", e) for e in dict.fromkeys(e for h in hyperedges for e in h.entities)]
 
 _REFERENCE_NON_ALNUM = re.compile(r"[^a-z0-9 ]")
 _SPACES = re.compile(r"\s+")

@@ -64,15 +64,18 @@ class Community:
 
     @property
     def size(self) -> int:
+        """Number of member entities."""
         return len(self.entities)
 
     def to_json(self) -> dict:
+        """A JSON-serialisable dict."""
         d = asdict(self)
         d["edges"] = [list(e) for e in self.edges]
         return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Community:
+        """The community stored by ``to_json``."""
         return cls(id=d["id"], level=int(d["level"]), entities=list(d["entities"]), parent=d.get("parent"),
                    children=list(d.get("children") or []), edges=[tuple(e) for e in d.get("edges") or []],
                    passages=list(d.get("passages") or []))

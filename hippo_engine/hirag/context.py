@@ -142,6 +142,7 @@ class HiContext:
         return "\n".join(f"-----{SECTION_TITLES[k]}-----\n{v}\n" for k, v in self.sections.items())
 
     def to_dict(self) -> dict:
+        """A JSON-serialisable dict (with the rendered ``text``)."""
         return {"query": self.query, "mode": self.mode, "sections": dict(self.sections), "tokens": dict(self.tokens),
                 "passages": list(self.passages), "passage_context": self.passage_context,
                 "entities": list(self.entities), "communities": list(self.communities),
@@ -212,12 +213,15 @@ class HiRAGEngine:
         return self._g
 
     def name(self, node: int) -> str:
+        """The entity text of graph node ``node``."""
         return self.inputs.name(str(self.node_ids[node]))
 
     def passage_text(self, node: int) -> str:
+        """The passage text of graph node ``node``."""
         return self.passage_store.text(str(self.node_ids[node]))
 
     def pair_lines(self, a: int, b: int) -> list[str]:
+        """Relation lines of the entity pair (a, b) (see ``ReportInputs.relation_lines``)."""
         x, y = str(self.node_ids[a]), str(self.node_ids[b])
         return self.inputs.relation_lines((x, y) if x < y else (y, x))
 
@@ -252,6 +256,7 @@ class HiRAGEngine:
                                             str(self.node_ids[p[0]]), str(self.node_ids[p[1]])))
 
     def relation_text(self, p: tuple[int, int]) -> str:
+        """One line for an entity pair: its relations, or ``a | related to | b``."""
         lines = self.pair_lines(*p)
         return "; ".join(lines) if lines else f"{self.name(p[0])} | related to | {self.name(p[1])}"
 

@@ -60,6 +60,7 @@ class ReportInputs:
                     lst.append(t)
 
     def name(self, eid: str) -> str:
+        """The entity text of ``eid`` (the id itself when unknown)."""
         try:
             return self.entity_text(eid)
         except KeyError:

@@ -63,10 +63,12 @@ class CommunityReport:
         return "\n\n".join(p for p in parts if p)
 
     def to_json(self) -> dict:
+        """A JSON-serialisable dict."""
         return asdict(self)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CommunityReport:
+        """The report stored by ``to_json`` (unknown keys ignored)."""
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 
@@ -217,6 +219,7 @@ class ReportStats:
     per_level: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
+        """The counters as a dict."""
         return asdict(self)
 
 

@@ -47,6 +47,7 @@ class CommunityDB:
                   " source TEXT NOT NULL)")
 
     def load_communities(self) -> list[Community]:
+        """All stored communities, by (level, id)."""
         rows = self.db.conn.execute("SELECT data FROM communities ORDER BY level, id").fetchall()
         return [Community.from_json(json.loads(r[0])) for r in rows]
 
@@ -71,6 +72,7 @@ class CommunityDB:
 
 
 def clustering_params(config) -> str:
+    """The clustering settings communities are built with, as JSON (recorded to detect stale sets)."""
     return json.dumps({"max_cluster_size": config.max_cluster_size, "seed": config.community_seed,
                        "min_size": config.community_min_size, "max_levels": config.community_max_levels},
                       sort_keys=True)
@@ -97,6 +99,7 @@ class CommunitySet:
 
     @property
     def by_id(self) -> dict[str, Community]:
+        """Communities by id."""
         return {c.id: c for c in self.communities}
 
     def matrix(self) -> np.ndarray:
@@ -106,6 +109,7 @@ class CommunitySet:
         return self.store.matrix[[self.store.row(c.id) for c in self.communities]]
 
     def levels(self) -> dict[int, int]:
+        """{level: number of communities}."""
         return communities_by_level(self.communities)
 
 

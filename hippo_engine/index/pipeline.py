@@ -1,4 +1,8 @@
-"""The index: passages, their OpenIE triples, the three embedding stores, synonymy and graph.
+"""The index: passages, their facts, the three embedding stores, synonymy and graph.
+
+A passage's facts are OpenIE triples (``extractor="openie"``) or hyperedges: sentences or n-ary
+facts linked to all the entities they mention (``"ner"``, ``"nary"``). An index holds one kind;
+the extractor is recorded in its metadata and mixing is refused.
 
 ``Index`` owns the on-disk state under ``save_dir`` and keeps it consistent:
 ``add(passages)`` and ``remove(passage_ids)`` each run as one SQLite transaction. ``add``
@@ -23,7 +27,17 @@ from hippo_engine.index.graph import GraphData, build_graph, insert_passages
 from hippo_engine.index.synonymy import rows_of, update_synonymy
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.store.sqlite import IndexDB, SQLiteEmbeddingStore, StoreError
-from hippo_engine.text import Triple, alnum_count, fact_text, facts_by_id, mdhash_id, normalize_phrase
+from hippo_engine.text import (
+    Hyperedge,
+    Triple,
+    alnum_count,
+    fact_text,
+    facts_by_id,
+    hyperedges_by_id,
+    mdhash_id,
+    mention_triples,
+    normalize_phrase,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +50,17 @@ def normalize_triples(triples: Iterable[Sequence[str]], mode: str) -> list[Tripl
         s, p, o = normalize_phrase(s, mode), normalize_phrase(p, mode), normalize_phrase(o, mode)
         if s and o:
             out.append((s, p, o))
+    return out
+
+
+def normalize_hyperedges(hyperedges: Iterable[Hyperedge], mode: str) -> list[Hyperedge]:
+    """Normalise each entity (duplicates dropped, first mention first); drop hyperedges left
+    without an entity (they could never seed the graph)."""
+    out = []
+    for h in hyperedges:
+        ents = tuple(dict.fromkeys(e for e in (normalize_phrase(x, mode) for x in h.entities) if e))
+        if ents and h.text.strip():
+            out.append(Hyperedge(h.text.strip(), ents))
     return out
 
 
@@ -60,10 +85,12 @@ class Index:
         self.embedding_model_name = embedding_model_name
         self._stores: dict[str, SQLiteEmbeddingStore] | None = None
         self.passage_triples: dict[str, list[Triple]] = self.db.load_passage_triples()
+        self.passage_hyperedges: dict[str, list[Hyperedge]] = self.db.load_passage_hyperedges()
         self.synonymy: dict[str, dict[str, float]] = self.db.load_synonymy()
         self._graph: GraphData | None = None
         self._short_entities: set[str] | None = None   # entities too short to be synonymy queries
         self._fact_triples: dict[str, Triple] | None = None
+        self._fact_hyperedges: dict[str, Hyperedge] | None = None
         self.timings: dict[str, float] = {}
 
     # ------------------------------------------------------------------ lazy parts
@@ -105,11 +132,35 @@ class Index:
             self._fact_triples = facts_by_id(self.passage_triples)
         return self._fact_triples
 
+    @property
+    def extractor(self) -> str | None:
+        """The extractor this index was built with (None while empty)."""
+        return self.db.get_meta("extractor")
+
+    @property
+    def fact_hyperedges(self) -> dict[str, Hyperedge]:
+        """fact id -> hyperedge (sentence / n-ary fact and its entities), kept up to date."""
+        if self._fact_hyperedges is None:
+            self._fact_hyperedges = hyperedges_by_id(self.passage_hyperedges)
+        return self._fact_hyperedges
+
+    def fact_entities(self) -> dict[str, tuple[str, ...]]:
+        """fact id -> the normalised entities it links (subject and object of a triple)."""
+        if self.passage_hyperedges:
+            return {f: h.entities for f, h in self.fact_hyperedges.items()}
+        return {f: (t[0], t[2]) for f, t in self.fact_triples.items()}
+
+    def graph_triples(self, pids=None) -> dict[str, list[Triple]]:
+        """What the graph is built from: triples, plus each hyperedge's entity mentions."""
+        pids = self.passage_triples.keys() | self.passage_hyperedges.keys() if pids is None else pids
+        return {p: [*self.passage_triples.get(p, ()), *mention_triples(self.passage_hyperedges.get(p, ()))]
+                for p in pids}
+
     def _passage_ids(self) -> list[str]:
         return [r[0] for r in self.db.conn.execute("SELECT id FROM store_passage")]
 
     def _build_graph(self) -> GraphData:
-        return build_graph(self._passage_ids(), self.passage_triples, self.synonymy)
+        return build_graph(self._passage_ids(), self.graph_triples(), self.synonymy)
 
     def has_passage(self, pid: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM store_passage WHERE id=?", (pid,)).fetchone() is not None
@@ -118,27 +169,45 @@ class Index:
         return self.db.conn.execute("SELECT COUNT(*) FROM store_passage").fetchone()[0]
 
     # ------------------------------------------------------------------ mutation
-    def add(self, passages: Mapping[str, str], triples: Mapping[str, Sequence[Triple]]) -> dict:
-        """Add passages (id -> text) with their raw OpenIE triples. Returns a small report."""
+    def check_extractor(self, extractor: str) -> None:
+        """Refuse to add facts of another kind than the index holds."""
+        known = self.extractor
+        if known is None and len(self) and extractor != "openie":
+            known = "openie"   # an index written before extractors were recorded
+        if known is not None and known != extractor:
+            raise StoreError(f"the index in {self.save_dir} was built with extractor={known!r}; it cannot take "
+                             f"extractor={extractor!r} facts (use extractor={known!r} or another save_dir)")
+
+    def add(self, passages: Mapping[str, str], triples: Mapping[str, Sequence[Triple]] | None = None,
+            hyperedges: Mapping[str, Sequence[Hyperedge]] | None = None, *, extractor: str = "openie") -> dict:
+        """Add passages (id -> text) with their raw facts: OpenIE triples or hyperedges
+        (sentences / n-ary facts with their entities). Returns a small report."""
         cfg = self.config
         t0 = time.perf_counter()
+        self.check_extractor(extractor)
         stores = self.stores
         new_ids = [p for p in passages if p not in stores["passage"]]
         if not new_ids:
             return {"added": 0}
-        norm = {p: normalize_triples(triples.get(p, ()), cfg.normalization) for p in new_ids}
+        norm = {p: normalize_triples((triples or {}).get(p, ()), cfg.normalization) for p in new_ids}
+        hyper = {p: normalize_hyperedges((hyperedges or {}).get(p, ()), cfg.normalization) for p in new_ids}
         ent_text: dict[str, str] = {}
         fact_txt: dict[str, str] = {}
+
+        def note(phrases: Iterable[str], ft: str) -> None:
+            for phrase in phrases:
+                eid = mdhash_id(phrase, "entity-")
+                if eid not in stores["entity"]:
+                    ent_text[eid] = phrase
+            fid = mdhash_id(ft, "fact-")
+            if fid not in stores["fact"]:
+                fact_txt[fid] = ft
+
         for p in new_ids:
             for t in norm[p]:
-                for phrase in (t[0], t[2]):
-                    eid = mdhash_id(phrase, "entity-")
-                    if eid not in stores["entity"]:
-                        ent_text[eid] = phrase
-                ft = fact_text(t)
-                fid = mdhash_id(ft, "fact-")
-                if fid not in stores["fact"]:
-                    fact_txt[fid] = ft
+                note((t[0], t[2]), fact_text(t))
+            for h in hyper[p]:
+                note(h.entities, h.text)
         t1 = time.perf_counter()
         eids = sorted(ent_text)
         fids = sorted(fact_txt)
@@ -146,7 +215,7 @@ class Index:
         tim = {"embed_passages": 0.0, "embed_entities": 0.0, "embed_facts": 0.0, "write_stores": 0.0}
         try:
             with self.db.transaction():
-                self._write_meta()
+                self._write_meta(extractor)
                 # encode and store chunk by chunk, so at most one chunk of new vectors is held
                 # beside the stores (a 100k-passage batch has a million facts: 1.5 GB of float32)
                 self._encode_into(stores["passage"], new_ids, [passages[p] for p in new_ids], "passages", tim)
@@ -155,6 +224,8 @@ class Index:
                 tw = time.perf_counter()
                 for p in new_ids:
                     self.db.put_passage_triples(p, norm[p])
+                    if hyper[p]:
+                        self.db.put_passage_hyperedges(p, hyper[p])
                 tim["write_stores"] += time.perf_counter() - tw
                 t5 = time.perf_counter()
                 syn_changes = self._update_synonymy(added=eids, removed=())
@@ -166,12 +237,19 @@ class Index:
         for p in new_ids:
             if norm[p]:
                 self.passage_triples[p] = norm[p]
+            if hyper[p]:
+                self.passage_hyperedges[p] = hyper[p]
         if self._fact_triples is not None:
             for p in new_ids:
                 for t in norm[p]:
                     self._fact_triples.setdefault(mdhash_id(fact_text(t), "fact-"), t)
+        if self._fact_hyperedges is not None:
+            for p in new_ids:
+                for h in hyper[p]:
+                    self._fact_hyperedges.setdefault(mdhash_id(h.text, "fact-"), h)
         t7 = time.perf_counter()
-        self._insert_into_graph(old_version, new_ids, norm, syn_changes)
+        self._insert_into_graph(old_version, new_ids, {p: norm[p] + mention_triples(hyper[p]) for p in new_ids},
+                                syn_changes)
         t8 = time.perf_counter()
         self._save_graph()
         t9 = time.perf_counter()
@@ -186,12 +264,17 @@ class Index:
             return {"removed": 0}
         gone_set = set(gone)
         remaining = {p: t for p, t in self.passage_triples.items() if p not in gone_set}
+        remaining_h = {p: h for p, h in self.passage_hyperedges.items() if p not in gone_set}
         live_ents, live_facts = set(), set()
         for ts in remaining.values():
             for t in ts:
                 live_ents.add(mdhash_id(t[0], "entity-"))
                 live_ents.add(mdhash_id(t[2], "entity-"))
                 live_facts.add(mdhash_id(fact_text(t), "fact-"))
+        for hs in remaining_h.values():
+            for h in hs:
+                live_ents.update(mdhash_id(e, "entity-") for e in h.entities)
+                live_facts.add(mdhash_id(h.text, "fact-"))
         dead_ents = [e for e in stores["entity"].ids if e not in live_ents]
         dead_facts = [f for f in stores["fact"].ids if f not in live_facts]
         try:
@@ -200,15 +283,18 @@ class Index:
                 stores["entity"].delete(dead_ents)
                 stores["fact"].delete(dead_facts)
                 self.db.delete_passage_triples(gone)
+                self.db.delete_passage_hyperedges(gone)
                 self._update_synonymy(added=(), removed=dead_ents)
                 self._bump_version()
         except BaseException:
             self._reload()
             raise
         self.passage_triples = remaining
-        if self._fact_triples is not None:
-            for f in dead_facts:
-                self._fact_triples.pop(f, None)
+        self.passage_hyperedges = remaining_h
+        for cache in (self._fact_triples, self._fact_hyperedges):
+            if cache is not None:
+                for f in dead_facts:
+                    cache.pop(f, None)
         self._rebuild_graph()
         return {"removed": len(gone), "removed_entities": len(dead_ents), "removed_facts": len(dead_facts)}
 
@@ -263,7 +349,9 @@ class Index:
                 self.synonymy.pop(k, None)
         return out
 
-    def _write_meta(self) -> None:
+    def _write_meta(self, extractor: str) -> None:
+        if self.db.get_meta("extractor") is None:
+            self.db.set_meta("extractor", extractor)
         if self.db.get_meta("embedding_model") is None:
             self.db.set_meta("embedding_model", self.embedding_model_name)
             self.db.set_meta("dim", str(self.stores["passage"].dim))
@@ -276,10 +364,12 @@ class Index:
         for s in (self._stores or {}).values():
             s.reload()
         self.passage_triples = self.db.load_passage_triples()
+        self.passage_hyperedges = self.db.load_passage_hyperedges()
         self.synonymy = self.db.load_synonymy()
         self._graph = None
         self._short_entities = None
         self._fact_triples = None
+        self._fact_hyperedges = None
 
     def _insert_into_graph(self, old_version: str, new_ids: Sequence[str], norm: Mapping[str, Sequence[Triple]],
                            syn_changes: Mapping[str, tuple]) -> None:

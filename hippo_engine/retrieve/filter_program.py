@@ -86,6 +86,7 @@ class LLMClientEngine:
         self.responses: list[LLMResponse] = []
 
     def complete(self, request: Any) -> Any:
+        """Answer one DSPy request through ``send`` (the LLM client's ``generate`` by default)."""
         messages = _request_messages(request)
         config = request.config
         self.calls += 1
@@ -98,6 +99,7 @@ class LLMClientEngine:
                            usage=_Usage(input_tokens=resp.prompt_tokens, output_tokens=resp.completion_tokens))
 
     def stream(self, request: Any):  # pragma: no cover - DSPy streaming is not used
+        """Not supported."""
         raise NotImplementedError("LLMClientEngine does not stream")
 
     def close(self) -> None:
@@ -149,6 +151,7 @@ class FactFilterProgram(dspy.Module):
         self.predict = dspy.Predict(signature if signature is not None else build_filter_signature())
 
     def forward(self, question: str, candidate_facts: str) -> dspy.Prediction:
+        """Run the filter on one question and its candidate facts (JSON text)."""
         return self.predict(question=question, candidate_facts=candidate_facts)
 
 

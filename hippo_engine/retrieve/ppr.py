@@ -126,6 +126,7 @@ class PPRKernel:
 
     @classmethod
     def from_graph(cls, graph, dtype: str = "float32") -> PPRKernel:
+        """The kernel of a ``GraphData`` (its ``src``/``dst``/``weight`` arrays)."""
         return cls(graph.num_nodes, graph.src, graph.dst, graph.weight, dtype)
 
     @property

@@ -37,11 +37,10 @@ from hippo_engine.retrieve.filter_program import (  # noqa: F401 - re-exported: 
     read_filter_program_metadata,
     save_filter_program,
 )
-from hippo_engine.text import normalize_phrase, parse_json_lenient
+from hippo_engine.text import Triple, normalize_phrase, parse_json_lenient
 
 logger = logging.getLogger(__name__)
 
-Triple = tuple[str, str, str]
 E = TypeVar("E", bound=BaseException)
 
 
@@ -172,6 +171,7 @@ class FilterInfo:
     cached: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (triples as lists)."""
         d = dict(self.__dict__)
         d["unmatched"] = [list(t) for t in self.unmatched]
         return d

@@ -39,11 +39,10 @@ from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and d
     top_k,
 )
 from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds  # noqa: F401
-from hippo_engine.text import facts_by_id, mdhash_id
+from hippo_engine.text import Triple, facts_by_id, mdhash_id
 
 logger = logging.getLogger(__name__)
 
-Triple = tuple[str, str, str]
 #: ``filter_many(questions, candidate fact lists) -> kept fact lists`` (the recognition filter)
 FilterMany = Callable[[list[str], list[list[Triple]]], list[list[Triple]]]
 

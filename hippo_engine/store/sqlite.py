@@ -12,6 +12,7 @@ memory-mapped on load from a derived ``vectors/*.npy`` file (see ``SQLiteEmbeddi
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sqlite3
@@ -20,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from hippo_engine.text import Hyperedge
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +95,8 @@ class IndexDB:
                       " vec BLOB NOT NULL)")
         c.execute("CREATE TABLE IF NOT EXISTS passage_triples (passage_id TEXT NOT NULL, pos INTEGER NOT NULL,"
                   " subj TEXT NOT NULL, pred TEXT NOT NULL, obj TEXT NOT NULL, PRIMARY KEY (passage_id, pos))")
+        c.execute("CREATE TABLE IF NOT EXISTS passage_hyperedges (passage_id TEXT NOT NULL, pos INTEGER NOT NULL,"
+                  " text TEXT NOT NULL, entities TEXT NOT NULL, PRIMARY KEY (passage_id, pos))")
         c.execute("CREATE TABLE IF NOT EXISTS synonymy (src TEXT NOT NULL, dst TEXT NOT NULL, score REAL NOT NULL,"
                   " PRIMARY KEY (src, dst))")
         c.execute("CREATE INDEX IF NOT EXISTS synonymy_dst ON synonymy (dst)")
@@ -159,6 +164,27 @@ class IndexDB:
 
     def delete_passage_triples(self, pids: Iterable[str]) -> None:
         self.conn.executemany("DELETE FROM passage_triples WHERE passage_id=?", [(p,) for p in pids])
+
+    # --- passage -> hyperedges (sentences / n-ary facts and their entities) -----------------
+    def load_passage_hyperedges(self) -> dict[str, list[Hyperedge]]:
+        out: dict[str, list[Hyperedge]] = {}
+        for pid, text, ents in self.conn.execute(
+                "SELECT passage_id, text, entities FROM passage_hyperedges ORDER BY passage_id, pos"):
+            try:
+                entities = tuple(json.loads(ents))
+            except ValueError as e:
+                raise StoreError(f"{self.path}: unreadable entity list of a fact of passage {pid}: {e}") from e
+            out.setdefault(pid, []).append(Hyperedge(text, entities))
+        return out
+
+    def put_passage_hyperedges(self, pid: str, hyperedges: Sequence[Hyperedge]) -> None:
+        self.conn.execute("DELETE FROM passage_hyperedges WHERE passage_id=?", (pid,))
+        self.conn.executemany("INSERT INTO passage_hyperedges VALUES (?, ?, ?, ?)",
+                              [(pid, i, h.text, json.dumps(list(h.entities), ensure_ascii=False))
+                               for i, h in enumerate(hyperedges)])
+
+    def delete_passage_hyperedges(self, pids: Iterable[str]) -> None:
+        self.conn.executemany("DELETE FROM passage_hyperedges WHERE passage_id=?", [(p,) for p in pids])
 
     # --- synonymy lists ------------------------------------------------------------------
     def load_synonymy(self) -> dict[str, dict[str, float]]:

@@ -225,3 +225,75 @@ def test_pure_helpers():
     assert aug.num_nodes == 4 and aug.node_ids[-1] == "community-x"
     edges = zip(aug.src[2:].tolist(), aug.dst[2:].tolist(), aug.weight[2:].tolist(), strict=True)
     assert sorted(edges) == [(0, 3, 0.5), (1, 3, 0.5)]
+
+
+# ------------------------------------------------------------------ mode table and per-call options
+def test_mode_table_dispatches_every_mode_and_refuses_gaps():
+    from hippo_engine.hirag.modes import HI_MODES, MODE_SPECS, ModeTable
+    seen = []
+    table = ModeTable({m: (lambda mode, x: seen.append((mode, x)) or mode.upper()) for m in MODES})
+    assert [table(m, 1) for m in MODES] == [m.upper() for m in MODES]
+    assert seen == [(m, 1) for m in MODES]
+    with pytest.raises(ValueError, match="hi_bridge"):
+        table("global", 1)
+    with pytest.raises(ValueError, match="missing"):
+        ModeTable({m: print for m in MODES if m != "hi"})
+    with pytest.raises(ValueError, match="unknown"):
+        ModeTable({**{m: print for m in MODES}, "other": print})
+    assert HI_MODES == ("hi_local", "hi_global", "hi_bridge", "hi")
+    assert [m for m in MODES if MODE_SPECS[m].needs_communities] == ["hi_global", "hi_bridge", "hi"]
+    assert all(MODE_SPECS[m].sections == MODE_SECTIONS[m] for m in MODES)
+
+
+def test_facade_routes_modes_through_its_table(built):
+    rag, _ = built
+    rag._llm = NoCallLLM()
+    naive = rag.retrieve(QUERIES, mode="naive")
+    assert [s.docs for s in naive] == [s.docs for s in rag.retrieve_dpr(QUERIES)]
+    hi = rag.retrieve(QUERIES[:1], mode="hi_local")[0]
+    ctx = rag.retrieve_context(QUERIES[:1], mode="hi_local")[0]
+    assert hi.docs == ctx.passages and hi.seed_entities == ctx.entities
+    assert list(hi.doc_scores) == sorted(hi.doc_scores, reverse=True)
+
+
+def test_retrieve_context_hipporag2_wraps_the_ranked_passages(built):
+    rag, _ = built
+    rag._llm = NoCallLLM()
+    sols = rag.retrieve(QUERIES)
+    ctxs = rag.retrieve_context(QUERIES)                        # default mode: hipporag2
+    k = rag.config.qa_top_k
+    for s, c in zip(sols, ctxs, strict=True):
+        assert c.mode == "hipporag2" and c.passages == s.docs and tuple(c.sections) == ("passages",)
+        assert c.sections["passages"] == "\n\n".join(f"Wikipedia Title: {p}" for p in s.docs[:k])
+        assert c.passage_context == k
+    # already-ranked solutions are wrapped as they are (no retrieval)
+    again = rag.retrieve_context(sols)
+    assert [c.to_dict() for c in again] == [c.to_dict() for c in ctxs]
+    with pytest.raises(TypeError):
+        rag.retrieve(QUERIES, only_need_context=True)           # the old keyword is gone
+
+
+def test_query_param_per_call(tmp_path):
+    seen = []
+
+    def respond(messages):
+        user = messages[-1]["content"]
+        if "Question:" in user and "Thought:" in user:
+            seen.append(user.count("Wikipedia Title: "))
+            return "Thought: x.\nAnswer: Brask"
+        return CountingResponder()(messages)
+
+    rag = make_rag(tmp_path, llm=ScriptedLLM(respond), use_filter=True)
+    rag.index(CORPUS)
+    calls = rag.llm.calls
+    sols = rag.retrieve(QUERIES, param=QueryParam(top_k=3, use_filter=False))
+    assert rag.llm.calls == calls                                # no filter call
+    assert all(len(s.docs) == 3 for s in sols)
+    assert [len(s.docs) for s in rag.retrieve(QUERIES[:1], 2, param=QueryParam(top_k=3, use_filter=False))] == [2]
+    assert [s.docs for s in rag.retrieve(QUERIES, param=QueryParam(mode="naive", top_k=3))] == \
+        [s.docs for s in rag.retrieve_dpr(QUERIES, 3)]
+    seen.clear()
+    rag.qa(sols, param=QueryParam(qa_top_k=2))
+    assert seen[-len(sols):] == [2] * len(sols) and sols[0].answer == "Brask"
+    out = rag.rag_qa(QUERIES[:1], param=QueryParam(use_filter=False, qa_top_k=1))
+    assert len(out) == 3 and seen[-1] == 1

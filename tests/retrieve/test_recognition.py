@@ -210,3 +210,44 @@ def test_shipped_program_loads_with_data_built_demos():
     assert not set(split["evaluation_ids"]) & set(split["demo_pool_ids"])
     assert set(split["demo_ids"]) <= set(split["demo_pool_ids"])
     assert len(split["demo_ids"]) == len(demos)
+
+
+class BatchLLM(FakeLLM):
+    """Keeps the candidate named in the question ("keep N"); records every generate_many batch."""
+
+    def __init__(self, fail_on=None):
+        super().__init__(None)
+        self.batches, self.fail_on = [], fail_on
+        self.max_concurrency = 4
+
+    def generate_many(self, batch, **kw):
+        self.batches.append(len(batch))
+        return super().generate_many(batch, **kw)
+
+    def generate(self, messages, *, max_new_tokens=None, temperature=None):
+        user = messages[-1]["content"]
+        with self._lock:
+            self.calls.append(user)
+        if self.fail_on and self.fail_on in user:
+            raise LLMError("boom")
+        n = int(user.split("keep ")[1][0])
+        return LLMResponse(wrap(json.dumps([list(CANDS[n])])), prompt_tokens=7, completion_tokens=3)
+
+
+def test_filter_many_sends_one_batch_and_equals_single_calls(program_path):
+    questions = [f"Which fact? keep {n}" for n in (0, 3, 1, 4)] + ["nothing to keep 0"]
+    cands = [CANDS, CANDS, CANDS[:2], CANDS, []]
+    llm = BatchLLM(fail_on="keep 1")
+    flt = RecognitionFilter(llm, program_path)
+    got = flt.filter_many(questions, cands)
+    assert llm.batches == [4]                    # one batch; the question without candidates asks nothing
+    assert [k for k, _ in got] == [[CANDS[0]], [CANDS[3]], [], [CANDS[4]], []]
+    assert [i["reason"] for _, i in got] == ["kept", "kept", "llm_error", "kept", "no_candidates"]
+    assert got[0][1]["llm_calls"] == 1 and got[0][1]["prompt_tokens"] == 7
+    # each result is what a lone filter() call gives, and the prompts are the same
+    solo = BatchLLM(fail_on="keep 1")
+    lone = RecognitionFilter(solo, program_path)
+    assert [lone.filter(q, c) for q, c in zip(questions, cands, strict=True)] == got
+    assert sorted(solo.calls) == sorted(llm.calls) and len(llm.calls) == 4
+    with pytest.raises(ValueError):
+        flt.filter_many(["a"], [])

@@ -1,0 +1,89 @@
+"""LLM-free facts: spaCy NER and sentence segmentation turn a passage into hyperedges.
+
+Each sentence of a passage becomes a fact (a :class:`~hippo_engine.text.Hyperedge`) linked to
+every named entity it mentions; the fact store embeds the sentence, so fact scoring, entity
+seeding, passage seeds and PPR work as in the OpenIE path. Numeric entity types (cardinals,
+ordinals, quantities, percentages, money) are left out: they are not things a question is
+about, and they would join unrelated passages through shared numbers. Dates are kept.
+
+A ``"title\\ntext"`` passage (the format of every benchmark and of the CLI's ``{title, text}``
+records) names its topic on the first line. The title is added as an entity of each of the
+passage's sentences: it stands in for the coreference an LLM resolves ("She was born in ...")
+and links the passage to every question about its topic. A first line longer than
+``TITLE_MAX_WORDS`` words is taken for text, not a title.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from tqdm.auto import tqdm
+
+from hippo_engine.text import Hyperedge, alnum_count
+
+logger = logging.getLogger(__name__)
+
+#: spaCy entity labels that are not used as graph entities
+SKIPPED_LABELS = frozenset({"CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY"})
+TITLE_MAX_WORDS = 12
+
+
+def passage_title(passage: str) -> str | None:
+    """The first line of a multi-line passage when it looks like a title (short, has letters)."""
+    if "\n" not in passage:
+        return None
+    first = passage.split("\n", 1)[0].strip()
+    if not first or len(first.split()) > TITLE_MAX_WORDS or alnum_count(first) < 2:
+        return None
+    return first
+
+
+def doc_hyperedges(doc, title: str | None) -> list[Hyperedge]:
+    """One hyperedge per sentence of a parsed passage (an entity crossing a sentence boundary
+    belongs to the sentence it starts in). The title line itself is not a fact."""
+    out = []
+    ents = [e for e in doc.ents if e.label_ not in SKIPPED_LABELS]
+    for s in doc.sents:
+        text = s.text.strip()
+        if not text or (title is not None and text == title):
+            continue
+        names = [e.text for e in ents if s.start <= e.start < s.end]
+        if title is not None:
+            names.append(title)
+        out.append(Hyperedge(text, tuple(dict.fromkeys(names))))
+    return out
+
+
+class NERExtractor:
+    """Passages -> hyperedges with the packaged spaCy pipeline (no LLM, deterministic)."""
+
+    def __init__(self, model: str | None = None, *, batch_size: int = 64, show_progress: bool = True):
+        self.model = model
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+
+    def run(self, passages: Mapping[str, str]) -> dict[str, list[Hyperedge]]:
+        """``{passage id: [hyperedge, ...]}`` for every passage (possibly empty lists)."""
+        from hippo_engine.models.spacy_ner import load_pipeline
+
+        nlp = load_pipeline(self.model, sentences=True)
+        ids = list(passages)
+        texts = [passages[p] for p in ids]
+        out: dict[str, list[Hyperedge]] = {}
+        docs = nlp.pipe(texts, batch_size=self.batch_size)
+        for pid, text, doc in tqdm(zip(ids, texts, docs, strict=True), total=len(ids), desc="NER",
+                                   disable=not self.show_progress or not ids):
+            out[pid] = doc_hyperedges(doc, passage_title(text))
+        return out
+
+
+def query_entities(queries: Sequence[str], model: str | None = None, batch_size: int = 64) -> list[list[str]]:
+    """The named entities spaCy finds in each query (numeric types left out), raw text."""
+    from hippo_engine.models.spacy_ner import load_pipeline
+
+    nlp = load_pipeline(model, sentences=False)
+    return [[e.text for e in doc.ents if e.label_ not in SKIPPED_LABELS]
+            for doc in nlp.pipe(list(queries), batch_size=batch_size)]
+
+
+__all__ = ["NERExtractor", "SKIPPED_LABELS", "doc_hyperedges", "passage_title", "query_entities"]

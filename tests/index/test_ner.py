@@ -1,0 +1,73 @@
+"""LLM-free facts: the packaged spaCy pipeline, sentences as hyperedges, and their storage."""
+import pytest
+from fakes import NgramEncoder
+from helpers import CORPUS
+
+from hippo_engine.config import HippoConfig
+from hippo_engine.index.ner import NERExtractor, doc_hyperedges, passage_title, query_entities
+from hippo_engine.index.pipeline import Index, normalize_hyperedges
+from hippo_engine.store.sqlite import StoreError
+from hippo_engine.text import Hyperedge, mdhash_id
+
+
+@pytest.fixture(scope="module")
+def extracted():
+    return NERExtractor(show_progress=False).run({mdhash_id(p, "chunk-"): p for p in CORPUS})
+
+
+def test_titles_are_short_first_lines():
+    assert passage_title("Lake Veloria\nLake Veloria lies in the Orsk Highlands.") == "Lake Veloria"
+    assert passage_title("One line only, no title.") is None
+    assert passage_title(" ".join(["word"] * 13) + "\nbody") is None
+    assert passage_title("--\nbody") is None
+
+
+def test_sentences_become_hyperedges_with_their_entities(extracted):
+    pid = mdhash_id(CORPUS[0], "chunk-")
+    hs = extracted[pid]
+    assert [h.text for h in hs] == ["Lake Veloria lies in the Orsk Highlands.",
+                                    "Ilse Marrow mapped Lake Veloria in 1873."]
+    assert all("Lake Veloria" in h.entities for h in hs)          # the title joins every sentence
+    assert "1873" in hs[1].entities
+    assert set(extracted) == {mdhash_id(p, "chunk-") for p in CORPUS}
+
+
+def test_numeric_entities_are_skipped():
+    import spacy
+
+    from hippo_engine.models.spacy_ner import load_pipeline
+
+    doc = load_pipeline()("Report\nThe team sold 3,000 tickets for 45 dollars to Anna Berg.")
+    assert isinstance(doc, spacy.tokens.Doc)
+    ents = {e for h in doc_hyperedges(doc, "Report") for e in h.entities}
+    assert "Anna Berg" in ents and not any(any(c.isdigit() for c in e) for e in ents)
+
+
+def test_query_entities():
+    out = query_entities(["Which city did Barack Obama visit in 2010?", "what is two plus two"])
+    assert out == [["Barack Obama", "2010"], []]
+
+
+def test_normalize_hyperedges_dedupes_and_drops_empty():
+    hs = normalize_hyperedges([Hyperedge("A b.", ("Ilse Marrow", "ilse  marrow", "!!")), Hyperedge("x", ("--",))],
+                              "unicode")
+    assert hs == [Hyperedge("A b.", ("ilse marrow",))]
+
+
+def test_hyperedges_round_trip_and_extractors_do_not_mix(tmp_path, extracted):
+    enc = NgramEncoder()
+    passages = {mdhash_id(p, "chunk-"): p for p in CORPUS}
+    idx = Index(tmp_path, HippoConfig(show_progress=False, extractor="ner"), lambda: enc, enc.name)
+    rep = idx.add(passages, hyperedges=extracted, extractor="ner")
+    assert rep["added"] == len(CORPUS) and rep["new_facts"] > len(CORPUS)
+    assert idx.extractor == "ner"
+    stats = idx.graph.stats()
+    assert stats["fact_edges"] == 0 and stats["context_edges"] > 0 and stats["passage_nodes"] == len(CORPUS)
+    fe = idx.fact_entities()
+    assert len(fe) == rep["new_facts"] and all(isinstance(v, tuple) and v for v in fe.values())
+    idx.close()
+    again = Index(tmp_path, HippoConfig(show_progress=False, extractor="ner"), lambda: enc, enc.name)
+    assert again.passage_hyperedges == idx.passage_hyperedges and again.fact_entities() == fe
+    with pytest.raises(StoreError, match="extractor='ner'"):
+        again.add({"chunk-x": "X\nnew text"}, triples={"chunk-x": [("a", "b", "c")]}, extractor="openie")
+    again.close()
