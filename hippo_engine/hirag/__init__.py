@@ -1,1 +1,8 @@
-"""HiRAG: hierarchical communities, their reports and HiRAG's retrieval modes."""
+"""HiRAG: hierarchical communities, their reports and HiRAG's retrieval modes.
+
+``component.HiRAG`` (owned by the ``HippoRAG`` facade) ties the modules together:
+``clustering`` (seeded hierarchical Leiden), ``report_context`` and ``reports`` (LLM community
+reports), ``store`` (community persistence), ``communities`` (the build pipeline), ``seeds``
+(community nodes as a PPR seed source), ``context`` (context assembly) and ``modes`` (the mode
+table).
+"""

@@ -1,1 +1,2 @@
-"""Question answering: the reader and its prompt."""
+"""Question answering: the reader and its prompt (``reader``), scoring against gold labels
+(``evaluate``)."""
