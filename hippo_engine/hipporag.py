@@ -209,15 +209,15 @@ class HippoRAG:
         return report
 
     # ------------------------------------------------------------------ components
-    def _get_retriever(self) -> Retriever:
-        """The ``Retriever`` of the current index (and communities, with ``use_community_nodes``)."""
+    @property
+    def retriever(self) -> Retriever:
+        """The ``Retriever`` of the current index (and communities, with ``use_community_nodes``);
+        rebuilt after an index change. Public for benchmarks and research on the ranking itself."""
         if self._retriever is None or self._retriever_generation != self.hirag.generation:
-            st, graph, sources = self.index_state.stores, self.index_state.graph, []
+            graph, sources = self.index_state.graph, []
             if self.config.use_community_nodes:
                 graph, sources = self.hirag.seeded_graph(graph)
-            self._retriever = Retriever(self.config, graph, st["passage"].ids, st["passage"].matrix,
-                                        st["fact"].ids, st["fact"].matrix, st["entity"].ids, st["entity"].matrix,
-                                        st["entity"].text, self.index_state.passage_triples, seed_sources=sources)
+            self._retriever = Retriever.from_index(self.config, self.index_state, graph, sources)
             self._retriever_generation = self.hirag.generation
         return self._retriever
 
@@ -230,7 +230,8 @@ class HippoRAG:
                                              self.config.max_filtered_facts)
         return self._filter
 
-    def _encode_queries(self, queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def encode_queries(self, queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The queries encoded for fact scoring and for passage scoring (one array each)."""
         return encode_queries(self.encoder, queries, self.config)
 
     def _check_queries(self, queries, what: str) -> list[str]:
@@ -306,7 +307,7 @@ class HippoRAG:
         queries = self._check_queries(queries, what)
         if param.mode == "hipporag2":
             return self.hirag.passage_contexts(self._rank_ppr(param.mode, queries, param), param.mode)
-        q_fact, q_pass = self._encode_queries(queries)
+        q_fact, q_pass = self.encode_queries(queries)
         return self.hirag.contexts(queries, param.mode, q_fact, q_pass, param.top_k or self.config.retrieval_top_k)
 
     # --- mode handlers (the ``_rankers`` table) ------------------------------------------------
@@ -315,8 +316,8 @@ class HippoRAG:
         k = param.top_k or cfg.retrieval_top_k
         use_filter = cfg.use_filter if param.use_filter is None else param.use_filter
         t0 = time.perf_counter()
-        r = self._get_retriever()
-        q_fact, q_pass = self._encode_queries(queries)
+        r = self.retriever
+        q_fact, q_pass = self.encode_queries(queries)
         ner_vectors = None
         if cfg.linking == "ner":
             ner = query_entities(self.llm, queries, cfg.max_new_tokens, cfg.normalization)
@@ -335,8 +336,8 @@ class HippoRAG:
 
     def _rank_dense(self, mode: str, queries: list[str], param: QueryParam) -> Solutions:
         k = param.top_k or self.config.retrieval_top_k
-        r = self._get_retriever()
-        _, q_pass = self._encode_queries(queries)
+        r = self.retriever
+        _, q_pass = self.encode_queries(queries)
         dense = r.dense_scores(q_pass)
         return [self._solution(q, *r.dense_rank(dense[:, j], k)) for j, q in enumerate(queries)]
 

@@ -32,6 +32,12 @@ def hyperedges_by_id(passage_hyperedges: Mapping[str, Iterable[Hyperedge]]) -> d
     return out
 
 
+def hyperedge_triple(h: Hyperedge) -> Triple:
+    """How a hyperedge is shown where a triple is expected (candidate facts, the recognition
+    filter): ``(text, "mentions", "entity; entity; ...")``."""
+    return (h.text, "mentions", "; ".join(h.entities))
+
+
 def mention_triples(hyperedges: Sequence[Hyperedge]) -> list[Triple]:
     """How the graph sees hyperedges: one ``(e, "", e)`` per mentioned entity, i.e. a
     passage-entity context edge and no entity-entity edge (self-loops are never added)."""

@@ -16,7 +16,7 @@ import numpy as np
 
 from hippo_engine.hirag.clustering import Community, communities_by_level
 from hippo_engine.hirag.reports import CommunityReport
-from hippo_engine.store.sqlite import IndexDB, SQLiteEmbeddingStore
+from hippo_engine.store import IndexDB, SQLiteEmbeddingStore
 
 META_VERSION = "communities_version"
 META_PARAMS = "communities_params"

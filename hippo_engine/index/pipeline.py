@@ -26,7 +26,7 @@ from hippo_engine.config import HippoConfig
 from hippo_engine.index.graph import GraphData, build_graph, insert_passages
 from hippo_engine.index.synonymy import rows_of, update_synonymy
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.store.sqlite import IndexDB, SQLiteEmbeddingStore, StoreError
+from hippo_engine.store import IndexDB, SQLiteEmbeddingStore, StoreError
 from hippo_engine.text import (
     Hyperedge,
     Triple,

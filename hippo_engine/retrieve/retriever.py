@@ -39,7 +39,7 @@ from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and d
     top_k,
 )
 from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds  # noqa: F401
-from hippo_engine.text import Triple, facts_by_id, mdhash_id
+from hippo_engine.text import Triple, hyperedge_triple, mdhash_id
 
 logger = logging.getLogger(__name__)
 
@@ -62,15 +62,18 @@ class RawResult:
 class Retriever:
     """Query-time view of one index version. Build it once; it is invalid after index/delete.
 
-    ``fact_triples`` (fact id -> triple, e.g. ``Index.fact_triples``) saves deriving it from
-    ``passage_triples`` (one hash per stored triple). ``graph`` may hold nodes after the entity
-    and passage nodes (e.g. HiRAG community nodes, see ``hirag.seeds.augment_graph``), which
-    ``seed_sources`` seed."""
+    ``fact_triples``: fact id -> the triple shown for it (candidate and kept facts, the
+    recognition filter); ``fact_entities``: fact id -> the normalised entities it links (a
+    triple's subject and object, a hyperedge's entities; default: from ``fact_triples``).
+    ``graph`` may hold nodes after the entity and passage nodes (e.g. HiRAG community nodes, see
+    ``hirag.seeds.augment_graph``), which ``seed_sources`` seed. :meth:`from_index` builds one
+    from an ``Index``."""
 
     def __init__(self, config: HippoConfig, graph: GraphData, passage_ids: np.ndarray, passage_mat: np.ndarray,
                  fact_ids: np.ndarray, fact_mat: np.ndarray, entity_ids: np.ndarray, entity_mat: np.ndarray,
-                 entity_text: Callable[[str], str], passage_triples: Mapping[str, Sequence[Triple]],
-                 fact_triples: Mapping[str, Triple] | None = None, *, seed_sources: Sequence[SeedSource] = ()):
+                 entity_text: Callable[[str], str], fact_triples: Mapping[str, Triple],
+                 fact_entities: Mapping[str, Sequence[str]] | None = None, *,
+                 seed_sources: Sequence[SeedSource] = ()):
         self.config = config
         if config.ppr_dtype == "float32" and config.ppr_backend == "power" and config.ppr_tol < 1e-7:
             logger.warning("ppr_tol=%g is below what float32 PPR can reach (about 1e-7): every query will run "
@@ -84,9 +87,9 @@ class Retriever:
         self.passage_nodes = self._nodes_of(passage_ids, entities=False, required=True)
         self.entity_nodes = self._nodes_of(entity_ids, entities=True, required=False)
         self.entity_text = entity_text
-        self._passage_triples = passage_triples
         self._fact_map = fact_triples
-        self._fact_row_nodes: dict[int, tuple[int, int]] = {}
+        self._fact_entities = fact_entities
+        self._fact_row_nodes: dict[int, np.ndarray] = {}
         # passages per entity node = its context edges
         ctx = (graph.kinds & KIND_CONTEXT) > 0
         self.passage_counts = (np.bincount(graph.src[ctx], minlength=graph.num_nodes)
@@ -108,11 +111,24 @@ class Retriever:
         return np.fromiter((idx.get(e, -1) for e in ids), np.int64, len(ids))
 
     # --- facts -------------------------------------------------------------------------------
+    @classmethod
+    def from_index(cls, config: HippoConfig, index, graph: GraphData | None = None,
+                   seed_sources: Sequence[SeedSource] = ()) -> Retriever:
+        """The retriever of an ``Index``'s current version (``graph``: an augmented graph)."""
+        st = index.stores
+        if index.passage_hyperedges:
+            hyper = index.fact_hyperedges
+            triples = {f: hyperedge_triple(h) for f, h in hyper.items()}
+            entities = {f: h.entities for f, h in hyper.items()}
+        else:
+            triples, entities = index.fact_triples, None
+        return cls(config, graph if graph is not None else index.graph, st["passage"].ids, st["passage"].matrix,
+                   st["fact"].ids, st["fact"].matrix, st["entity"].ids, st["entity"].matrix, st["entity"].text,
+                   triples, entities, seed_sources=seed_sources)
+
     @property
     def fact_map(self) -> Mapping[str, Triple]:
-        """Fact id -> triple (derived from ``passage_triples`` on first use if not given)."""
-        if self._fact_map is None:
-            self._fact_map = facts_by_id(self._passage_triples)
+        """Fact id -> the triple shown for it."""
         return self._fact_map
 
     def fact_triple(self, row: int) -> Triple:
@@ -124,23 +140,34 @@ class Retriever:
         """Triples of all fact rows (built on demand; not used on the query path)."""
         return [self.fact_triple(i) for i in range(len(self.fact_ids))]
 
-    def fact_nodes_of(self, rows: Sequence[int]) -> np.ndarray:
-        """(len(rows), 2) subject/object node of each fact row (-1: not in the graph)."""
+    def _entities_of_row(self, row: int) -> Sequence[str]:
+        fid = self.fact_ids[row]
+        if self._fact_entities is not None:
+            return self._fact_entities[fid]
+        t = self._fact_map[fid]
+        return (t[0], t[2])
+
+    def fact_links(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Entity nodes of fact rows: (entities per row, their nodes concatenated in row order;
+        -1: not in the graph). A triple links its subject then its object."""
         missing = [r for r in dict.fromkeys(int(r) for r in rows) if r not in self._fact_row_nodes]
         if missing:
-            ents = []
-            for r in missing:
-                t = self.fact_triple(r)
-                ents += [mdhash_id(t[0], "entity-"), mdhash_id(t[2], "entity-")]
-            nodes = self.graph.node_index(ents, entities=True).reshape(-1, 2)
-            for r, (a, b) in zip(missing, nodes.tolist(), strict=False):
-                self._fact_row_nodes[r] = (a, b)
-        return np.array([self._fact_row_nodes[int(r)] for r in rows], dtype=np.int64).reshape(-1, 2)
+            ents = [[mdhash_id(e, "entity-") for e in self._entities_of_row(r)] for r in missing]
+            nodes = self.graph.node_index([e for es in ents for e in es], entities=True)
+            ends = np.cumsum([len(es) for es in ents])
+            for r, part in zip(missing, np.split(nodes.astype(np.int64), ends[:-1]), strict=True):
+                self._fact_row_nodes[r] = part
+        parts = [self._fact_row_nodes[int(r)] for r in rows]
+        lengths = np.array([len(x) for x in parts], dtype=np.int64)
+        return lengths, (np.concatenate(parts) if parts else np.zeros(0, np.int64))
 
-    @property
-    def fact_nodes(self) -> np.ndarray:
-        """(n_facts, 2) subject/object node of every fact row."""
-        return self.fact_nodes_of(range(len(self.fact_ids)))
+    def fact_nodes_of(self, rows: Sequence[int]) -> np.ndarray:
+        """(len(rows), 2) subject/object node of each triple fact row (-1: not in the graph)."""
+        lengths, nodes = self.fact_links(rows)
+        if np.any(lengths != 2):
+            raise ValueError("fact_nodes_of: these facts are not triples; use fact_links")
+        return nodes.reshape(-1, 2)
+
 
     # --- scoring --------------------------------------------------------------------------
     def dense_scores(self, q_pass: np.ndarray) -> np.ndarray:
@@ -174,11 +201,10 @@ class Retriever:
         """(entity node, score) per subject/object of the kept facts; ``fact_scores`` maps a
         fact row to its score (an array over all facts, or a dict)."""
         linked = []
-        nodes = self.fact_nodes_of(kept_rows)
-        for r, pair in zip(kept_rows, nodes.tolist(), strict=False):
-            for node in pair:
-                if node >= 0:
-                    linked.append((int(node), float(fact_scores[r])))
+        lengths, nodes = self.fact_links(kept_rows)
+        for r, node in zip(np.repeat(np.asarray(kept_rows, np.int64), lengths).tolist(), nodes.tolist(), strict=True):
+            if node >= 0:
+                linked.append((int(node), float(fact_scores[r])))
         return linked
 
     def link_entities(self, vectors: np.ndarray, per_vector: int) -> list[tuple[int, float]]:
@@ -301,10 +327,9 @@ class Retriever:
             cand_rows, cand_scores = cand
             qq, cc = np.nonzero(kept_mask)
             rows = cand_rows[qq, cc]
-            nodes = self.fact_nodes_of(rows) if len(rows) else np.zeros((0, 2), np.int64)
-            lq = np.repeat(qq, 2)
-            ln = nodes.reshape(-1)
-            ls = np.repeat(cand_scores[qq, cc], 2)
+            lengths, ln = self.fact_links(rows)
+            lq = np.repeat(qq, lengths)
+            ls = np.repeat(cand_scores[qq, cc], lengths)
             ok = ln >= 0
             lq, ln, ls = lq[ok], ln[ok], ls[ok]
         else:

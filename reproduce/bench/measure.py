@@ -197,10 +197,7 @@ def bench_corpus(name: str, corpus: SyntheticCorpus, n_base: int, inserts: Seque
 
 def build_retriever(cfg: HippoConfig, index: Index) -> Retriever:
     """Our retriever over the index's current graph and stores."""
-    st = index.stores
-    return Retriever(cfg, index.graph, st["passage"].ids, st["passage"].matrix, st["fact"].ids, st["fact"].matrix,
-                     st["entity"].ids, st["entity"].matrix, st["entity"].text, index.passage_triples,
-                     fact_triples=index.fact_triples)
+    return Retriever.from_index(cfg, index)
 
 
 def reference_retrieval(name: str, r: Retriever, cfg: HippoConfig, q: np.ndarray, m: int, res_b: list,

@@ -219,9 +219,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     # 2. retrieval (query encoding and filter excluded)
     with Timer() as t_qenc:
-        q_fact, q_pass = rag._encode_queries(questions)
+        q_fact, q_pass = rag.encode_queries(questions)
     with Timer() as t_build:
-        r = rag._get_retriever()
+        r = rag.retriever
     k = rag.config.retrieval_top_k
     search_all(r, questions[:5], q_fact[:5], q_pass[:5], k, batch=False)  # warm-up
     single, batched = [], []
@@ -245,12 +245,10 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     # 3. PPR agreement with igraph PRPACK
     cfg_power = rag.config
     rag.config = cfg_power.replace(ppr_backend="igraph")
-    rag._retriever = None
-    r_ig = rag._get_retriever()
+    r_ig = rag.retriever
     with Timer():
         res_ig, s_ig = search_all(r_ig, questions, q_fact, q_pass, k, batch=False)
     rag.config = cfg_power
-    rag._retriever = None
     agree10 = sum(list(a.order[:10]) == list(b.order[:10]) for a, b in zip(res_single, res_ig, strict=False))
     agree_set10 = sum(set(a.order[:10]) == set(b.order[:10]) for a, b in zip(res_single, res_ig, strict=False))
     agree200 = sum(list(a.order) == list(b.order) for a, b in zip(res_single, res_ig, strict=False))

@@ -171,7 +171,7 @@ def test_community_nodes_off_gives_exactly_hipporag2(tmp_path, built):
     rag, _ = built
     plain = make_rag(tmp_path / "plain", use_filter=False)
     plain.index(CORPUS)
-    assert rag._get_retriever().seed_sources == []
+    assert rag.retriever.seed_sources == []
     assert _rankings(rag) == _rankings(plain)
     assert [s.docs for s in rag.retrieve(QUERIES, mode="hipporag2")] == [s.docs for s in plain.retrieve(QUERIES)]
     # the same holds on a bigger corpus with several worlds
@@ -189,7 +189,7 @@ def test_community_nodes_on_adds_nodes_and_seeds(built, tmp_path):
     rag, resp = built
     on = make_rag(rag.save_dir, llm=ScriptedLLM(resp), max_cluster_size=3, use_filter=False,
                   use_community_nodes=True, community_seed_weight=0.5)
-    r = on._get_retriever()
+    r = on.retriever
     assert len(r.seed_sources) == 1 and isinstance(r.seed_sources[0], CommunitySeeds)
     n_comm = len(rag.communities.communities)
     base = rag.index_state.graph

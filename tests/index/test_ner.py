@@ -6,7 +6,7 @@ from helpers import CORPUS
 from hippo_engine.config import HippoConfig
 from hippo_engine.index.ner import NERExtractor, doc_hyperedges, passage_title, query_entities
 from hippo_engine.index.pipeline import Index, normalize_hyperedges
-from hippo_engine.store.sqlite import StoreError
+from hippo_engine.store import StoreError
 from hippo_engine.text import Hyperedge, mdhash_id
 
 

@@ -94,7 +94,7 @@ def test_ablation_paths(tmp_path, linking, use_passage_nodes):
         if linking == "query":
             assert sol.candidate_facts == []
     assert sorted(sol.docs) == sorted(DOCS)
-    r = rag._get_retriever()
+    r = rag.retriever
     reset, _ = r.reset_vector([(0, 1.0)], np.array([0.1, 0.5, 0.2, 0.9]))
     assert (reset[r.passage_nodes].sum() > 0) == use_passage_nodes
 
@@ -200,8 +200,8 @@ def test_batched_search_in_blocks_and_reset_vectors(tmp_path):
     ref = rag.retrieve(qs)
     rag2 = make_rag(tmp_path, use_filter=False, query_batch_size=1)
     assert [s.docs for s in rag2.retrieve(qs)] == [s.docs for s in ref]
-    r = rag._get_retriever()
-    q_fact, _ = rag._encode_queries(qs)
+    r = rag.retriever
+    q_fact, _ = rag.encode_queries(qs)
     rows, scores = r.top_facts(q_fact, r.config.linking_top_k)
     dense = r.dense_scores(q_fact)
     qq = np.repeat(np.arange(len(qs)), rows.shape[1])
@@ -235,20 +235,18 @@ def test_seed_source_adds_its_seeds_per_block(tmp_path):
     rag = make_rag(tmp_path, use_filter=False, query_batch_size=2)
     rag.index(CORPUS)
     qs = ["Where was Ilse Marrow born?", "Who founded Tamsin College?", "Who married Oren Pike?"]
-    r = rag._get_retriever()
+    r = rag.retriever
     target = int(r.passage_nodes[CORPUS.index(CORPUS[6])])     # the Amber Fair passage node
     src = RecordingSeeds(target)
     assert isinstance(src, SeedSource)
-    st = rag.index_state.stores
-    seeded = Retriever(r.config, r.graph, st["passage"].ids, r.passage_mat, r.fact_ids, r.fact_mat, r.entity_ids,
-                       r.entity_mat, r.entity_text, rag.index_state.passage_triples, seed_sources=[src])
-    q_fact, q_pass = rag._encode_queries(qs)
+    seeded = Retriever.from_index(r.config, rag.index_state, seed_sources=[src])
+    q_fact, q_pass = rag.encode_queries(qs)
     plain, _ = r.search(qs, q_fact, q_pass, len(CORPUS))
     got, _ = seeded.search(qs, q_fact, q_pass, len(CORPUS))
     # called once per block (2 + 1 queries) with the block's score columns and its graph columns
     assert [c for _, c in src.calls] == [[0, 1], [0]]
     assert [s.tolist() for s, _ in src.calls] == [[[0.0, 1.0]], [[2.0]]]
-    row = list(st["passage"].ids).index(r.graph.node_ids[target])
+    row = list(rag.index_state.stores["passage"].ids).index(r.graph.node_ids[target])
     for a, b in zip(plain, got, strict=True):
         assert b.scores[list(b.order).index(row)] > a.scores[list(a.order).index(row)]
         assert a.seed_entities == b.seed_entities

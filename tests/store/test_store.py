@@ -8,7 +8,7 @@ from helpers import CORPUS, assert_same, crash_mid_index, make_rag, snapshot
 
 from hippo_engine import HippoRAG
 from hippo_engine.config import ConfigError, HippoConfig
-from hippo_engine.store.sqlite import IndexDB, SQLiteEmbeddingStore, StoreError
+from hippo_engine.store import IndexDB, SQLiteEmbeddingStore, StoreError
 
 DIM = 16
 

@@ -1,0 +1,158 @@
+"""The index database: one SQLite file per index (``<save_dir>/index.sqlite``).
+
+It holds the metadata, the embedding stores' rows (see :mod:`hippo_engine.store.vectors`), each
+passage's facts (OpenIE triples or hyperedges) and the synonymy lists. One ``index()`` or
+``delete()`` call is one SQLite transaction, so a crash mid-write leaves the previous state
+readable; upserts and deletes touch only the rows they change.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+
+from hippo_engine.text import Hyperedge
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = "1"
+STORE_NAMES = ("passage", "entity", "fact")
+
+
+class StoreError(RuntimeError):
+    """The on-disk index is unreadable or belongs to another configuration."""
+
+
+class IndexDB:
+    """The SQLite file behind an index, with a transaction context manager."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self._create()
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"cannot open index database {self.path}: {e}") from e
+        self._depth = 0
+        self._after_commit: list[Callable[[], None]] = []
+
+    def _create(self) -> None:
+        c = self.conn
+        c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        for ns in STORE_NAMES:
+            c.execute(f"CREATE TABLE IF NOT EXISTS store_{ns} (id TEXT PRIMARY KEY, content TEXT NOT NULL,"
+                      " vec BLOB NOT NULL)")
+        c.execute("CREATE TABLE IF NOT EXISTS passage_triples (passage_id TEXT NOT NULL, pos INTEGER NOT NULL,"
+                  " subj TEXT NOT NULL, pred TEXT NOT NULL, obj TEXT NOT NULL, PRIMARY KEY (passage_id, pos))")
+        c.execute("CREATE TABLE IF NOT EXISTS passage_hyperedges (passage_id TEXT NOT NULL, pos INTEGER NOT NULL,"
+                  " text TEXT NOT NULL, entities TEXT NOT NULL, PRIMARY KEY (passage_id, pos))")
+        c.execute("CREATE TABLE IF NOT EXISTS synonymy (src TEXT NOT NULL, dst TEXT NOT NULL, score REAL NOT NULL,"
+                  " PRIMARY KEY (src, dst))")
+        c.execute("CREATE INDEX IF NOT EXISTS synonymy_dst ON synonymy (dst)")
+        if self.get_meta("schema_version") is None:
+            self.set_meta("schema_version", SCHEMA_VERSION)
+        elif self.get_meta("schema_version") != SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {self.get_meta('schema_version')}, "
+                             f"this hippo-engine reads {SCHEMA_VERSION}")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """All writes inside are committed together or not at all (nesting allowed)."""
+        if self._depth == 0:
+            self.conn.execute("BEGIN IMMEDIATE")
+        self._depth += 1
+        try:
+            yield self.conn
+        except BaseException:
+            self._depth -= 1
+            if self._depth == 0:
+                self._after_commit.clear()
+                self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self._depth -= 1
+            if self._depth == 0:
+                self.conn.execute("COMMIT")
+                self._run_after_commit()
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the current transaction has committed (now, outside one).
+        Dropped if the transaction rolls back."""
+        if self._depth == 0:
+            fn()
+        elif fn not in self._after_commit:
+            self._after_commit.append(fn)
+
+    def _run_after_commit(self) -> None:
+        todo, self._after_commit = self._after_commit, []
+        for fn in todo:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - derived data only; the commit stands
+                logger.warning("after-commit step %r failed: %s", fn, e)
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    # --- passage -> normalised triples ---------------------------------------------------
+    def load_passage_triples(self) -> dict[str, list[tuple[str, str, str]]]:
+        out: dict[str, list[tuple[str, str, str]]] = {}
+        for pid, s, p, o in self.conn.execute(
+                "SELECT passage_id, subj, pred, obj FROM passage_triples ORDER BY passage_id, pos"):
+            out.setdefault(pid, []).append((s, p, o))
+        return out
+
+    def put_passage_triples(self, pid: str, triples: Sequence[tuple[str, str, str]]) -> None:
+        self.conn.execute("DELETE FROM passage_triples WHERE passage_id=?", (pid,))
+        self.conn.executemany("INSERT INTO passage_triples VALUES (?, ?, ?, ?, ?)",
+                              [(pid, i, s, p, o) for i, (s, p, o) in enumerate(triples)])
+
+    def delete_passage_triples(self, pids: Iterable[str]) -> None:
+        self.conn.executemany("DELETE FROM passage_triples WHERE passage_id=?", [(p,) for p in pids])
+
+    # --- passage -> hyperedges (sentences / n-ary facts and their entities) -----------------
+    def load_passage_hyperedges(self) -> dict[str, list[Hyperedge]]:
+        out: dict[str, list[Hyperedge]] = {}
+        for pid, text, ents in self.conn.execute(
+                "SELECT passage_id, text, entities FROM passage_hyperedges ORDER BY passage_id, pos"):
+            try:
+                entities = tuple(json.loads(ents))
+            except ValueError as e:
+                raise StoreError(f"{self.path}: unreadable entity list of a fact of passage {pid}: {e}") from e
+            out.setdefault(pid, []).append(Hyperedge(text, entities))
+        return out
+
+    def put_passage_hyperedges(self, pid: str, hyperedges: Sequence[Hyperedge]) -> None:
+        self.conn.execute("DELETE FROM passage_hyperedges WHERE passage_id=?", (pid,))
+        self.conn.executemany("INSERT INTO passage_hyperedges VALUES (?, ?, ?, ?)",
+                              [(pid, i, h.text, json.dumps(list(h.entities), ensure_ascii=False))
+                               for i, h in enumerate(hyperedges)])
+
+    def delete_passage_hyperedges(self, pids: Iterable[str]) -> None:
+        self.conn.executemany("DELETE FROM passage_hyperedges WHERE passage_id=?", [(p,) for p in pids])
+
+    # --- synonymy lists ------------------------------------------------------------------
+    def load_synonymy(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for s, d, w in self.conn.execute("SELECT src, dst, score FROM synonymy"):
+            out.setdefault(s, {})[d] = w
+        return out
+
+    def replace_synonymy_lists(self, lists: dict[str, dict[str, float]]) -> None:
+        """Overwrite the neighbour lists of the given sources (an empty dict clears one)."""
+        self.conn.executemany("DELETE FROM synonymy WHERE src=?", [(s,) for s in lists])
+        self.conn.executemany("INSERT INTO synonymy VALUES (?, ?, ?)",
+                              [(s, d, w) for s, nb in lists.items() for d, w in nb.items()])
+
+    def close(self) -> None:
+        self.conn.close()
