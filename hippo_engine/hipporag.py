@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,8 +22,9 @@ from hippo_engine.hirag.component import HiRAG
 from hippo_engine.hirag.context import HiContext
 from hippo_engine.hirag.modes import HI_MODES, MODE_SPECS, ModeTable, solution_from_context
 from hippo_engine.index.chunking import chunk_text
+from hippo_engine.index.extractors import make_extractor
 from hippo_engine.index.graph import GraphData
-from hippo_engine.index.openie import OpenIE, OpenIEError, OpenIEResult, load_openie_file, save_openie_file
+from hippo_engine.index.openie import OpenIEError
 from hippo_engine.index.pipeline import Index
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
@@ -41,10 +41,6 @@ Solutions = list[QuerySolution]
 WithRecall = tuple[Solutions, dict[str, float]]
 QAResult = tuple[Solutions, list[str], list[dict]]
 QAEvalResult = tuple[Solutions, list[str], list[dict], dict, dict]
-
-
-def _safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
 
 
 class HippoRAG:
@@ -80,8 +76,8 @@ class HippoRAG:
         self._llm = llm
         self._encoder = encoder
         self.index_state = Index(self.save_dir, config, lambda: self.encoder, self.embedding_model_name)
-        self.openie_path = self.save_dir / f"openie_results_ner_{_safe_name(self.llm_model_name)}.json"
-        self._openie: dict[str, OpenIEResult] = load_openie_file(self.openie_path) if self.openie_path.exists() else {}
+        self.extractor = make_extractor(config.extractor, self.save_dir, self.llm_model_name, lambda: self.llm,
+                                        max_new_tokens=config.max_new_tokens, show_progress=config.show_progress)
         self._wire()
         self._rankers = ModeTable({"hipporag2": self._rank_ppr, "naive": self._rank_dense,
                                    **dict.fromkeys(HI_MODES, self._rank_hirag)})
@@ -151,22 +147,27 @@ class HippoRAG:
             logger.info("%s(): %d duplicate document(s) collapsed", what, dup)
         return out
 
+    @property
+    def openie_path(self) -> Path | None:
+        """The OpenIE results file of this index (``extractor="openie"``; None otherwise)."""
+        return getattr(self.extractor, "path", None) if self.extractor.name == "openie" else None
+
     def import_openie(self, path: str | Path) -> int:
         """Seed OpenIE results from a file (reference or HippoRAG v1 format). Returns how many
         passages it covers. Passages indexed later use these results instead of the LLM."""
-        loaded = load_openie_file(path)
-        self._openie.update(loaded)
-        save_openie_file(self.openie_path, self._openie.values())
-        logger.info("imported OpenIE results for %d passages from %s", len(loaded), path)
-        return len(loaded)
+        if self.extractor.name != "openie":
+            raise ValueError(f"import_openie(): this memory extracts facts with extractor="
+                             f"{self.extractor.name!r}; OpenIE files apply to extractor='openie'")
+        return self.extractor.import_file(path)
 
     def index(self, docs: Sequence[str]) -> dict:
         """Add documents to the memory. Re-indexing a document already present is a no-op.
 
-        Passages with no OpenIE result yet go to the LLM (results are saved as they come, so a
-        crash loses no LLM work). If the LLM fails for some passages, the others are indexed,
-        and ``OpenIEError`` is raised afterwards naming the failed ones; rerun to retry them.
-        Returns a report with counts and per-stage timings.
+        Facts come from the configured ``extractor``: LLM OpenIE (``"openie"``, the paper),
+        spaCy sentences with their entities (``"ner"``, no LLM) or LLM n-ary facts (``"nary"``).
+        LLM results are saved as they come (a crash loses no LLM work). If the LLM fails for
+        some passages, the others are indexed and ``OpenIEError`` is raised afterwards naming
+        the failed ones; rerun to retry them. Returns a report with counts and per-stage timings.
         """
         t0 = time.perf_counter()
         passages = self._passages(docs, what="index")
@@ -176,22 +177,16 @@ class HippoRAG:
         new = {k: v for k, v in passages.items() if not self.index_state.has_passage(k)}
         if not new:
             return {"added": 0}
-        missing = {k: v for k, v in new.items() if k not in self._openie}
-        failed: dict[str, str] = {}
+        self.index_state.check_extractor(self.extractor.name)
         t1 = time.perf_counter()
-        if missing:
-            logger.info("running OpenIE on %d passage(s) with %s", len(missing), self.llm_model_name)
-            extractor = OpenIE(self.llm, max_new_tokens=self.config.max_new_tokens,
-                               show_progress=self.config.show_progress)
-            results, failed = extractor.run(missing)
-            self._openie.update(results)
-            save_openie_file(self.openie_path, self._openie.values())
+        ex = self.extractor.extract(new)
         t2 = time.perf_counter()
-        ok = {k: v for k, v in new.items() if k in self._openie}
-        report = self.index_state.add(ok, {k: self._openie[k].triples for k in ok})
+        failed = ex.failed
+        ok = {k: v for k, v in new.items() if k in ex.passages}
+        report = self.index_state.add(ok, ex.triples, ex.hyperedges, extractor=self.extractor.name)
         self._retriever = None
-        report["timings"] = {"openie": t2 - t1, **self.index_state.timings, "total": time.perf_counter() - t0}
-        report["openie_llm_passages"] = len(missing)
+        report["timings"] = {"extract": t2 - t1, **self.index_state.timings, "total": time.perf_counter() - t0}
+        report["openie_llm_passages"] = ex.llm_passages
         if failed:
             raise OpenIEError(f"OpenIE failed for {len(failed)} of {len(new)} new passage(s); the other "
                               f"{len(ok)} were indexed. Run index() again to retry. First error: "

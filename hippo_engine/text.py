@@ -38,10 +38,35 @@ def hyperedge_triple(h: Hyperedge) -> Triple:
     return (h.text, "mentions", "; ".join(h.entities))
 
 
-def mention_triples(hyperedges: Sequence[Hyperedge]) -> list[Triple]:
-    """How the graph sees hyperedges: one ``(e, "", e)`` per mentioned entity, i.e. a
-    passage-entity context edge and no entity-entity edge (self-loops are never added)."""
-    return [(e, "", e) for e in dict.fromkeys(e for h in hyperedges for e in h.entities)]
+#: co-occurrence weights are rounded to multiples of this, so sums are exact in any order
+WEIGHT_QUANTUM = 2.0 ** -20
+
+
+def hyperedge_graph_triples(hyperedges: Sequence[Hyperedge], cooccurrence: bool = True
+                            ) -> tuple[list[Triple], list[float]]:
+    """How the graph sees a passage's hyperedges, as pseudo-triples and their fact weights.
+
+    Every mentioned entity gives ``(e, "", e)`` (a passage-entity context edge; self-loops are
+    never graph edges). With ``cooccurrence``, each hyperedge of ``m`` entities adds its
+    entities as a clique, ``1 / (m - 1)`` per pair (so a hyperedge adds weight 1 to each of its
+    entities however many it links), rounded to a multiple of ``WEIGHT_QUANTUM`` so that sums
+    do not depend on insertion order.
+    """
+    ents = list(dict.fromkeys(e for h in hyperedges for e in h.entities))
+    triples: list[Triple] = [(e, "", e) for e in ents]
+    weights = [0.0] * len(ents)
+    if cooccurrence:
+        for h in hyperedges:
+            m = len(h.entities)
+            if m < 2:
+                continue
+            w = round(1.0 / (m - 1) / WEIGHT_QUANTUM) * WEIGHT_QUANTUM
+            for i in range(m):
+                for j in range(i + 1, m):
+                    triples.append((h.entities[i], "", h.entities[j]))
+                    weights.append(w)
+    return triples, weights
+
 
 _REFERENCE_NON_ALNUM = re.compile(r"[^a-z0-9 ]")
 _SPACES = re.compile(r"\s+")

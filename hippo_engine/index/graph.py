@@ -4,10 +4,13 @@ and conversion to igraph / a PPR transition matrix.
 The graph is derived from the index's current content (passage triples and synonymy lists),
 with exactly one edge per node pair; its weight is the sum of what each kind contributes:
 fact 2 per triple occurrence linking the pair, context 1 per passage-entity pair, synonymy the
-cosine once per direction found. Nodes are ordered entities-then-passages, each sorted by id,
-so equal content gives an identical graph whatever the insertion history.
+cosine once per direction found. Hyperedges (sentences, n-ary facts) reach this module as
+weighted pseudo-triples (see ``text.hyperedge_graph_triples``): ``(e, "", e)`` per mention (a
+context edge only) and ``(a, "", b)`` per co-occurring pair with its fact weight. Nodes are
+ordered entities-then-passages, each sorted by id, so equal content gives an identical graph
+whatever the insertion history.
 
-Each edge keeps its parts (``EdgeParts``): ``base`` (fact + context, a whole number, so exact
+Each edge keeps its parts (``EdgeParts``): ``base`` (fact + context, a multiple of 2**-20, so exact
 in any order), and the cosine listed by its lower and by its higher endpoint. The weight is
 always ``(base + syn_lo) + syn_hi``, so ``insert_passages`` can update a graph in place of a
 rebuild (new nodes merged into the sorted order by a vectorised re-numbering, new and changed
@@ -160,10 +163,12 @@ class GraphData:
 
 # ------------------------------------------------------------------ building blocks
 def _triple_nodes(pids: Sequence[str], passage_triples: Mapping[str, Sequence[tuple[str, str, str]]],
-                  node_of_entity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(subject node, object node, passage node) per triple of ``pids``; ``node_of_entity``
-    maps a dict {phrase: entity id} to {phrase: node}; passage nodes are filled by the caller
-    as positions in ``pids``."""
+                  node_of_entity, triple_weights: Mapping[str, Sequence[float]] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(subject node, object node, passage node, fact weight) per triple of ``pids``;
+    ``node_of_entity`` maps a dict {phrase: entity id} to {phrase: node}; passage nodes are
+    filled by the caller as positions in ``pids``. ``triple_weights[pid]`` gives the fact-edge
+    weight of each of that passage's triples (default ``FACT_WEIGHT``)."""
     phrase_id: dict[str, str] = {}
     for pid in pids:
         for s, _, o in passage_triples.get(pid, ()):
@@ -172,24 +177,28 @@ def _triple_nodes(pids: Sequence[str], passage_triples: Mapping[str, Sequence[tu
             if o not in phrase_id:
                 phrase_id[o] = mdhash_id(o, "entity-")
     phrase_node = node_of_entity(phrase_id)
-    subj, obj, owner = [], [], []
+    subj, obj, owner, fw = [], [], [], []
     for i, pid in enumerate(pids):
         ts = passage_triples.get(pid, ())
         if ts:
             subj.extend(phrase_node[t[0]] for t in ts)
             obj.extend(phrase_node[t[2]] for t in ts)
             owner.extend([i] * len(ts))
-    return tuple(np.array(x, dtype=np.int64) for x in (subj, obj, owner))
+            ws = (triple_weights or {}).get(pid)
+            fw.extend(ws if ws is not None else [FACT_WEIGHT] * len(ts))
+    return (*(np.array(x, dtype=np.int64) for x in (subj, obj, owner)), np.array(fw, dtype=np.float64))
 
 
-def _base_contributions(subj: np.ndarray, obj: np.ndarray, pnode: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique pair keys and their fact+context weight (whole numbers, exact)."""
+def _base_contributions(subj: np.ndarray, obj: np.ndarray, pnode: np.ndarray, n: int, fw: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique pair keys and their fact+context weight (multiples of 2**-20: exact sums
+    in any order)."""
     a, b = np.minimum(subj, obj), np.maximum(subj, obj)
     keep = a != b  # fact self-loops are dropped
     fact = a[keep] * n + b[keep]
     ctx = np.unique(np.concatenate([subj * n + pnode, obj * n + pnode]))  # one per (entity, passage)
     keys = np.concatenate([fact, ctx])
-    vals = np.concatenate([np.full(len(fact), FACT_WEIGHT), np.full(len(ctx), CONTEXT_WEIGHT)])
+    vals = np.concatenate([fw[keep], np.full(len(ctx), CONTEXT_WEIGHT)])
     uk, inv = np.unique(keys, return_inverse=True)
     return uk, np.bincount(inv, weights=vals, minlength=len(uk)) if len(uk) else np.zeros(0)
 
@@ -212,7 +221,8 @@ def _assemble(node_ids: np.ndarray, num_entities: int, keys: np.ndarray, parts: 
 
 
 def build_graph(passage_ids: Sequence[str], passage_triples: Mapping[str, Sequence[tuple[str, str, str]]],
-                synonymy: Mapping[str, Mapping[str, float]]) -> GraphData:
+                synonymy: Mapping[str, Mapping[str, float]],
+                triple_weights: Mapping[str, Sequence[float]] | None = None) -> GraphData:
     """Build the graph from the passages, their normalised triples and the synonymy lists.
 
     Entity nodes are the subjects and objects of the triples; a passage without triples is
@@ -227,12 +237,12 @@ def build_graph(passage_ids: Sequence[str], passage_triples: Mapping[str, Sequen
         order = {e: i for i, e in enumerate(sorted(ents))}
         return {ph: order[e] for ph, e in phrase_id.items()}
 
-    subj, obj, owner = _triple_nodes(passage_ids, passage_triples, node_of_entity)
+    subj, obj, owner, fw = _triple_nodes(passage_ids, passage_triples, node_of_entity, triple_weights)
     ent_sorted = sorted(ents)
     ne = len(ent_sorted)
     node_ids = np.array(ent_sorted + passage_ids, dtype=object)
     n = len(node_ids)
-    bkeys, bvals = _base_contributions(subj, obj, owner + ne, n)
+    bkeys, bvals = _base_contributions(subj, obj, owner + ne, n, fw)
     ent_pos = {e: i for i, e in enumerate(ent_sorted)}
     m = sum(len(nb) for nb in synonymy.values())
     skeys, sdir, sval = _directed_synonymy(
@@ -280,8 +290,8 @@ def _merge_sorted(old: np.ndarray, new: Sequence[str]) -> tuple[np.ndarray, np.n
 
 def insert_passages(graph: GraphData, new_passage_ids: Sequence[str],
                     passage_triples: Mapping[str, Sequence[tuple[str, str, str]]],
-                    synonymy_changes: Mapping[str, tuple[Mapping[str, float] | None, Mapping[str, float] | None]]
-                    ) -> GraphData:
+                    synonymy_changes: Mapping[str, tuple[Mapping[str, float] | None, Mapping[str, float] | None]],
+                    triple_weights: Mapping[str, Sequence[float]] | None = None) -> GraphData:
     """The graph after adding passages (not yet in ``graph``) and changing synonymy lists.
 
     ``synonymy_changes``: source entity id -> (old list or None, new list or None). The result
@@ -325,9 +335,9 @@ def insert_passages(graph: GraphData, new_passage_ids: Sequence[str],
     # fact and context contributions of the new passages
     ph_list = list(phrases)
     ph_node = dict(zip(ph_list, ent_nodes([phrases[p] for p in ph_list]), strict=False)) if ph_list else {}
-    subj, obj, owner = _triple_nodes(new_pids, passage_triples, lambda pid_map: ph_node)
+    subj, obj, owner, fw = _triple_nodes(new_pids, passage_triples, lambda pid_map: ph_node, triple_weights)
     pnode = ne + pas_new_pos[owner] if len(owner) else np.zeros(0, np.int64)
-    bkeys, bvals = _base_contributions(subj, obj, pnode, n)
+    bkeys, bvals = _base_contributions(subj, obj, pnode, n, fw)
     # synonymy entries: clear every old entry of a changed source, then set the new ones
     srcs = sorted(synonymy_changes)
     e_src: list[str] = []

@@ -33,9 +33,9 @@ from hippo_engine.text import (
     alnum_count,
     fact_text,
     facts_by_id,
+    hyperedge_graph_triples,
     hyperedges_by_id,
     mdhash_id,
-    mention_triples,
     normalize_phrase,
 )
 
@@ -62,6 +62,16 @@ def normalize_hyperedges(hyperedges: Iterable[Hyperedge], mode: str) -> list[Hyp
         if ents and h.text.strip():
             out.append(Hyperedge(h.text.strip(), ents))
     return out
+
+
+def _graph_input(triples: Mapping[str, Sequence[Triple]], hyperedges: Mapping[str, Sequence[Hyperedge]]
+                 ) -> tuple[dict[str, list[Triple]], dict[str, list[float]]]:
+    out = {p: list(ts) for p, ts in triples.items() if ts}
+    weights: dict[str, list[float]] = {}
+    for p, hs in hyperedges.items():
+        if hs:
+            out[p], weights[p] = hyperedge_graph_triples(hs)
+    return out, weights
 
 
 class Index:
@@ -150,17 +160,17 @@ class Index:
             return {f: h.entities for f, h in self.fact_hyperedges.items()}
         return {f: (t[0], t[2]) for f, t in self.fact_triples.items()}
 
-    def graph_triples(self, pids=None) -> dict[str, list[Triple]]:
-        """What the graph is built from: triples, plus each hyperedge's entity mentions."""
-        pids = self.passage_triples.keys() | self.passage_hyperedges.keys() if pids is None else pids
-        return {p: [*self.passage_triples.get(p, ()), *mention_triples(self.passage_hyperedges.get(p, ()))]
-                for p in pids}
+    def graph_triples(self) -> tuple[dict[str, list[Triple]], dict[str, list[float]]]:
+        """What the graph is built from: each passage's triples, or its hyperedges as weighted
+        pseudo-triples (``text.hyperedge_graph_triples``), and the weights of the latter."""
+        return _graph_input(self.passage_triples, self.passage_hyperedges)
 
     def _passage_ids(self) -> list[str]:
         return [r[0] for r in self.db.conn.execute("SELECT id FROM store_passage")]
 
     def _build_graph(self) -> GraphData:
-        return build_graph(self._passage_ids(), self.graph_triples(), self.synonymy)
+        triples, weights = self.graph_triples()
+        return build_graph(self._passage_ids(), triples, self.synonymy, weights)
 
     def has_passage(self, pid: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM store_passage WHERE id=?", (pid,)).fetchone() is not None
@@ -248,8 +258,7 @@ class Index:
                 for h in hyper[p]:
                     self._fact_hyperedges.setdefault(mdhash_id(h.text, "fact-"), h)
         t7 = time.perf_counter()
-        self._insert_into_graph(old_version, new_ids, {p: norm[p] + mention_triples(hyper[p]) for p in new_ids},
-                                syn_changes)
+        self._insert_into_graph(old_version, new_ids, *_graph_input(norm, hyper), syn_changes)
         t8 = time.perf_counter()
         self._save_graph()
         t9 = time.perf_counter()
@@ -371,8 +380,8 @@ class Index:
         self._fact_triples = None
         self._fact_hyperedges = None
 
-    def _insert_into_graph(self, old_version: str, new_ids: Sequence[str], norm: Mapping[str, Sequence[Triple]],
-                           syn_changes: Mapping[str, tuple]) -> None:
+    def _insert_into_graph(self, old_version: str, new_ids: Sequence[str], triples: Mapping[str, Sequence[Triple]],
+                           weights: Mapping[str, Sequence[float]], syn_changes: Mapping[str, tuple]) -> None:
         """Merge the new passages and synonymy changes into the previous graph version, or
         build the graph from scratch when that version is not at hand."""
         g = self._graph
@@ -382,7 +391,7 @@ class Index:
             self._graph = self._build_graph()
             return
         try:
-            self._graph = insert_passages(g, new_ids, norm, syn_changes)
+            self._graph = insert_passages(g, new_ids, triples, syn_changes, weights)
         except Exception as e:  # derived data: fall back to a rebuild rather than fail the insert
             logger.warning("incremental graph update failed (%s); rebuilding the graph", e)
             self._graph = self._build_graph()

@@ -62,7 +62,12 @@ def test_hyperedges_round_trip_and_extractors_do_not_mix(tmp_path, extracted):
     assert rep["added"] == len(CORPUS) and rep["new_facts"] > len(CORPUS)
     assert idx.extractor == "ner"
     stats = idx.graph.stats()
-    assert stats["fact_edges"] == 0 and stats["context_edges"] > 0 and stats["passage_nodes"] == len(CORPUS)
+    assert stats["fact_edges"] > 0 and stats["context_edges"] > 0 and stats["passage_nodes"] == len(CORPUS)
+    # entity-entity edges are sentence co-occurrences: each sentence adds 1 / (m - 1) per pair
+    edges = idx.graph.edge_dict()
+    a, b = sorted([mdhash_id("lake veloria", "entity-"), mdhash_id("1873", "entity-")])
+    m = len(extracted[mdhash_id(CORPUS[0], "chunk-")][1].entities)   # the one sentence naming both
+    assert edges[(a, b)] == round(2**20 / (m - 1)) / 2**20
     fe = idx.fact_entities()
     assert len(fe) == rep["new_facts"] and all(isinstance(v, tuple) and v for v in fe.values())
     idx.close()

@@ -1,0 +1,106 @@
+"""Extractors: how new passages get their facts at index time (the config field ``extractor``).
+
+Each is a small strategy object with one method, ``extract(passages) -> Extraction``:
+
+* :class:`OpenIEExtractor` (``"openie"``, the paper): LLM NER then triples, results kept in the
+  reference OpenIE file under ``save_dir`` (an imported file counts too), so only passages
+  missing from it reach the LLM and a crash loses no LLM work.
+* :class:`SpacyExtractor` (``"ner"``): no LLM; sentences linked to their spaCy entities.
+* :class:`NaryExtractor` (``"nary"``): LLM n-ary facts (knowledge segments and their entities),
+  kept in their own results file like OpenIE's.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hippo_engine.index.ner import NERExtractor
+from hippo_engine.index.openie import OpenIE, OpenIEResult, load_openie_file, save_openie_file
+from hippo_engine.llm.base import LLMClient
+from hippo_engine.text import Hyperedge, Triple
+
+logger = logging.getLogger(__name__)
+
+
+def safe_name(name: str) -> str:
+    """A model name usable in a file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+
+
+@dataclass
+class Extraction:
+    """Facts of the passages that got them; ``failed`` maps the others to their error."""
+
+    triples: dict[str, list[Triple]] | None = None
+    hyperedges: dict[str, list[Hyperedge]] | None = None
+    failed: dict[str, str] = field(default_factory=dict)
+    llm_passages: int = 0     # passages sent to an LLM in this call
+
+    @property
+    def passages(self) -> set[str]:
+        return set(self.triples or {}) | set(self.hyperedges or {})
+
+
+class OpenIEExtractor:
+    """LLM OpenIE with its results file (``openie_results_ner_<llm>.json``, reference format)."""
+
+    name = "openie"
+
+    def __init__(self, save_dir: Path, llm_name: str, llm: Callable[[], LLMClient], *, max_new_tokens: int,
+                 show_progress: bool):
+        self.path = Path(save_dir) / f"openie_results_ner_{safe_name(llm_name)}.json"
+        self._llm, self.llm_name = llm, llm_name
+        self.max_new_tokens, self.show_progress = max_new_tokens, show_progress
+        self.results: dict[str, OpenIEResult] = load_openie_file(self.path) if self.path.exists() else {}
+
+    def import_file(self, path: str | Path) -> int:
+        """Seed results from a reference or HippoRAG v1 OpenIE file; returns how many passages."""
+        loaded = load_openie_file(path)
+        self.results.update(loaded)
+        save_openie_file(self.path, self.results.values())
+        logger.info("imported OpenIE results for %d passages from %s", len(loaded), path)
+        return len(loaded)
+
+    def extract(self, passages: Mapping[str, str]) -> Extraction:
+        missing = {k: v for k, v in passages.items() if k not in self.results}
+        failed: dict[str, str] = {}
+        if missing:
+            logger.info("running OpenIE on %d passage(s) with %s", len(missing), self.llm_name)
+            runner = OpenIE(self._llm(), max_new_tokens=self.max_new_tokens, show_progress=self.show_progress)
+            results, failed = runner.run(missing)
+            self.results.update(results)
+            save_openie_file(self.path, self.results.values())
+        ok = [k for k in passages if k in self.results]
+        return Extraction(triples={k: self.results[k].triples for k in ok}, failed=failed,
+                          llm_passages=len(missing))
+
+
+class SpacyExtractor:
+    """No LLM: each sentence is a fact linked to its spaCy entities (see :mod:`.ner`)."""
+
+    name = "ner"
+
+    def __init__(self, *, show_progress: bool):
+        self.runner = NERExtractor(show_progress=show_progress)
+
+    def extract(self, passages: Mapping[str, str]) -> Extraction:
+        return Extraction(hyperedges=self.runner.run(passages)) if passages else Extraction(hyperedges={})
+
+
+def make_extractor(kind: str, save_dir: Path, llm_name: str, llm: Callable[[], LLMClient], *,
+                   max_new_tokens: int, show_progress: bool):
+    """The extractor strategy for ``kind`` (``openie``, ``ner`` or ``nary``)."""
+    if kind == "openie":
+        return OpenIEExtractor(save_dir, llm_name, llm, max_new_tokens=max_new_tokens, show_progress=show_progress)
+    if kind == "ner":
+        return SpacyExtractor(show_progress=show_progress)
+    if kind == "nary":
+        from hippo_engine.index.nary import NaryExtractor
+        return NaryExtractor(save_dir, llm_name, llm, max_new_tokens=max_new_tokens, show_progress=show_progress)
+    raise ValueError(f"unknown extractor {kind!r}")
+
+
+__all__ = ["Extraction", "OpenIEExtractor", "SpacyExtractor", "make_extractor", "safe_name"]
