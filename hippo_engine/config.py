@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-LINKING_MODES = ("fact", "ner", "query")
+LINKING_MODES = ("auto", "fact", "ner", "query", "ner_fact")
 EXTRACTORS = ("openie", "ner", "nary")
 MODES = ("hipporag2", "naive", "hi_local", "hi_global", "hi_bridge", "hi")
 
@@ -60,11 +60,22 @@ class RetrievalConfig(_Section):
     qa_top_k: int = Field(5, gt=0)
     damping: float = Field(0.5, gt=0.0, lt=1.0)
     passage_node_weight: float = Field(0.05, ge=0.0, le=1.0)
-    #: ``"fact"`` (paper), ``"ner"`` (query NER entities -> entity nodes), ``"query"`` (query
-    #: embedding -> entity nodes): the paper's ablations.
-    linking: Literal["fact", "ner", "query"] = "fact"
+    #: how a query reaches the graph: ``"fact"`` (paper: its best facts' entities), ``"ner"``
+    #: (query NER entities -> nearest entity nodes), ``"query"`` (query embedding -> entity
+    #: nodes): the paper's ablations; ``"ner_fact"``: both NER entities and the best facts'
+    #: entities (the LLM-free path). ``"auto"``: ``"ner_fact"`` on an ``extractor="ner"``
+    #: index, ``"fact"`` otherwise.
+    linking: Literal["auto", "fact", "ner", "query", "ner_fact"] = "auto"
+    #: facts whose entities seed the walk in ``"ner_fact"`` linking when the filter is off
+    #: (1: the best sentence; chosen on the MuSiQue training questions)
+    ner_fact_top_k: int = Field(1, gt=0)
+    #: who finds a query's entities for ``"ner"``/``"ner_fact"`` linking: ``"llm"`` (the NER
+    #: prompt), ``"spacy"`` (no LLM), ``"auto"``: spaCy on an ``extractor="ner"`` index, else the LLM
+    query_ner: Literal["auto", "llm", "spacy"] = "auto"
     use_passage_nodes: bool = True
-    use_filter: bool = True
+    #: the recognition filter (an LLM call per query): None = on, except on an
+    #: ``extractor="ner"`` index, which makes no LLM call unless this is set to True
+    use_filter: bool | None = None
     max_filtered_facts: int = Field(4, gt=0)
     filter_program_path: str | None = None
     query_instruction_fact: str | None = None

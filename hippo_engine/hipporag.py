@@ -30,7 +30,8 @@ from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
 from hippo_engine.qa.reader import QuerySolution, answer_questions
-from hippo_engine.retrieve.retriever import Retriever, encode_queries, query_entities
+from hippo_engine.retrieve.query_ner import query_entity_names
+from hippo_engine.retrieve.retriever import Retriever, encode_queries
 from hippo_engine.text import mdhash_id
 
 logger = logging.getLogger(__name__)
@@ -309,16 +310,15 @@ class HippoRAG:
     def _rank_ppr(self, mode: str, queries: list[str], param: QueryParam) -> Solutions:
         cfg = self.config
         k = param.top_k or cfg.retrieval_top_k
-        use_filter = cfg.use_filter if param.use_filter is None else param.use_filter
         t0 = time.perf_counter()
         r = self.retriever
         q_fact, q_pass = self.encode_queries(queries)
         ner_vectors = None
-        if cfg.linking == "ner":
-            ner = query_entities(self.llm, queries, cfg.max_new_tokens, cfg.normalization)
+        if r.linking in ("ner", "ner_fact"):
+            ner = query_entity_names(queries, cfg, self.index_state.extractor, lambda: self.llm)
             ner_vectors = [self.encoder.encode(ents) if ents else None for ents in ner]
         filter_many = None
-        if use_filter and cfg.linking == "fact":
+        if self._use_filter(param) and r.linking in ("fact", "ner_fact"):
             rf = self.recognition_filter
             filter_many = lambda qs, cands: [kept for kept, _ in rf.filter_many(qs, cands)]  # noqa: E731
         results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors)
@@ -328,6 +328,15 @@ class HippoRAG:
                     time.perf_counter() - t0 - timings["total"], timings["filter"], timings["ppr"],
                     timings["scoring"] + timings["seeding"], sum(s.used_fallback for s in sols))
         return sols
+
+    def _use_filter(self, param: QueryParam) -> bool:
+        """The recognition filter is on unless switched off; on an ``extractor="ner"`` index it
+        is off unless switched on (that path makes no LLM call by default)."""
+        if param.use_filter is not None:
+            return param.use_filter
+        if self.config.use_filter is not None:
+            return self.config.use_filter
+        return self.index_state.extractor != "ner"
 
     def _rank_dense(self, mode: str, queries: list[str], param: QueryParam) -> Solutions:
         k = param.top_k or self.config.retrieval_top_k

@@ -73,8 +73,10 @@ class Retriever:
                  fact_ids: np.ndarray, fact_mat: np.ndarray, entity_ids: np.ndarray, entity_mat: np.ndarray,
                  entity_text: Callable[[str], str], fact_triples: Mapping[str, Triple],
                  fact_entities: Mapping[str, Sequence[str]] | None = None, *,
-                 seed_sources: Sequence[SeedSource] = ()):
+                 seed_sources: Sequence[SeedSource] = (), linking: str | None = None):
         self.config = config
+        #: the linking in effect (``config.linking`` with ``"auto"`` resolved; see ``from_index``)
+        self.linking = linking or (config.linking if config.linking != "auto" else "fact")
         if config.ppr_dtype == "float32" and config.ppr_backend == "power" and config.ppr_tol < 1e-7:
             logger.warning("ppr_tol=%g is below what float32 PPR can reach (about 1e-7): every query will run "
                            "ppr_max_iter=%d steps; use ppr_dtype='float64' for tight tolerances",
@@ -116,6 +118,9 @@ class Retriever:
                    seed_sources: Sequence[SeedSource] = ()) -> Retriever:
         """The retriever of an ``Index``'s current version (``graph``: an augmented graph)."""
         st = index.stores
+        linking = config.linking
+        if linking == "auto":
+            linking = "ner_fact" if index.extractor == "ner" else "fact"
         if index.passage_hyperedges:
             hyper = index.fact_hyperedges
             triples = {f: hyperedge_triple(h) for f, h in hyper.items()}
@@ -124,7 +129,7 @@ class Retriever:
             triples, entities = index.fact_triples, None
         return cls(config, graph if graph is not None else index.graph, st["passage"].ids, st["passage"].matrix,
                    st["fact"].ids, st["fact"].matrix, st["entity"].ids, st["entity"].matrix, st["entity"].text,
-                   triples, entities, seed_sources=seed_sources)
+                   triples, entities, seed_sources=seed_sources, linking=linking)
 
     @property
     def fact_map(self) -> Mapping[str, Triple]:
@@ -277,9 +282,10 @@ class Retriever:
         bs = cfg.query_batch_size
         blocks = [(s, min(len(queries), s + bs)) for s in range(0, len(queries), bs)]
         cands: list[tuple[np.ndarray, np.ndarray]] = []
-        if cfg.linking == "fact":
+        if self.linking in ("fact", "ner_fact"):
+            n_cand = cfg.linking_top_k if self.linking == "fact" or filter_many is not None else cfg.ner_fact_top_k
             for s, e in blocks:
-                cands.append(self.top_facts(q_fact[s:e], cfg.linking_top_k))
+                cands.append(self.top_facts(q_fact[s:e], n_cand))
             tim["scoring"] += time.perf_counter() - t0
             kept_masks = self._filter(queries, blocks, cands, results, filter_many, tim)
         for n, (s, e) in enumerate(blocks):
@@ -323,7 +329,10 @@ class Retriever:
         t1 = time.perf_counter()
         tim["scoring"] += t1 - t0
         # links: one row per (query, fact or vector, entity)
-        if cfg.linking == "fact":
+        ner_table = None
+        if self.linking == "ner_fact":
+            ner_table = self._ner_table(ner_vectors, b)
+        if self.linking in ("fact", "ner_fact"):
             cand_rows, cand_scores = cand
             qq, cc = np.nonzero(kept_mask)
             rows = cand_rows[qq, cc]
@@ -335,7 +344,7 @@ class Retriever:
         else:
             lq, ln, ls = [], [], []
             for j in range(b):
-                if cfg.linking == "query":
+                if self.linking == "query":
                     linked = self.link_entities(q_fact[s + j:s + j + 1], cfg.linking_top_k)
                 else:
                     vecs = ner_vectors[j] if ner_vectors is not None else None
@@ -346,11 +355,15 @@ class Retriever:
             lq, ln, ls = np.array(lq, np.int64), np.array(ln, np.int64), np.array(ls, np.float64)
         has_link = np.zeros(b, bool)
         has_link[lq] = True
+        if ner_table is not None:
+            has_link[ner_table[0]] = True
         graph_cols = np.flatnonzero(has_link)
         for j in np.flatnonzero(~has_link).tolist():
             results[s + j].used_fallback = True
             results[s + j].order, results[s + j].scores = self.dense_rank(dense[:, j], k)
-        if len(graph_cols):
+        if len(graph_cols) and ner_table is not None:
+            R, seeds = self._hybrid_reset(lq, ln, ls, ner_table, dense, graph_cols)
+        elif len(graph_cols):
             R, seeds = self.reset_matrix(lq, ln, ls, dense, graph_cols)
             for src, scores in zip(self.seed_sources, extra, strict=True):
                 src.add_seeds(R, scores[:, s:e], graph_cols)
@@ -367,17 +380,30 @@ class Retriever:
         tim["ppr"] += time.perf_counter() - t2
 
 
-def query_entities(llm, queries: Sequence[str], max_new_tokens: int | None, normalization: str) -> list[list[str]]:
-    """Named entities of each query by the LLM's NER prompt, normalised (``linking="ner"``);
-    a failed call gives no entities."""
-    from hippo_engine.index.openie import ner_messages, parse_ner
-    from hippo_engine.text import normalize_phrase
-    out = llm.generate_many([ner_messages(q) for q in queries], max_new_tokens=max_new_tokens)
-    ents = []
-    for res in out:
-        names = parse_ner(res.text) if not isinstance(res, Exception) else []
-        ents.append([n for n in (normalize_phrase(e, normalization) for e in names) if n])
-    return ents
+    def _ner_table(self, ner_vectors, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Seed table (query j, node, weight) of the block's query NER entities."""
+        qs, ns, ss = [], [], []
+        for j in range(b):
+            vecs = ner_vectors[j] if ner_vectors is not None else None
+            linked = self.link_entities(vecs, 1) if vecs is not None and len(vecs) else []
+            qs += [j] * len(linked)
+            ns += [n for n, _ in linked]
+            ss += [w for _, w in linked]
+        return seeding.ner_seed_table(np.array(qs, np.int64), np.array(ns, np.int64), np.array(ss, np.float64),
+                                      self.passage_counts)
+
+    def _hybrid_reset(self, lq, ln, ls, ner_table, dense, cols) -> tuple[np.ndarray, list]:
+        """``ner_fact`` linking: the facts' entity seeds (HippoRAG 2's rule, ``linking_top_k``
+        kept) and the NER entity seeds, the larger weight per entity; then passage seeds."""
+        fact_table = entity_seed_table(lq, ln, ls, self.passage_counts, self.config.linking_top_k)
+        q, n, w = seeding.max_merge(fact_table, ner_table)
+        pos = np.full(dense.shape[1], -1, np.int64)
+        pos[cols] = np.arange(len(cols))
+        sel = pos[q] >= 0
+        q, n, w = pos[q[sel]], n[sel], w[sel]
+        order = np.lexsort((n, -w, q))    # per column, best first (ties: lower node)
+        return seeding.reset_matrix_from_seeds((q[order], n[order], w[order]), dense, cols, self.passage_nodes,
+                                               self.graph.num_nodes, self._passage_weight())
 
 
 def encode_queries(encoder, queries: Sequence[str], config: HippoConfig) -> tuple[np.ndarray, np.ndarray]:

@@ -59,6 +59,34 @@ def entity_seed_table(query: np.ndarray, nodes: np.ndarray, scores: np.ndarray, 
     return uq[sel], un[sel], mean[sel]
 
 
+def ner_seed_table(query: np.ndarray, nodes: np.ndarray, sims: np.ndarray, passage_counts: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seeds of query NER entities linked to entity nodes (one row per link: ``query`` number,
+    entity ``nodes``, cosine ``sims``): ``max(cos, 0) / passages of the entity``, the largest
+    per (query, node), all kept. Returns (query, node, weight) sorted by (query, node)."""
+    query, nodes = np.asarray(query, np.int64), np.asarray(nodes, np.int64)
+    if len(nodes) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    w = np.maximum(np.asarray(sims, np.float64), 0.0) / np.maximum(1.0, np.asarray(passage_counts)[nodes])
+    return max_merge((query, nodes, w))
+
+
+def max_merge(*tables: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Union of (query, node, weight) seed tables keeping the largest weight per (query, node);
+    sorted by (query, node); zero weights dropped."""
+    q = np.concatenate([np.asarray(t[0], np.int64) for t in tables])
+    n = np.concatenate([np.asarray(t[1], np.int64) for t in tables])
+    w = np.concatenate([np.asarray(t[2], np.float64) for t in tables])
+    if len(q) == 0:
+        return q, n, w
+    span = int(n.max()) + 1
+    ukey, inv = np.unique(q * span + n, return_inverse=True)
+    best = np.full(len(ukey), -np.inf)
+    np.maximum.at(best, inv, w)
+    keep = best > 0
+    return (ukey // span)[keep], (ukey % span)[keep], best[keep]
+
+
 def passage_seeds(dpr_scores: np.ndarray, weight: float) -> np.ndarray:
     """``weight x min-max(dense score)`` for every passage (columns: queries, if 2-D)."""
     return weight * min_max(dpr_scores)
@@ -88,9 +116,19 @@ def reset_matrix(query: np.ndarray, nodes: np.ndarray, scores: np.ndarray, dense
     cols = np.asarray(cols, dtype=np.int64)
     pos = np.full(dense.shape[1] if dense.ndim == 2 else 0, -1, np.int64)
     pos[cols] = np.arange(len(cols))
-    R = np.zeros((num_nodes, len(cols)))
     sel = pos[query] >= 0 if len(query) else np.zeros(0, bool)
-    sq, sn, sw = entity_seed_table(pos[query[sel]], nodes[sel], scores[sel], passage_counts, keep)
+    table = entity_seed_table(pos[query[sel]], nodes[sel], scores[sel], passage_counts, keep)
+    return reset_matrix_from_seeds(table, dense, cols, passage_nodes, num_nodes, passage_weight)
+
+
+def reset_matrix_from_seeds(table: tuple[np.ndarray, np.ndarray, np.ndarray], dense: np.ndarray,
+                            cols: Sequence[int], passage_nodes: np.ndarray, num_nodes: int,
+                            passage_weight: float | None) -> tuple[np.ndarray, list[list[tuple[int, float]]]]:
+    """Reset vectors from a seed table (column c, node, weight; columns number ``cols``) plus
+    passage seeds from ``dense``'s columns ``cols``. Returns the matrix and each column's seeds."""
+    cols = np.asarray(cols, dtype=np.int64)
+    sq, sn, sw = table
+    R = np.zeros((num_nodes, len(cols)))
     R[sn, sq] = sw
     seeds: list[list[tuple[int, float]]] = [[] for _ in cols]
     for c, n_, w_ in zip(sq.tolist(), sn.tolist(), sw.tolist(), strict=False):

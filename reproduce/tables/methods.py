@@ -21,9 +21,10 @@ class Method:
     def config(self) -> dict:
         """The overrides that differ from the defaults (``use_filter`` dropped where it has no
         effect, i.e. when the query is not linked through facts)."""
-        out = {k: v for k, v in self.overrides if getattr(DEFAULTS, k) != v}
+        # use_filter=True is the default on an LLM-extracted index (the config says None: auto)
+        out = {k: v for k, v in self.overrides if getattr(DEFAULTS, k) != v and (k, v) != ("use_filter", True)}
         linking = dict(self.overrides).get("linking", DEFAULTS.linking)
-        if linking != "fact":
+        if linking not in ("fact", "auto"):
             out.pop("use_filter", None)
         return dict(sorted(out.items()))
 
@@ -33,7 +34,7 @@ class Method:
         if self.dense:
             return False
         cfg = {**{"linking": DEFAULTS.linking, "use_filter": DEFAULTS.use_filter}, **dict(self.overrides)}
-        return cfg["linking"] == "ner" or (cfg["linking"] == "fact" and cfg["use_filter"])
+        return cfg["linking"] == "ner" or (cfg["linking"] in ("fact", "auto") and cfg["use_filter"] is not False)
 
 
 def method(key: str, label: str, dense: bool = False, **overrides) -> Method:
