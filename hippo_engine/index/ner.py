@@ -40,12 +40,12 @@ def passage_title(passage: str) -> str | None:
 
 def doc_hyperedges(doc, title: str | None) -> list[Hyperedge]:
     """One hyperedge per sentence of a parsed passage (an entity crossing a sentence boundary
-    belongs to the sentence it starts in). The title line itself is not a fact."""
+    belongs to the sentence it starts in); the title line is a sentence of its own."""
     out = []
     ents = [e for e in doc.ents if e.label_ not in SKIPPED_LABELS]
     for s in doc.sents:
         text = s.text.strip()
-        if not text or (title is not None and text == title):
+        if not text:
             continue
         names = [e.text for e in ents if s.start <= e.start < s.end]
         if title is not None:
