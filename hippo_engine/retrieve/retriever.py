@@ -30,6 +30,7 @@ from hippo_engine.retrieve import seeding
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and dense_column re-exported
     dense_column,
+    dense_first,
     dense_scores,
     max_row_norm,
     min_max,
@@ -376,7 +377,8 @@ class Retriever:
             probs = self.run_ppr(R)
             for c, j in enumerate(graph_cols.tolist()):
                 order = top_k(probs[:, c], k)
-                results[s + j].order, results[s + j].scores = order, probs[order, c]
+                results[s + j].order, results[s + j].scores = dense_first(
+                    order, probs[order, c], dense[:, j], cfg.dense_first, k)
         tim["ppr"] += time.perf_counter() - t2
 
 

@@ -175,3 +175,18 @@ def top_fact_rows(fact_mat: np.ndarray, row_norm: float, q_fact: np.ndarray, k: 
         rows_out[j] = best_rows
         scores_out[j] = (best - lo) / (hi - lo) if hi > lo else 1.0
     return rows_out, scores_out
+
+
+def dense_first(order: np.ndarray, scores: np.ndarray, dense: np.ndarray, head: int, k: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Rank fusion: the ``head`` best passages by dense score first, then the graph ranking
+    (``order``/``scores``, best first) without them; ``k`` rows kept. The head's scores are
+    ``1 + min-max(dense)``, above any PPR probability, so scores stay in decreasing order."""
+    if head <= 0:
+        return order, scores
+    top = top_k(dense, head)
+    rest = ~np.isin(order, top)
+    head_scores = 1.0 + min_max(np.asarray(dense, np.float64))[top]
+    new_order = np.concatenate([top, order[rest]])[:k]
+    new_scores = np.concatenate([head_scores, np.asarray(scores, np.float64)[rest]])[:k]
+    return new_order, new_scores

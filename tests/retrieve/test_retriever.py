@@ -265,3 +265,28 @@ def test_dense_column_split_over_threads_matches_one_scan():
         assert np.array_equal(got, np.einsum("ij,j->i", mat, q))
         if n:
             assert np.array_equal(dense_column(mat[n // 3:], q), got[n // 3:])
+
+
+def test_dense_first_fusion():
+    from hippo_engine.retrieve.scoring import dense_first
+
+    order, scores = np.array([3, 1, 2, 0]), np.array([0.4, 0.3, 0.2, 0.1])
+    dense = np.array([0.9, 0.1, 0.5, 0.2])
+    o, s = dense_first(order, scores, dense, 1, 4)
+    assert o.tolist() == [0, 3, 1, 2] and s[0] == 2.0 and s[1:].tolist() == [0.4, 0.3, 0.2]
+    o, s = dense_first(order, scores, dense, 2, 3)
+    assert o.tolist() == [0, 2, 3] and np.all(np.diff(s) < 0)
+    assert dense_first(order, scores, dense, 0, 4)[0] is order
+
+
+def test_dense_first_config_puts_the_dense_top_passage_first(tmp_path):
+    rag = make_rag(tmp_path, use_filter=False)
+    rag.index(CORPUS)
+    qs = ["Who founded the Amber Fair?", "Where does the Tamsin River flow?"]
+    dense = rag.retrieve_dpr(qs, num_to_retrieve=3)
+    plain = rag.retrieve(qs, num_to_retrieve=5)
+    rag.config = rag.config.replace(dense_first=1)
+    fused = rag.retrieve(qs, num_to_retrieve=5)
+    for d, p, f in zip(dense, plain, fused, strict=True):
+        assert f.docs[0] == d.docs[0]
+        assert f.docs[1:] == [x for x in p.docs if x != d.docs[0]][:4]
