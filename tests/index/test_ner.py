@@ -25,10 +25,10 @@ def test_titles_are_short_first_lines():
 def test_sentences_become_hyperedges_with_their_entities(extracted):
     pid = mdhash_id(CORPUS[0], "chunk-")
     hs = extracted[pid]
-    assert [h.text for h in hs] == ["Lake Veloria lies in the Orsk Highlands.",
-                                    "Ilse Marrow mapped Lake Veloria in 1873."]
+    assert [h.text for h in hs] == ["Lake Veloria", "Lake Veloria lies in the Orsk Highlands.",
+                                    "Ilse Marrow mapped Lake Veloria in 1873."]   # the title line is a fact
     assert all("Lake Veloria" in h.entities for h in hs)          # the title joins every sentence
-    assert "1873" in hs[1].entities
+    assert "1873" in hs[2].entities
     assert set(extracted) == {mdhash_id(p, "chunk-") for p in CORPUS}
 
 
@@ -66,7 +66,7 @@ def test_hyperedges_round_trip_and_extractors_do_not_mix(tmp_path, extracted):
     # entity-entity edges are sentence co-occurrences: each sentence adds 1 / (m - 1) per pair
     edges = idx.graph.edge_dict()
     a, b = sorted([mdhash_id("lake veloria", "entity-"), mdhash_id("1873", "entity-")])
-    m = len(extracted[mdhash_id(CORPUS[0], "chunk-")][1].entities)   # the one sentence naming both
+    m = len(extracted[mdhash_id(CORPUS[0], "chunk-")][2].entities)   # the one sentence naming both
     assert edges[(a, b)] == round(2**20 / (m - 1)) / 2**20
     fe = idx.fact_entities()
     assert len(fe) == rep["new_facts"] and all(isinstance(v, tuple) and v for v in fe.values())
