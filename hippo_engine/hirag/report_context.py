@@ -6,7 +6,7 @@ cover when the raw context does not fit.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -14,10 +14,15 @@ from hippo_engine.hirag.clustering import Community, entity_edges
 from hippo_engine.index.graph import KIND_SYNONYMY, GraphData
 from hippo_engine.text import mdhash_id
 
-if TYPE_CHECKING:
-    from hippo_engine.hirag.reports import CommunityReport
-
 TokenCounter = Callable[[str], int]
+
+
+class Reported(Protocol):
+    """What a context needs of a sub-community's report (``reports.CommunityReport``)."""
+
+    title: str
+    summary: str
+    findings: list[dict]
 
 
 def whitespace_tokens(text: str) -> int:
@@ -97,7 +102,7 @@ def _excerpt(text: str, max_words: int) -> str:
     return " ".join(words[:max_words]) + (" ..." if len(words) > max_words else "")
 
 
-def community_context(c: Community, inputs: ReportInputs, child_reports: Mapping[str, CommunityReport],
+def community_context(c: Community, inputs: ReportInputs, child_reports: Mapping[str, Reported],
                       children: Mapping[str, Community], budget: int, count: TokenCounter = whitespace_tokens,
                       passage_words: int = 80) -> tuple[str, bool]:
     """The report prompt's context for ``c`` within ``budget`` tokens.
