@@ -83,14 +83,20 @@ def _read_items(path: str | Path) -> list[Any]:
 def _make_rag(args, **extra):
     from hippo_engine.hipporag import HippoRAG
     overrides = dict(extra)
-    for name in ("llm_base_url", "llm_backend", "linking"):
+    for name in ("llm_base_url", "llm_backend", "linking", "extractor", "dense_first"):
         if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
     if getattr(args, "no_filter", False):
         overrides["use_filter"] = False
     if getattr(args, "quiet", False):
         overrides["show_progress"] = False
-    return HippoRAG(args.save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **overrides)
+    rag = HippoRAG(args.save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **overrides)
+    recorded = rag.index_state.extractor
+    if getattr(args, "extractor", None) is None and recorded not in (None, rag.config.extractor):
+        rag.close()   # an existing index keeps the extractor it was built with
+        rag = HippoRAG(args.save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder,
+                       **overrides, extractor=recorded)
+    return rag
 
 
 def _print_solution(sol, k: int, with_answer: bool = False) -> None:
@@ -99,7 +105,7 @@ def _print_solution(sol, k: int, with_answer: bool = False) -> None:
         gold = f"   (gold: {' | '.join(sol.gold_answers)})" if sol.gold_answers else ""
         print(f"A: {sol.answer}{gold}")
     if sol.used_fallback:
-        print("   [no fact survived the filter: dense retrieval fallback]")
+        print("   [no entity reached the graph (no fact kept, no query entity): dense retrieval fallback]")
     elif sol.kept_facts:
         print("   facts: " + "; ".join(" | ".join(f) for f in sol.kept_facts))
     for rank, (doc, score) in enumerate(zip(sol.docs[:k], sol.doc_scores[:k], strict=False), 1):
@@ -124,7 +130,7 @@ def cmd_index(args) -> int:
     t = time.perf_counter()
     report = rag.index(docs)
     print(f"indexed {report.get('added', 0)} new passage(s) in {time.perf_counter() - t:.1f}s "
-          f"({report.get('openie_llm_passages', 0)} sent to the LLM for OpenIE)")
+          f"({report.get('openie_llm_passages', 0)} sent to the LLM for fact extraction)")
     print(json.dumps(rag.graph_stats(), indent=2))
     return 0
 
@@ -245,6 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "transformers, or auto (llama_cpp when installed; the default)")
         sp.add_argument("--embedder", default=None, help="embedding model (default: packaged all-MiniLM-L6-v2)")
         sp.add_argument("--quiet", action="store_true", help="no progress bars")
+        sp.add_argument("--extractor", choices=("openie", "ner", "nary"), default=None,
+                        help="how documents become facts: openie (LLM triples, the paper; default for a new "
+                             "index), ner (spaCy sentences and entities, no LLM), nary (LLM n-ary facts); an "
+                             "existing index keeps its own")
 
     sp = sub.add_parser("index", help="add documents to an index")
     sp.add_argument("corpus", help="JSON or JSONL of strings or {title,text} records")
@@ -271,7 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--limit", type=int, default=None, help="only the first N queries")
         sp.add_argument("--dense", action="store_true", help="dense retrieval baseline instead of HippoRAG 2")
         sp.add_argument("--no-filter", action="store_true", help="skip the LLM recognition filter")
-        sp.add_argument("--linking", choices=("fact", "ner", "query"), default=None, help="linking ablation")
+        sp.add_argument("--linking", choices=("auto", "fact", "ner", "query", "ner_fact"), default=None,
+                        help="how queries reach the graph (default auto: fact, or ner_fact on an extractor=ner index)")
+        sp.add_argument("--dense-first", type=int, default=None, metavar="N",
+                        help="rank fusion: the N best dense passages first, then the graph ranking (default 0)")
         sp.add_argument("--output", default=None, help="write solutions and metrics as JSON here")
         common(sp)
         sp.set_defaults(func=func)

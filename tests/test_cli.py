@@ -1,0 +1,38 @@
+"""The command line on real parts: the packaged embedder and spaCy (extractor=ner: no LLM)."""
+import json
+
+import pytest
+
+from hippo_engine import __version__
+from hippo_engine.cli import main
+
+DOCS = [{"title": "Barack Obama", "text": "Barack Obama was born in Honolulu, Hawaii. He was president."},
+        {"title": "Honolulu", "text": "Honolulu is the capital of Hawaii."},
+        {"title": "Angela Merkel", "text": "Angela Merkel was chancellor of Germany."}]
+
+
+@pytest.mark.slow
+def test_index_retrieve_stats_with_ner_extractor(tmp_path, capsys):
+    corpus, queries, out = tmp_path / "c.json", tmp_path / "q.json", tmp_path / "out.json"
+    corpus.write_text(json.dumps(DOCS))
+    queries.write_text(json.dumps(["Where was Barack Obama born?"]))
+    idx = str(tmp_path / "idx")
+    assert main(["index", str(corpus), "--save-dir", idx, "--extractor", "ner", "--quiet"]) == 0
+    assert "indexed 3 new passage(s)" in capsys.readouterr().out
+    # an existing index keeps its extractor: no --extractor needed, and no LLM is loaded
+    assert main(["retrieve", "--save-dir", idx, "--queries", str(queries), "--top-k", "2", "--quiet",
+                 "--output", str(out)]) == 0
+    sol = json.loads(out.read_text())["solutions"][0]
+    assert sol["docs"][0].startswith("Barack Obama") and not sol["used_fallback"]
+    capsys.readouterr()
+    assert main(["stats", "--save-dir", idx]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["passage_nodes"] == 3 and stats["entity_nodes"] >= 4 and stats["context_edges"] > 0
+
+
+def test_version_and_usage_errors(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and __version__ in capsys.readouterr().out
+    assert main(["index", str(tmp_path / "missing.json"), "--save-dir", str(tmp_path / "i")]) == 2
+    assert "missing.json" in capsys.readouterr().err
