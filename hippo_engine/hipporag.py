@@ -24,6 +24,7 @@ from hippo_engine.hirag.modes import HI_MODES, MODE_SPECS, ModeTable, solution_f
 from hippo_engine.index.chunking import chunk_text
 from hippo_engine.index.extractors import make_extractor
 from hippo_engine.index.graph import GraphData
+from hippo_engine.index.ner import NERExtractor
 from hippo_engine.index.openie import OpenIEError
 from hippo_engine.index.pipeline import Index
 from hippo_engine.llm.base import LLMClient
@@ -77,8 +78,10 @@ class HippoRAG:
         self._llm = llm
         self._encoder = encoder
         self.index_state = Index(self.save_dir, config, lambda: self.encoder, self.embedding_model_name)
+        self.ner = NERExtractor(show_progress=config.show_progress)   # spaCy, loaded on first use
         self.extractor = make_extractor(config.extractor, self.save_dir, self.llm_model_name, lambda: self.llm,
-                                        max_new_tokens=config.max_new_tokens, show_progress=config.show_progress)
+                                        max_new_tokens=config.max_new_tokens, show_progress=config.show_progress,
+                                        ner=self.ner)
         self._wire()
         self._rankers = ModeTable({"hipporag2": self._rank_ppr, "naive": self._rank_dense,
                                    **dict.fromkeys(HI_MODES, self._rank_hirag)})
@@ -315,7 +318,7 @@ class HippoRAG:
         q_fact, q_pass = self.encode_queries(queries)
         ner_vectors = None
         if r.linking in ("ner", "ner_fact"):
-            ner = query_entity_names(queries, cfg, self.index_state.extractor, lambda: self.llm)
+            ner = query_entity_names(queries, cfg, self.index_state.extractor, lambda: self.llm, self.ner)
             ner_vectors = [self.encoder.encode(ents) if ents else None for ents in ner]
         filter_many = None
         if self._use_filter(param) and r.linking in ("fact", "ner_fact"):

@@ -83,20 +83,21 @@ class SpacyExtractor:
 
     name = "ner"
 
-    def __init__(self, *, show_progress: bool):
-        self.runner = NERExtractor(show_progress=show_progress)
+    def __init__(self, *, show_progress: bool, runner: NERExtractor | None = None):
+        self.runner = runner or NERExtractor(show_progress=show_progress)
 
     def extract(self, passages: Mapping[str, str]) -> Extraction:
         return Extraction(hyperedges=self.runner.run(passages)) if passages else Extraction(hyperedges={})
 
 
 def make_extractor(kind: str, save_dir: Path, llm_name: str, llm: Callable[[], LLMClient], *,
-                   max_new_tokens: int, show_progress: bool):
-    """The extractor strategy for ``kind`` (``openie``, ``ner`` or ``nary``)."""
+                   max_new_tokens: int, show_progress: bool, ner: NERExtractor | None = None):
+    """The extractor strategy for ``kind`` (``openie``, ``ner`` or ``nary``); ``ner``: the spaCy
+    runner to share (the facade uses the same one for query NER)."""
     if kind == "openie":
         return OpenIEExtractor(save_dir, llm_name, llm, max_new_tokens=max_new_tokens, show_progress=show_progress)
     if kind == "ner":
-        return SpacyExtractor(show_progress=show_progress)
+        return SpacyExtractor(show_progress=show_progress, runner=ner)
     if kind == "nary":
         from hippo_engine.index.nary import NaryExtractor
         return NaryExtractor(save_dir, llm_name, llm, max_new_tokens=max_new_tokens, show_progress=show_progress)

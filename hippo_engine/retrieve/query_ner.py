@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from hippo_engine.config import HippoConfig
+from hippo_engine.index.ner import NERExtractor
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.text import normalize_phrase
 
@@ -21,12 +22,10 @@ def query_entities(llm, queries: Sequence[str], max_new_tokens: int | None, norm
     return ents
 
 
-def spacy_query_entities(queries: Sequence[str], normalization: str) -> list[list[str]]:
+def spacy_query_entities(ner: NERExtractor, queries: Sequence[str], normalization: str) -> list[list[str]]:
     """Named entities of each query by spaCy, normalised, duplicates dropped."""
-    from hippo_engine.index.ner import query_entities as spacy_entities
-
     return [list(dict.fromkeys(n for n in (normalize_phrase(e, normalization) for e in es) if n))
-            for es in spacy_entities(queries)]
+            for es in ner.query_entities(queries)]
 
 
 def resolve_source(source: str, extractor: str | None) -> str:
@@ -37,8 +36,8 @@ def resolve_source(source: str, extractor: str | None) -> str:
 
 
 def query_entity_names(queries: Sequence[str], config: HippoConfig, extractor: str | None,
-                       llm: Callable[[], LLMClient]) -> list[list[str]]:
+                       llm: Callable[[], LLMClient], ner: NERExtractor) -> list[list[str]]:
     """Each query's normalised entities from the configured source (``query_ner``)."""
     if resolve_source(config.query_ner, extractor) == "llm":
         return query_entities(llm(), queries, config.max_new_tokens, config.normalization)
-    return spacy_query_entities(queries, config.normalization)
+    return spacy_query_entities(ner, queries, config.normalization)

@@ -4,7 +4,7 @@ from fakes import NgramEncoder
 from helpers import CORPUS
 
 from hippo_engine.config import HippoConfig
-from hippo_engine.index.ner import NERExtractor, doc_hyperedges, passage_title, query_entities
+from hippo_engine.index.ner import NERExtractor, doc_hyperedges, passage_title
 from hippo_engine.index.pipeline import Index, normalize_hyperedges
 from hippo_engine.store import StoreError
 from hippo_engine.text import Hyperedge, mdhash_id
@@ -35,16 +35,14 @@ def test_sentences_become_hyperedges_with_their_entities(extracted):
 def test_numeric_entities_are_skipped():
     import spacy
 
-    from hippo_engine.models.spacy_ner import load_pipeline
-
-    doc = load_pipeline()("Report\nThe team sold 3,000 tickets for 45 dollars to Anna Berg.")
+    doc = NERExtractor().pipeline(sentences=True)("Report\nThe team sold 3,000 tickets for 45 dollars to Anna Berg.")
     assert isinstance(doc, spacy.tokens.Doc)
     ents = {e for h in doc_hyperedges(doc, "Report") for e in h.entities}
     assert "Anna Berg" in ents and not any(any(c.isdigit() for c in e) for e in ents)
 
 
 def test_query_entities():
-    out = query_entities(["Which city did Barack Obama visit in 2010?", "what is two plus two"])
+    out = NERExtractor().query_entities(["Which city did Barack Obama visit in 2010?", "what is two plus two"])
     assert out == [["Barack Obama", "2010"], []]
 
 
