@@ -5,8 +5,10 @@ A dataset is a pair of JSON files side by side::
     <name>.json          questions (a list of dicts)
     <name>_corpus.json   passages
 
-and, optionally, an OpenIE file (``openie_*.json``) in the same folder, for instance the
-released GPT-3.5 OpenIE output of HippoRAG v1.
+and, optionally, an OpenIE file (``openie_*.json``) in the corpus's folder, for instance the
+released GPT-3.5 OpenIE output of HippoRAG v1. LinearRAG's layout
+(``<name>/linearrag_format/questions.json`` with ``<name>/<name>_corpus.json``) and an explicit
+corpus file are accepted too (:mod:`.locate`).
 
 Corpus formats
     * a list of ``{"title", "text"}`` dicts (HippoRAG 2 release, HippoRAG v1 MuSiQue/2Wiki;
@@ -24,6 +26,13 @@ Question formats (one file may mix them; each question is read on its own)
     * 2Wiki / HotpotQA style: ``context: [[title, [sentences]]]`` with
       ``supporting_facts: [[title, sentence_index]]``: the gold passages are the context entries
       whose title appears in ``supporting_facts``.
+    * evidence-derived gold: ``evidence: [[subject, relation, object]]`` and none of the above
+      (LinearRAG's 2WikiMultihopQA questions): the gold passages are the pages of the evidence
+      subjects, matched to corpus titles by :func:`.evidence_gold.derive_gold` (called once for
+      all such questions of the file). Its counts are in ``gold_match`` as ``evidence_<rule>``
+      per (question, subject) pair, plus ``evidence_questions`` and ``evidence_complete``
+      (questions whose every subject was matched: the coverage). A question with unmatched
+      subjects keeps its partial gold.
     * none of these: the question has no gold passages (recall cannot be measured for it).
 
 How gold passages are matched to corpus passages
@@ -62,18 +71,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .evidence_gold import derive_gold, has_evidence_only
+from .locate import KNOWN_DATASETS, DatasetError, _pairs_in, corpus_path, dataset_name, default_data_root, find_dataset
+
 logger = logging.getLogger(__name__)
 
-#: Names of the official HippoRAG 2 benchmark files (``<name>.json`` + ``<name>_corpus.json``).
-KNOWN_DATASETS: tuple[str, ...] = ("musique", "2wikimultihopqa", "hotpotqa", "nq_rear", "popqa",
-                                   "lveval", "narrativeqa_dev_10_doc")
-
-_REPO_ROOT = Path(__file__).resolve().parents[1]
 _WS = re.compile(r"\s+")
-
-
-class DatasetError(FileNotFoundError):
-    """A dataset could not be found or parsed; the message says what was looked for."""
 
 
 @dataclass
@@ -127,100 +130,6 @@ class Dataset:
                 "with_gold_docs": 0 if self.gold_docs is None else sum(1 for g in self.gold_docs if g),
                 "gold_match": dict(self.gold_match),
                 "openie_file": str(self.openie_file) if self.openie_file else None}
-
-
-# ----------------------------------------------------------------------------- locating files
-def default_data_root() -> Path:
-    """``$HIPPO_DATA_DIR`` if set, else ``../shared/data`` next to this repository."""
-    env = os.environ.get("HIPPO_DATA_DIR")
-    return Path(env).expanduser() if env else _REPO_ROOT.parent / "shared" / "data"
-
-
-def _pairs_in(folder: Path) -> list[Path]:
-    """Question files ``X.json`` in ``folder`` that have an ``X_corpus.json`` beside them."""
-    out = []
-    for p in sorted(folder.glob("*.json")):
-        if p.name.endswith("_corpus.json") or p.name.startswith("openie_"):
-            continue
-        if (folder / f"{p.stem}_corpus.json").is_file():
-            out.append(p)
-    return out
-
-
-def find_dataset(dir_or_name: str | os.PathLike, data_root: str | os.PathLike | None = None,
-                 name: str | None = None) -> Path:
-    """Locate the questions file of a dataset.
-
-    ``dir_or_name`` may be a questions file (``<name>.json``), a folder holding one
-    ``<name>.json`` / ``<name>_corpus.json`` pair (or several, with ``name`` choosing one), or
-    a dataset name looked up under ``data_root`` (default :func:`default_data_root`): first as
-    ``<root>/<name>.json``, then as the folder ``<root>/<name>/``, then as any
-    ``<name>.json`` with its corpus up to three folder levels below the root.
-    Raises :class:`DatasetError` listing every place looked at.
-    """
-    looked: list[str] = []
-    arg = Path(dir_or_name).expanduser()
-    if arg.is_file():
-        corpus = arg.with_name(f"{arg.stem}_corpus.json")
-        if not corpus.is_file():
-            raise DatasetError(f"{arg} has no corpus file beside it (expected {corpus})")
-        return arg
-    if arg.is_dir():
-        return _choose_pair(arg, name, looked)
-    looked.append(f"{arg} (not a file or folder)")
-    root = Path(data_root).expanduser() if data_root is not None else default_data_root()
-    wanted = name or arg.name
-    direct = root / f"{wanted}.json"
-    looked.append(str(direct))
-    if direct.is_file() and (root / f"{wanted}_corpus.json").is_file():
-        return direct
-    folder = root / str(dir_or_name)
-    looked.append(f"{folder}/ (folder with <name>.json + <name>_corpus.json)")
-    if folder.is_dir():
-        try:
-            return _choose_pair(folder, name, [])
-        except DatasetError as e:
-            looked.append(f"{folder}: {str(e).splitlines()[0].split('. Looked for')[0]}")
-    if root.is_dir():
-        looked.append(f"{root}/**/{wanted}.json (up to 3 levels) with {wanted}_corpus.json beside it")
-        hits = []
-        for depth in ("*", "*/*", "*/*/*"):
-            for p in sorted(root.glob(f"{depth}/{wanted}.json")):
-                if p.with_name(f"{wanted}_corpus.json").is_file():
-                    hits.append(p)
-        if len(hits) == 1:
-            return hits[0]
-        if len(hits) > 1:
-            raise DatasetError(f"dataset {wanted!r} is ambiguous under {root}: "
-                               + ", ".join(map(str, hits)) + "; pass the file path instead")
-    else:
-        looked.append(f"data root {root} does not exist (set HIPPO_DATA_DIR)")
-    raise DatasetError(f"dataset {str(dir_or_name)!r} not found. Looked for:\n  - " + "\n  - ".join(looked)
-                       + f"\nKnown dataset names: {', '.join(KNOWN_DATASETS)}. Put <name>.json and "
-                       "<name>_corpus.json in a folder and pass that folder, or set HIPPO_DATA_DIR.")
-
-
-def _choose_pair(folder: Path, name: str | None, looked: list[str]) -> Path:
-    pairs = _pairs_in(folder)
-    looked.append(f"{folder}/*.json with a matching *_corpus.json")
-    if name:
-        for p in pairs:
-            if p.stem == name:
-                return p
-        raise DatasetError(f"no {name}.json with {name}_corpus.json in {folder}; found "
-                           f"{[p.stem for p in pairs] or 'no question/corpus pair'}")
-    if len(pairs) == 1:
-        return pairs[0]
-    if not pairs:
-        corpora = sorted(p.name for p in folder.glob("*_corpus.json"))
-        hint = (f" (corpus file(s) {corpora} have no question file beside them)" if corpora else "")
-        raise DatasetError(f"no question file with a corpus file beside it in {folder}{hint}. Looked for:\n  - "
-                           + "\n  - ".join(looked))
-    for p in pairs:  # a folder named after one of its datasets
-        if p.stem == folder.name:
-            return p
-    raise DatasetError(f"{folder} holds several datasets ({', '.join(p.stem for p in pairs)}); "
-                       "pass the questions file or choose one by name")
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -382,6 +291,7 @@ def parse_questions(samples: Any, docs: Sequence[str], name: str = "",
         golds.append(_gold_for(s, index, joiner, counts))
         answers.append(gold_answers_for(s))
         ids.append(str(s.get("id", s.get("_id", i))))
+    _evidence_gold(samples, docs, golds, counts, source)
     if counts.get("unmatched"):
         logger.warning("%s: %d gold passage(s) match no corpus passage and can never be retrieved",
                        source, counts["unmatched"])
@@ -397,6 +307,27 @@ def parse_questions(samples: Any, docs: Sequence[str], name: str = "",
             logger.warning("%s: %d question(s) carry no evidence; they count as recall 0", source, missing)
         gold_docs = [g or [] for g in golds]
     return questions, gold_docs, answers, ids, dict(counts)
+
+
+def _evidence_gold(samples: list, docs: Sequence[str], golds: list, counts: Counter, source: str) -> None:
+    """Fill the gold of the questions that carry only ``evidence`` triples (format rule
+    "evidence-derived gold"), all in one :func:`derive_gold` call."""
+    todo = [i for i, s in enumerate(samples) if golds[i] is None and has_evidence_only(s)]
+    if not todo:
+        return
+    try:
+        gold, stats = derive_gold([samples[i] for i in todo], docs)
+    except ValueError as e:
+        raise DatasetError(f"{source}: {e}") from e
+    for i, g in zip(todo, gold, strict=True):
+        golds[i] = g
+    counts.update({f"evidence_{rule}": n for rule, n in stats["rules"].items()})
+    counts["evidence_questions"] += len(todo)
+    counts["evidence_complete"] += sum(stats["complete"])
+    if counts["evidence_complete"] < len(todo):
+        logger.warning("%s: evidence-derived gold is incomplete for %d of %d question(s) (%d subject(s) matched "
+                       "no corpus title)", source, len(todo) - counts["evidence_complete"], len(todo),
+                       counts.get("evidence_unmatched", 0))
 
 
 def _find_openie(folder: Path, name: str) -> Path | None:
@@ -417,19 +348,26 @@ def _find_openie(folder: Path, name: str) -> Path | None:
 
 
 def load_dataset(dir_or_name: str | os.PathLike, data_root: str | os.PathLike | None = None,
-                 name: str | None = None) -> Dataset:
-    """Load a benchmark (see the module docstring for formats and lookup rules)."""
-    qpath = find_dataset(dir_or_name, data_root, name)
-    cpath = qpath.with_name(f"{qpath.stem}_corpus.json")
-    ds_name = qpath.stem
+                 name: str | None = None, corpus: str | os.PathLike | None = None) -> Dataset:
+    """Load a benchmark (see the module docstring for formats and lookup rules). ``corpus``:
+    an explicit corpus file for the questions file ``dir_or_name`` (any names)."""
+    if corpus is not None:
+        qpath, cpath = Path(dir_or_name).expanduser(), Path(corpus).expanduser()
+        for p in (qpath, cpath):
+            if not p.is_file():
+                raise DatasetError(f"{p}: no such file")
+        ds_name = name or dataset_name(qpath)
+    else:
+        qpath = find_dataset(dir_or_name, data_root, name)
+        cpath, ds_name = corpus_path(qpath), dataset_name(qpath)
     docs = corpus_docs(_read_json(cpath), str(cpath))
     questions, gold_docs, answers, ids, counts = parse_questions(_read_json(qpath), docs, ds_name, str(qpath))
     ds = Dataset(name=ds_name, docs=docs, questions=questions, gold_docs=gold_docs, gold_answers=answers,
-                 openie_file=_find_openie(qpath.parent, ds_name), question_ids=ids, path=qpath, corpus_path=cpath,
+                 openie_file=_find_openie(cpath.parent, ds_name), question_ids=ids, path=qpath, corpus_path=cpath,
                  gold_match=counts)
     logger.info("loaded dataset %s: %s", ds_name, ds.summary())
     return ds
 
 
-__all__ = ["Dataset", "DatasetError", "KNOWN_DATASETS", "corpus_docs", "default_data_root", "find_dataset",
-           "gold_answers_for", "load_dataset", "parse_questions"]
+__all__ = ["Dataset", "DatasetError", "KNOWN_DATASETS", "corpus_docs", "corpus_path", "dataset_name",
+           "default_data_root", "find_dataset", "gold_answers_for", "load_dataset", "parse_questions"]
