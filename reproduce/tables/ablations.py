@@ -32,7 +32,7 @@ def table_ablations(r: Runner) -> Path:
     """Ablations: NER-to-node, query-to-node, no passage nodes, no filter (paper Table 4)."""
     require_gold(r.ds)
     col = paper_column(r.ds.name)
-    methods = ablation_methods(r.use_filter)
+    methods = [r.fused(m) for m in ablation_methods(r.use_filter)]
     res = {m: r.retrieval(m) for m in methods}
     curves = {m.key: (recall_curve(e, r.ks()) if e else None) for m, e in res.items()}
     rows = []

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hippo_engine.evaluation.datasets import load_dataset
 from hippo_engine.llm.base import LLMClient
 
-from ..common import setup_logging
+from ..common import ForbiddenLLM, setup_logging
 from .ablations import table_ablations
 from .graph import table_graph
 from .paper import WEIGHTS
@@ -36,6 +38,17 @@ def _weights(text: str) -> list[float]:
     return ws
 
 
+EXTRACTORS = ("openie", "ner", "nary")
+
+
+def _extractors(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in names if x not in EXTRACTORS]
+    if not names or bad or len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(f"--extractor takes {', '.join(EXTRACTORS)} (comma-separated, no repeats)")
+    return names
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options every table command takes."""
     p.add_argument("--dataset", required=True,
@@ -55,6 +68,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--openie", default=None,
                    help="OpenIE results file to import before indexing (default: an openie_*.json beside "
                         "the data; 'none' to run OpenIE with the LLM)")
+    p.add_argument("--extractor", type=_extractors, default=["openie"], metavar="{openie,ner,nary}",
+                   help="how the index gets its facts: openie (LLM triples; the OpenIE file beside the data is "
+                        "imported, default), ner (spaCy NER + sentences, no LLM at index or query time; never "
+                        "uses the filter), nary (LLM n-ary facts). Each has its own index (<save-dir>-ner, ...). "
+                        "table-recall takes several, comma-separated (e.g. openie,ner), and shows them side by side")
+    p.add_argument("--dense-first", type=int, default=0, metavar="N",
+                   help="rank fusion: the top-N dense passages first, then the graph ranking. table-recall adds a "
+                        "'+ dense_first=N' row beside each HippoRAG 2 row; the other tables run every HippoRAG 2 "
+                        "configuration with it (default 0: the paper)")
+    p.add_argument("--shuffle-corpus", type=int, default=None, metavar="SEED",
+                   help="index the corpus in an order shuffled with this seed (own index folder <save-dir>-shuffleSEED "
+                        "and result files): recall must not depend on corpus order")
+    p.add_argument("--forbid-llm", action="store_true",
+                   help="any LLM call is an error (proves the table made none; with --no-filter or --extractor ner)")
     p.add_argument("--no-filter", action="store_true",
                    help="switch the recognition filter off (no LLM call during retrieval)")
     p.add_argument("--only", type=lambda s: [x.strip() for x in s.split(",") if x.strip()], default=None,
@@ -78,14 +105,29 @@ def run(args: argparse.Namespace, argv: Sequence[str], *, llm: LLMClient | None 
     setup_logging(args.verbose)
     if args.limit is not None and args.limit <= 0:
         raise SystemExit("--limit must be positive")
+    if args.dense_first < 0:
+        raise SystemExit("--dense-first must be >= 0")
+    if len(args.extractor) > 1 and args.command != "table-recall":
+        raise SystemExit("only table-recall compares extractors; pass one --extractor")
+    if args.forbid_llm:
+        llm = ForbiddenLLM()
+        llm.model_name = "forbidden-llm"  # the label of the reports and caches: no LLM may answer
     full = load_dataset(args.dataset)
+    if args.shuffle_corpus is not None:
+        docs = list(full.docs)
+        random.Random(args.shuffle_corpus).shuffle(docs)
+        full = dataclasses.replace(full, docs=docs)
     args.full_questions = len(full)
     ds = full.head(args.limit)
-    runner = Runner(args, ds, argv, llm=llm, encoder=encoder)
+    runner = Runner(args, ds, argv, llm=llm, encoder=encoder, extractor=args.extractor[0])
     try:
-        runner.prepare_index()
+        for extractor in args.extractor[1:]:
+            Runner(args, ds, argv, llm=llm, encoder=runner.encoder, extractor=extractor, main=runner)
+        for r in runner.runners:
+            r.prepare_index()
         path = TABLES[args.command](runner)
     finally:
-        runner.close()
+        for r in runner.runners:
+            r.close()
     print(path)
     return path

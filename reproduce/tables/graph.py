@@ -30,7 +30,7 @@ def table_graph(r: Runner) -> Path:
             stages[k] = stages.get(k, 0.0) + v
     openie_calls = sum(b.get("openie_llm_passages", 0) for b in builds)
     build_llm = sum_llm([{"llm": b.get("llm", {})} for b in builds])
-    hippo = hippo_method(r.use_filter)
+    hippo = r.fused(hippo_method(r.use_filter))
     dense = dense_method("dense")
     eh, ed = r.retrieval(hippo), r.retrieval(dense)
     pc = PAPER_COST.get(col, {}) if col else {}

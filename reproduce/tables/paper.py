@@ -41,3 +41,15 @@ def paper_column(dataset_name: str) -> str | None:
         if n.startswith(prefix):
             return col
     return None
+
+#: Recall@k (%) of other systems, measured elsewhere with their public code, NOT by these commands:
+#: dataset name -> (label, {k: recall}). LinearRAG: spaCy en_core_web_sm, all-MiniLM-L6-v2, no
+#: adjacency edges, on the same 100 musique_train questions and 1,890 passages.
+EXTERNAL_RECALL = {
+    "musique_train": (
+        ("LinearRAG, its MuSiQue settings", {1: 31.3, 2: 50.5, 5: 66.8, 10: 76.7, 20: 84.0}),
+        ("LinearRAG, its default settings", {1: 33.5, 2: 48.8, 5: 67.5, 10: 76.5, 20: 82.7}),
+    ),
+}
+EXTERNAL_NOTE = ("measured elsewhere with LinearRAG's public code (spaCy `en_core_web_sm`, all-MiniLM-L6-v2, "
+                 "no adjacency edges), not by this command")

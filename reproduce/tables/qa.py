@@ -14,7 +14,7 @@ def table_qa(r: Runner) -> Path:
     """QA exact match and F1, dense vs HippoRAG 2 with the same reader (paper Table 2)."""
     col = paper_column(r.ds.name)
     dense = dense_method(f"Dense retrieval ({r.embedder_name}) + reader")
-    hippo = hippo_method(r.use_filter, "hipporag2", "HippoRAG 2 + reader")
+    hippo = r.fused(hippo_method(r.use_filter, "hipporag2", "HippoRAG 2 + reader"))
     rows, used = [], []
     for m, pkey in ((dense, "dense"), (hippo, "hipporag2")):
         q = r.qa(m)

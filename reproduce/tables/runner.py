@@ -1,5 +1,5 @@
-"""The state one table command runs in: the dataset, the shared index (built once per dataset and
-embedder), the models, the per-question result caches and the report header."""
+"""The state one table command runs in: the dataset, the shared index (built once per dataset,
+embedder and extractor), the models and the per-question result caches (the report side: reporting.py)."""
 from __future__ import annotations
 
 import argparse
@@ -8,43 +8,43 @@ import json
 import logging
 import os
 import re
-import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from hippo_engine import HippoRAG
-from hippo_engine.evaluation.datasets import Dataset, default_data_root
-from hippo_engine.evaluation.metrics import DEFAULT_RECALL_KS, qa_metrics_per_query
+from hippo_engine.evaluation.datasets import Dataset
+from hippo_engine.evaluation.metrics import qa_metrics_per_query
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.text import mdhash_id
 
-from ..common import RESULTS_DIR, file_sha256, git_head, write_result
-from .meter import MeteredLLM, delta, sum_llm, tokens_line
+from ..common import file_sha256
+from .meter import MeteredLLM, delta
 from .methods import DEFAULTS, Method
-from .paper import PAPER_CANONICAL, PAPER_SETUP, paper_column
+from .reporting import ReportMixin
 from .results import ResultCache, sha
 
 logger = logging.getLogger(__name__)
 
 
-class Runner:
+class Runner(ReportMixin):
     """Everything one table command needs: the dataset, the shared index, the models, the
     per-question caches, and the bookkeeping for the report header."""
 
     def __init__(self, args: argparse.Namespace, dataset: Dataset, argv: Sequence[str], *,
-                 llm: LLMClient | None = None, encoder=None):
+                 llm: LLMClient | None = None, encoder=None, extractor: str = "openie", main: Runner | None = None):
         self.args = args
         self.ds = dataset
         self.argv = list(argv)
         self.t0 = time.perf_counter()
-        self.use_filter = not args.no_filter
+        self.extractor = extractor
+        # the "ner" index is the LLM-free path: the tables never switch its filter on
+        self.use_filter = not args.no_filter and extractor != "ner"
         from hippo_engine.models.assets import DEFAULT_EMBEDDER
         emb = args.embedder or (encoder.name if encoder is not None else DEFAULT_EMBEDDER)
         llm_name = args.llm or (llm.model_name if llm is not None else None)
-        self.save_dir = Path(args.save_dir) if args.save_dir else (
-            Path("outputs") / "reproduce" / dataset.name / re.sub(r"[^A-Za-z0-9._-]+", "_", emb))
-        overrides: dict = {"show_progress": not args.quiet}
+        self.save_dir = index_dir(args, dataset.name, emb, extractor)
+        overrides: dict = {"show_progress": not args.quiet, "extractor": extractor}
         if args.llm_base_url:
             overrides["llm_base_url"] = args.llm_base_url
         if getattr(args, "llm_backend", None):
@@ -55,15 +55,20 @@ class Runner:
         self.factory = HippoRAG(self.save_dir, llm_model_name=llm_name, embedding_model_name=emb,
                                 llm=llm, encoder=encoder, **overrides)
         self.embedder_name = self.factory.embedding_model_name
-        self.llm = MeteredLLM(lambda: self.factory.llm, self.factory.llm_model_name)
         self.llm_name = self.factory.llm_model_name
         self._encoder = encoder
-        self.openie = self._openie_file()
+        self.openie = self._openie_file() if extractor == "openie" else None
         self.manifest: dict = {}
         self.index_note = ""
         self.llm_used = False
-        self.computed: dict[str, int] = {}
         self._cleared: set[str] = set()
+        # runners over other extractors' indexes (table-recall) share the main one's meter and counts
+        self.main = main or self
+        self.others: list[Runner] = []
+        self.llm = main.llm if main else MeteredLLM(lambda: self.factory.llm, self.factory.llm_model_name)
+        self.computed: dict[str, int] = main.computed if main else {}
+        if main:
+            main.others.append(self)
 
     # ---------------------------------------------------------------- setup
     def _openie_file(self) -> Path | None:
@@ -85,12 +90,19 @@ class Runner:
             self._encoder = self.factory.encoder
         return self._encoder
 
+    @property
+    def runners(self) -> list[Runner]:
+        """This runner and those over the other extractors' indexes."""
+        return [self, *self.others]
+
     def fingerprint(self) -> dict:
-        """What the index is built from; a save_dir built from something else is refused."""
-        return {"corpus_sha256": sha(self.ds.docs, 64), "passages": len(self.ds.docs),
-                "embedder": self.embedder_name,
-                "openie_file": self.openie.name if self.openie else None,
-                "openie_sha256": file_sha256(self.openie) if self.openie else None}
+        """What the index is built from; a save_dir built from something else is refused. (The
+        extractor is left out for "openie", so that indexes made before the option keep their caches.)"""
+        fp = {"corpus_sha256": sha(self.ds.docs, 64), "passages": len(self.ds.docs),
+              "embedder": self.embedder_name,
+              "openie_file": self.openie.name if self.openie else None,
+              "openie_sha256": file_sha256(self.openie) if self.openie else None}
+        return fp if self.extractor == "openie" else {**fp, "extractor": self.extractor}
 
     def prepare_index(self) -> None:
         """Build the index once (importing the OpenIE file first) or reuse it."""
@@ -103,6 +115,7 @@ class Runner:
                                f"{', '.join(diff)}); pass another --save-dir")
         rag = HippoRAG(self.save_dir, llm_model_name=self.llm_name, embedding_model_name=self.embedder_name,
                        llm=self.llm, encoder=self.encoder, **self._overrides)
+        logger.info("index %s (extractor %s)", self.save_dir, self.extractor)
         try:
             before = self.llm.snapshot()
             t = time.perf_counter()
@@ -118,7 +131,8 @@ class Runner:
                                "wall_s": wall, "timings": report.get("timings", {}),
                                "openie_llm_passages": report.get("openie_llm_passages", 0),
                                "llm": delta(self.llm.snapshot(), before),
-                               "openie_source": (self.openie.name if self.openie else self.llm_name)})
+                               "openie_source": (self.openie.name if self.openie else self.llm_name),
+                               "extractor": self.extractor})
                 manifest = {"fingerprint": fp, "builds": builds, "graph": rag.graph_stats(),
                             "facts": int(len(rag.index_state.stores["fact"].ids)),
                             "index_version": rag.index_state.version}
@@ -146,6 +160,19 @@ class Runner:
         return HippoRAG(self.save_dir, llm_model_name=self.llm_name, embedding_model_name=self.embedder_name,
                         llm=self.llm, encoder=self.encoder, **{**self._overrides, "show_progress": False},
                         **method.config)
+
+    def tag(self, key: str) -> str:
+        """A configuration key, prefixed with the extractor unless it is "openie"."""
+        return key if self.extractor == "openie" else f"{self.extractor}:{key}"
+
+    def fused(self, method: Method, n: int | None = None, key: str | None = None) -> Method:
+        """``method`` with rank fusion ``dense_first=n`` (default ``--dense-first``), under the same
+        key unless ``key`` is given; dense and ``n == 0`` are returned unchanged."""
+        n = self.args.dense_first if n is None else n
+        if method.dense or not n:
+            return method
+        return Method(key or method.key, f"{method.label} + dense_first={n}",
+                      tuple(sorted({**dict(method.overrides), "dense_first": n}.items())))
 
     # ---------------------------------------------------------------- per-question runs
     def _cache(self, kind: str, method: Method, extra: dict | None = None) -> ResultCache:
@@ -220,7 +247,8 @@ class Runner:
                     cache.append(entries)
                     for e in entries:
                         done[e["key"]] = e
-                    self.computed[method.key] = self.computed.get(method.key, 0) + len(idx)
+                    tag = self.tag(method.key)
+                    self.computed[tag] = self.computed.get(tag, 0) + len(idx)
                     bar.update(len(idx))
         finally:
             rag.close()
@@ -277,91 +305,17 @@ class Runner:
                 rag.close()
         return [done[k] for k in keys]
 
-    # ---------------------------------------------------------------- report
-    def ks(self) -> list[int]:
-        """The k values of Recall@k (up to ``retrieval_top_k``)."""
-        return [k for k in DEFAULT_RECALL_KS if k <= DEFAULTS.retrieval_top_k]
-
-    def command(self) -> str:
-        """The exact command of this run."""
-        return "python -m reproduce " + shlex.join(self.argv)
-
-    def out_path(self, table: str) -> Path:
-        """``<results>/<dataset>/<table>[-no-filter].md``."""
-        root = Path(self.args.out) if self.args.out else RESULTS_DIR
-        suffix = "-no-filter" if (self.args.no_filter and table != "graph") else ""
-        if len(self.ds) < self.args.full_questions:  # a partial run never overwrites a full one
-            suffix += f"-first{len(self.ds)}"
-        return root / self.ds.name / f"{table}{suffix}.md"
-
-    def dataset_line(self) -> str:
-        ds = self.ds
-        full = self.args.full_questions
-        used = (f"first {len(ds):,} of {full:,} questions (`--limit {self.args.limit}`)"
-                if len(ds) < full else f"all {len(ds):,} questions")
-        where = ds.path
-        try:
-            where = ds.path.resolve().relative_to(default_data_root().resolve())
-            where = f"`{where}` under the data root"
-        except (ValueError, AttributeError, OSError):
-            where = f"`{ds.path}`"
-        return f"`{ds.name}`: {used}, {len(ds.docs):,} passages ({where})"
-
-    def header(self, title: str, paper_ref: str, uses_llm: str, entries_used: Sequence[Sequence[dict]]) -> list[str]:
-        """The report header: command, data, models, commit, time, tokens."""
-        wall = time.perf_counter() - self.t0
-        compute = sum(e.get("s", 0.0) for es in entries_used for e in es)
-        cached_llm = sum_llm([e for es in entries_used for e in es])
-        commit = git_commit()
-        computed = ", ".join(f"{k}: {v} question(s)" for k, v in self.computed.items())
-        openie = (f"`{self.openie.name}` (file, imported; no LLM call)" if self.openie
-                  else f"{self.llm_name} (run by the engine when the index was built)")
-        col = paper_column(self.ds.name)
-        paper_note = "n/a (the paper does not report this dataset)" if col is None else (
-            f"{col} column" + ("" if PAPER_CANONICAL[col] == self.ds.name
-                               else f" — the paper's `{PAPER_CANONICAL[col]}` question set, not `{self.ds.name}`; "
-                                    "compare trends, not values"))
-        lines = [f"# {title}", "", f"Reproduces the HippoRAG 2 paper, {paper_ref}. Regenerate with:", "",
-                 "```bash", self.command(), "```", "",
-                 "| | |", "| --- | --- |",
-                 f"| dataset | {self.dataset_line()} |",
-                 f"| embedder | `{self.embedder_name}` |",
-                 f"| OpenIE | {openie} |",
-                 f"| LLM (filter, query NER, reader) | {uses_llm} |",
-                 f"| recognition filter | {'on' if self.use_filter else 'off (`--no-filter`)'} |",
-                 f"| index | `{self.save_dir}`, {self.index_note} |",
-                 f"| paper figures | {PAPER_SETUP}; {paper_note} |",
-                 f"| git commit | `{commit}` |",
-                 f"| wall time | {wall:.1f} s for this invocation; {compute:.1f} s of retrieval/reading behind the "
-                 f"per-question results shown (measured when they were computed, partly in earlier runs) |",
-                 f"| LLM tokens | this invocation: {tokens_line(self.llm.snapshot())}; behind the results shown: "
-                 f"{tokens_line(cached_llm)} |",
-                 f"| computed by this invocation | {computed or 'nothing (all results cached)'} |",
-                 f"| generated | {_dt.datetime.now().isoformat(timespec='seconds')} |", ""]
-        return lines
-
-    def write(self, table: str, lines: list[str], plot: dict | None = None, plot_title: str = "") -> Path:
-        """Write the markdown (and the PNG of ``plot`` series beside it)."""
-        path = self.out_path(table)
-        if plot:
-            from ..plots import plot_recall_curves
-            png = plot_recall_curves(plot, path.with_suffix(".png"), plot_title,
-                                     f"{self.ds.name}, {len(self.ds)} questions, {self.embedder_name}")
-            if png is not None:
-                lines += ["", f"![Recall@k]({png.name})", ""]
-        write_result(path, "\n".join(lines).rstrip() + "\n")
-        logger.info("wrote %s", path)
-        return path
-
     def close(self) -> None:
         """Release the index handles."""
         self.factory.close()
 
 
-def git_commit() -> str:
-    """The report's commit: ``git rev-parse --short HEAD``, flagged when tracked files differ."""
-    head = git_head()
-    if head is None:
-        return "unknown (git not available)"
-    commit, dirty = head
-    return commit + (" (working tree had uncommitted changes)" if dirty else "")
+def index_dir(args: argparse.Namespace, dataset: str, embedder: str, extractor: str) -> Path:
+    """The index folder: ``--save-dir`` or ``outputs/reproduce/<dataset>/<embedder>``, with
+    ``-<extractor>`` (other than openie) and ``-shuffle<SEED>`` (``--shuffle-corpus``) appended."""
+    base = Path(args.save_dir) if args.save_dir else (
+        Path("outputs") / "reproduce" / dataset / re.sub(r"[^A-Za-z0-9._-]+", "_", embedder))
+    suffix = "" if extractor == "openie" else f"-{extractor}"
+    suffix += f"-shuffle{args.shuffle_corpus}" if args.shuffle_corpus is not None else ""
+    return base.with_name(base.name + suffix) if suffix else base
+

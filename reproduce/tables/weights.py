@@ -14,7 +14,7 @@ def table_weights(r: Runner) -> Path:
     """Passage-node weight sweep (paper Table 5)."""
     require_gold(r.ds)
     col = paper_column(r.ds.name)
-    methods = [hippo_method(r.use_filter, f"w{w:g}", f"passage_node_weight = {w:g}", passage_node_weight=w)
+    methods = [r.fused(hippo_method(r.use_filter, f"w{w:g}", f"passage_node_weight = {w:g}", passage_node_weight=w))
                for w in r.args.weights]
     res = {m: r.retrieval(m) for m in methods}
     curves = {m.key: (recall_curve(e, r.ks()) if e else None) for m, e in res.items()}
