@@ -34,6 +34,7 @@ from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and d
     dense_scores,
     max_row_norm,
     min_max,
+    nearest_rows,
     row_blocks,
     row_scores,
     top_fact_rows,
@@ -99,6 +100,7 @@ class Retriever:
                                + np.bincount(graph.dst[ctx], minlength=graph.num_nodes)).astype(np.float64)
         self.kernel = PPRKernel.from_graph(graph, config.ppr_dtype) if config.ppr_backend == "power" else None
         self._fact_norm: float | None = None
+        self._entity_norm: float | None = None
         self._igraph = None
 
     def _nodes_of(self, ids: np.ndarray, entities: bool, required: bool) -> np.ndarray:
@@ -383,16 +385,18 @@ class Retriever:
 
 
     def _ner_table(self, ner_vectors, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Seed table (query j, node, weight) of the block's query NER entities."""
-        qs, ns, ss = [], [], []
-        for j in range(b):
-            vecs = ner_vectors[j] if ner_vectors is not None else None
-            linked = self.link_entities(vecs, 1) if vecs is not None and len(vecs) else []
-            qs += [j] * len(linked)
-            ns += [n for n, _ in linked]
-            ss += [w for _, w in linked]
-        return seeding.ner_seed_table(np.array(qs, np.int64), np.array(ns, np.int64), np.array(ss, np.float64),
-                                      self.passage_counts)
+        """Seed table (query j, node, weight) of the block's query NER entities: each entity
+        vector linked to its nearest entity node (one scan of the entity store for the block)."""
+        vecs = [np.atleast_2d(v) for v in (ner_vectors or []) if v is not None and len(v)]
+        owner = [j for j, v in enumerate(ner_vectors or []) if v is not None and len(v) for _ in range(len(v))]
+        if not vecs or len(self.entity_mat) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        if self._entity_norm is None:
+            self._entity_norm = max_row_norm(self.entity_mat)
+        rows, sims = nearest_rows(self.entity_mat, self._entity_norm, np.concatenate(vecs))
+        nodes = self.entity_nodes[rows]
+        ok = nodes >= 0
+        return seeding.ner_seed_table(np.asarray(owner, np.int64)[ok], nodes[ok], sims[ok], self.passage_counts)
 
     def _hybrid_reset(self, lq, ln, ls, ner_table, dense, cols) -> tuple[np.ndarray, list]:
         """``ner_fact`` linking: the facts' entity seeds (HippoRAG 2's rule, ``linking_top_k``

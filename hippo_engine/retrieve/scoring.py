@@ -177,6 +177,35 @@ def top_fact_rows(fact_mat: np.ndarray, row_norm: float, q_fact: np.ndarray, k: 
     return rows_out, scores_out
 
 
+def nearest_rows(mat: np.ndarray, row_norm: float, vecs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of ``vecs``: the row of ``mat`` with the largest dot product (ties: lower
+    row) and that product, exact in float64. One float32 BLAS product per block of rows serves
+    all vectors; rows within its rounding margin of the best are rescored exactly, so the answer
+    for a vector does not depend on the others (``row_norm``: :func:`max_row_norm` of ``mat``)."""
+    v = np.atleast_2d(np.asarray(vecs, dtype=np.float32))
+    b, n = v.shape[0], len(mat)
+    if b == 0 or n == 0:
+        return np.zeros(b, np.int64), np.zeros(b)
+    vnorm = np.sqrt(np.einsum("ij,ij->i", v.astype(np.float64), v.astype(np.float64)))
+    delta = 2.0 * (2.0 * v.shape[1] * _EPS32 * row_norm * vnorm + 1e-30)
+    best = np.full(b, -np.inf, np.float32)
+    cands: list[list[np.ndarray]] = [[] for _ in range(b)]
+    for s, e in row_blocks(n):
+        sc = np.asarray(mat[s:e], dtype=np.float32) @ v.T          # (m, b)
+        top = sc.max(axis=0)
+        best = np.maximum(best, top)
+        for j in range(b):
+            cands[j].append(s + np.flatnonzero(sc[:, j] >= np.float32(top[j] - delta[j])))
+    rows, sims = np.zeros(b, np.int64), np.zeros(b)
+    for j in range(b):
+        c = np.concatenate(cands[j])
+        c = c[np.asarray(mat[c], np.float32) @ v[j] >= np.float32(best[j] - delta[j])] if len(c) > 1 else c
+        ex = exact_dot(mat, c, v[j])
+        i = np.lexsort((c, -ex))[0]
+        rows[j], sims[j] = c[i], ex[i]
+    return rows, sims
+
+
 def dense_first(order: np.ndarray, scores: np.ndarray, dense: np.ndarray, head: int, k: int
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Rank fusion: the ``head`` best passages by dense score first, then the graph ranking

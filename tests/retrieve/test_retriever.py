@@ -290,3 +290,20 @@ def test_dense_first_config_puts_the_dense_top_passage_first(tmp_path):
     for d, p, f in zip(dense, plain, fused, strict=True):
         assert f.docs[0] == d.docs[0]
         assert f.docs[1:] == [x for x in p.docs if x != d.docs[0]][:4]
+
+
+def test_nearest_rows_is_exact_and_batch_independent():
+    from hippo_engine.retrieve.scoring import max_row_norm, nearest_rows
+
+    rng = np.random.default_rng(0)
+    mat = rng.standard_normal((5000, 32)).astype(np.float32)
+    mat[17] = mat[4000]                       # an exact tie: the lower row wins
+    vecs = rng.standard_normal((7, 32)).astype(np.float32)
+    vecs[3] = mat[4000] * 3
+    rows, sims = nearest_rows(mat, max_row_norm(mat), vecs)
+    exact = mat.astype(np.float64) @ vecs.astype(np.float64).T
+    assert rows.tolist() == [int(np.argmax(exact[:, j])) for j in range(7)] and rows[3] == 17
+    assert np.allclose(sims, exact.max(axis=0), rtol=0, atol=1e-12)
+    for j in range(7):
+        r1, s1 = nearest_rows(mat, max_row_norm(mat), vecs[j:j + 1])
+        assert r1[0] == rows[j] and s1[0] == sims[j]
