@@ -319,7 +319,9 @@ class HippoRAG:
         ner_vectors = None
         if r.linking in ("ner", "ner_fact"):
             ner = query_entity_names(queries, cfg, self.index_state.extractor, lambda: self.llm, self.ner)
-            ner_vectors = [self.encoder.encode(ents) if ents else None for ents in ner]
+            flat = self.encoder.encode([e for ents in ner for e in ents]) if any(ner) else None
+            ends = np.cumsum([len(ents) for ents in ner])   # one encoder call for every query's entities
+            ner_vectors = [flat[e - len(ents):e] if ents else None for ents, e in zip(ner, ends, strict=True)]
         filter_many = None
         if self._use_filter(param) and r.linking in ("fact", "ner_fact"):
             rf = self.recognition_filter
