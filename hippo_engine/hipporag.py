@@ -192,7 +192,8 @@ class HippoRAG:
         report["timings"] = {"extract": t2 - t1, **self.index_state.timings, "total": time.perf_counter() - t0}
         report["openie_llm_passages"] = ex.llm_passages
         if failed:
-            raise OpenIEError(f"OpenIE failed for {len(failed)} of {len(new)} new passage(s); the other "
+            raise OpenIEError(f"{self.extractor.name} fact extraction failed for {len(failed)} of {len(new)} new "
+                              f"passage(s); the other "
                               f"{len(ok)} were indexed. Run index() again to retry. First error: "
                               f"{next(iter(failed.values()))}", failed)
         return report

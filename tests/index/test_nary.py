@@ -1,14 +1,13 @@
 """extractor="nary": the n-ary facts reply parser, the results file, the extractor and the facade."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-from pathlib import Path
 
 import pytest
 from fakes import NgramEncoder, ScriptedLLM
 from helpers import CORPUS, assert_same, snapshot, toy_entities
+from openai_server import FakeOpenAIServer
 
 from hippo_engine import HippoRAG
 from hippo_engine.index.extractors import make_extractor
@@ -424,19 +423,10 @@ def test_facade_reports_failed_passages_and_retries_them(tmp_path):
     assert rep["added"] == 1 and rep["openie_llm_passages"] == 1
 
 
-def fake_openai_server(actions):
-    """``tests/llm/openai_server.py``'s server (that folder is not on this test's import path)."""
-    spec = importlib.util.spec_from_file_location("nary_openai_server",
-                                                  Path(__file__).parents[1] / "llm" / "openai_server.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.FakeOpenAIServer(actions)
-
-
 def test_facade_with_a_real_http_server(tmp_path):
     text = reply(seg("Brask is the capital of Kaldavia.", "Brask", "Kaldavia"),
                  seg("Brask lies on the Tamsin River.", "Brask", "Tamsin River"))
-    with fake_openai_server([("ok", f"```json\n{text}\n```", "stop")]) as srv:
+    with FakeOpenAIServer([("ok", f"```json\n{text}\n```", "stop")]) as srv:
         rag = HippoRAG(tmp_path, "served/model", extractor="nary", llm_base_url=srv.base_url, llm_max_retries=0,
                        llm_timeout=5.0, encoder=NgramEncoder(), show_progress=False, use_filter=False)
         rep = rag.index([CORPUS[5]])
