@@ -21,7 +21,7 @@ from hippo_engine.config import HippoConfig, QueryParam
 from hippo_engine.hirag.component import HiRAG
 from hippo_engine.hirag.context import HiContext
 from hippo_engine.hirag.modes import HI_MODES, MODE_SPECS, ModeTable, solution_from_context
-from hippo_engine.index.chunking import chunk_text
+from hippo_engine.index.chunking import document_passages
 from hippo_engine.index.extractors import make_extractor
 from hippo_engine.index.graph import GraphData
 from hippo_engine.index.ner import NERExtractor
@@ -33,7 +33,6 @@ from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
 from hippo_engine.qa.reader import QuerySolution, answer_questions
 from hippo_engine.retrieve.query_ner import query_entity_names
 from hippo_engine.retrieve.retriever import Retriever, encode_queries
-from hippo_engine.text import mdhash_id
 
 logger = logging.getLogger(__name__)
 
@@ -126,30 +125,9 @@ class HippoRAG:
     # ------------------------------------------------------------------ documents
     def _passages(self, docs: Sequence[str], *, what: str) -> dict[str, str]:
         """Validate documents and turn them into ``{chunk_id: passage}`` (chunked if asked)."""
-        if isinstance(docs, str) or not isinstance(docs, (list, tuple)):
-            raise TypeError(f"{what}() takes a list of strings, got {type(docs).__name__}")
-        bad = [i for i, d in enumerate(docs) if not isinstance(d, str)]
-        if bad:
-            raise TypeError(f"{what}(): documents must be strings; items {bad[:10]} are not")
-        blank = [i for i, d in enumerate(docs) if not d.strip()]
-        if blank:
-            logger.warning("%s(): skipping %d empty or whitespace-only document(s) at positions %s",
-                           what, len(blank), blank[:10])
-        out: dict[str, str] = {}
-        tokenizer = None
-        if self.config.chunk_size:
-            tokenizer = getattr(self.encoder, "tokenizer", None)
-        for d in docs:
-            if not d.strip():
-                continue
-            pieces = (chunk_text(d, self.config.chunk_size, self.config.chunk_overlap, tokenizer)
-                      if self.config.chunk_size else [d])
-            for p in pieces:
-                out.setdefault(mdhash_id(p, "chunk-"), p)
-        dup = sum(1 for d in docs if d.strip()) - len(out) if not self.config.chunk_size else 0
-        if dup > 0:
-            logger.info("%s(): %d duplicate document(s) collapsed", what, dup)
-        return out
+        cfg = self.config
+        tokenizer = getattr(self.encoder, "tokenizer", None) if cfg.chunk_size else None
+        return document_passages(docs, what, cfg.chunk_size, cfg.chunk_overlap, tokenizer)
 
     @property
     def openie_path(self) -> Path | None:

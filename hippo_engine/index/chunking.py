@@ -1,5 +1,13 @@
-"""Optional token chunking of documents (off by default, as in the paper)."""
+"""Documents to passages: validation, de-duplication and optional token chunking (off by
+default, as in the paper)."""
 from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from hippo_engine.text import mdhash_id
+
+logger = logging.getLogger(__name__)
 
 
 def chunk_text(text: str, size: int, overlap: int = 0, tokenizer=None) -> list[str]:
@@ -27,4 +35,30 @@ def chunk_text(text: str, size: int, overlap: int = 0, tokenizer=None) -> list[s
         out.append(text[window[0][0]:window[-1][1]])
         if start + size >= len(spans):
             break
+    return out
+
+
+def document_passages(docs: Sequence[str], what: str, chunk_size: int | None, chunk_overlap: int,
+                      tokenizer=None) -> dict[str, str]:
+    """Validate documents and turn them into ``{chunk_id: passage}``: one passage per document
+    (or its chunks with ``chunk_size``), identical passages collapsed, blank documents skipped
+    with a warning. ``what`` names the calling method in errors."""
+    if isinstance(docs, str) or not isinstance(docs, (list, tuple)):
+        raise TypeError(f"{what}() takes a list of strings, got {type(docs).__name__}")
+    bad = [i for i, d in enumerate(docs) if not isinstance(d, str)]
+    if bad:
+        raise TypeError(f"{what}(): documents must be strings; items {bad[:10]} are not")
+    blank = [i for i, d in enumerate(docs) if not d.strip()]
+    if blank:
+        logger.warning("%s(): skipping %d empty or whitespace-only document(s) at positions %s",
+                       what, len(blank), blank[:10])
+    out: dict[str, str] = {}
+    for d in docs:
+        if not d.strip():
+            continue
+        for p in (chunk_text(d, chunk_size, chunk_overlap, tokenizer) if chunk_size else [d]):
+            out.setdefault(mdhash_id(p, "chunk-"), p)
+    dup = sum(1 for d in docs if d.strip()) - len(out) if not chunk_size else 0
+    if dup > 0:
+        logger.info("%s(): %d duplicate document(s) collapsed", what, dup)
     return out
