@@ -65,7 +65,9 @@ class ReportMixin:
         commit = git_commit()
         computed = ", ".join(f"{k}: {v} question(s)" for k, v in self.computed.items())
         several = len(self.runners) > 1
-        facts = "; ".join((f"{r.extractor}: " if several else "") + r.facts_note() for r in self.runners)
+        facts = "; ".join(r.facts_note() for r in self.runners)
+        if self.args.forbid_llm:
+            uses_llm = "none: `--forbid-llm` made every LLM call an error, and the run completed"
         index = "; ".join((f"{r.extractor}: " if several else "") + f"`{r.save_dir}`, {r.index_note}"
                           for r in self.runners)
         ds_line = self.dataset_line() + (f"; corpus indexed in an order shuffled with seed {self.args.shuffle_corpus} "
@@ -106,7 +108,8 @@ class ReportMixin:
         """The report's recognition-filter cell."""
         if self.args.no_filter:
             return "off (`--no-filter`)"
-        ner = " (the `ner` index: off, the LLM-free path)" if any(r.extractor == "ner" for r in self.runners) else ""
+        has_ner = any(r.extractor == "ner" for r in self.runners)
+        ner = " (the `ner` index never uses it: the LLM-free path)" if has_ner else ""
         return ("on" + ner) if any(r.use_filter for r in self.runners) else "off" + ner
 
     def write(self, table: str, lines: list[str], plot: dict | None = None, plot_title: str = "") -> Path:

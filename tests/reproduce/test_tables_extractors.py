@@ -18,7 +18,8 @@ def test_ner_extractor_needs_no_llm_and_has_its_own_index(env):
                 '| HippoRAG 2, "ner" index (spaCy, no LLM, filter off) + dense_first=1 |'):
         assert row in text
     assert "spaCy NER + sentences as facts, no LLM" in text and "0 tokens spent" in text
-    assert "recognition filter | off (the `ner` index" in text and ForbiddenLLM.calls == calls
+    assert "none: `--forbid-llm` made every LLM call an error" in text
+    assert "recognition filter | off (the `ner` index never uses it" in text and ForbiddenLLM.calls == calls
     manifest = json.loads((env["tmp"] / "index-ner" / "reproduce_manifest.json").read_text())
     assert manifest["fingerprint"]["extractor"] == "ner" and manifest["builds"][0]["extractor"] == "ner"
     assert not (env["save"] / "reproduce_manifest.json").exists()   # the openie folder was not touched
