@@ -129,6 +129,8 @@ class StorageConfig(_Section):
     #: vectors on disk as float32 or float16 (half the bytes, ~3 significant digits)
     embedding_storage_dtype: Literal["float32", "float16"] = "float32"
     embedding_mmap: bool = False      # memory-map <save_dir>/vectors/*.npy on load
+    #: seconds a writer waits for another writer of the same index before failing
+    write_lock_timeout: float = Field(600.0, ge=0.0)
     show_progress: bool = True
 
 

@@ -191,6 +191,8 @@ class HippoRAG:
     def retriever(self) -> Retriever:
         """The ``Retriever`` of the current index (and communities, with ``use_community_nodes``);
         rebuilt after an index change. Public for benchmarks and research on the ranking itself."""
+        if self.index_state.refresh():     # another process wrote a newer version
+            self._retriever = None
         if self._retriever is None or self._retriever_generation != self.hirag.generation:
             graph, sources = self.index_state.graph, []
             if self.config.use_community_nodes:

@@ -27,6 +27,7 @@ from hippo_engine.index.graph import GraphData, build_graph, insert_passages
 from hippo_engine.index.synonymy import rows_of, update_synonymy
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.store import IndexDB, SQLiteEmbeddingStore, StoreError
+from hippo_engine.store.lock import WriterLock
 from hippo_engine.text import (
     Hyperedge,
     Triple,
@@ -75,7 +76,8 @@ def _graph_input(triples: Mapping[str, Sequence[Triple]], hyperedges: Mapping[st
 
 
 class Index:
-    """Persistent HippoRAG index state. Not thread-safe for concurrent writers."""
+    """Persistent HippoRAG index state. One writer at a time per folder (a lock file: other
+    writers wait, then fail clearly); readers pick up a newer version with :meth:`refresh`."""
 
     def __init__(self, save_dir: Path, config: HippoConfig, encoder_factory: Callable[[], Encoder],
                  embedding_model_name: str):
@@ -84,6 +86,7 @@ class Index:
         self._encoder_factory = encoder_factory
         self._encoder: Encoder | None = None
         self.db = IndexDB(self.save_dir / "index.sqlite")
+        self.lock = WriterLock(self.save_dir, config.write_lock_timeout)
         known = self.db.get_meta("embedding_model")
         if known is not None and known != embedding_model_name:
             raise StoreError(f"the index in {self.save_dir} was built with embedding model {known!r}, "
@@ -102,6 +105,7 @@ class Index:
         self._fact_triples: dict[str, Triple] | None = None
         self._fact_hyperedges: dict[str, Hyperedge] | None = None
         self.timings: dict[str, float] = {}
+        self._loaded_version = self.version
 
     # ------------------------------------------------------------------ lazy parts
     @property
@@ -188,10 +192,37 @@ class Index:
             raise StoreError(f"the index in {self.save_dir} was built with extractor={known!r}; it cannot take "
                              f"extractor={extractor!r} facts (use extractor={known!r} or another save_dir)")
 
+    def refresh(self) -> bool:
+        """Reload what is held in memory if another writer changed the index; True if it did."""
+        version = self.version
+        if version == self._loaded_version:
+            return False
+        logger.info("index %s changed on disk (version %s -> %s): reloading", self.save_dir,
+                    self._loaded_version, version)
+        self._reload()
+        self._loaded_version = version
+        return True
+
     def add(self, passages: Mapping[str, str], triples: Mapping[str, Sequence[Triple]] | None = None,
             hyperedges: Mapping[str, Sequence[Hyperedge]] | None = None, *, extractor: str = "openie") -> dict:
         """Add passages (id -> text) with their raw facts: OpenIE triples or hyperedges
-        (sentences / n-ary facts with their entities). Returns a small report."""
+        (sentences / n-ary facts with their entities), holding the writer lock. Returns a small report."""
+        with self.lock.held():
+            self.refresh()
+            report = self._add(passages, triples, hyperedges, extractor)
+            self._loaded_version = self.version
+            return report
+
+    def remove(self, passage_ids: Iterable[str]) -> dict:
+        """Remove passages and everything only they contributed (holding the writer lock)."""
+        with self.lock.held():
+            self.refresh()
+            report = self._remove(passage_ids)
+            self._loaded_version = self.version
+            return report
+
+    def _add(self, passages: Mapping[str, str], triples: Mapping[str, Sequence[Triple]] | None,
+             hyperedges: Mapping[str, Sequence[Hyperedge]] | None, extractor: str) -> dict:
         cfg = self.config
         t0 = time.perf_counter()
         self.check_extractor(extractor)
@@ -265,8 +296,7 @@ class Index:
         self.timings = {"prepare": t1 - t0, **tim, "synonymy": t6 - t5, "graph": t8 - t7, "save_graph": t9 - t8}
         return {"added": len(new_ids), "new_entities": len(eids), "new_facts": len(fids)}
 
-    def remove(self, passage_ids: Iterable[str]) -> dict:
-        """Remove passages and everything only they contributed."""
+    def _remove(self, passage_ids: Iterable[str]) -> dict:
         stores = self.stores
         gone = sorted({p for p in passage_ids if p in stores["passage"]})
         if not gone:
