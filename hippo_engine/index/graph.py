@@ -20,8 +20,10 @@ changed synonymy lists; the rest is a few linear NumPy passes over the edge arra
 """
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -30,6 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from hippo_engine.text import mdhash_id
+
+logger = logging.getLogger(__name__)
 
 KIND_FACT, KIND_CONTEXT, KIND_SYNONYMY = 1, 2, 4
 FACT_WEIGHT = 2.0  # both directions of the reference's parallel edges, 1 each
@@ -140,6 +144,8 @@ class GraphData:
                               syn_dirs=self.parts.syn_dirs)
             with open(tmp, "wb") as f:
                 np.savez(f, **arrays)
+                f.flush()
+                os.fsync(f.fileno())   # durable before the rename makes it the graph
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
@@ -147,7 +153,8 @@ class GraphData:
 
     @classmethod
     def load(cls, path: Path, version: str) -> GraphData | None:
-        """The saved graph if it exists and matches ``version``; else None."""
+        """The saved graph if it exists, matches ``version`` and is well formed; else None (the
+        caller rebuilds it from the stored content: the file is derived data)."""
         try:
             with np.load(path, allow_pickle=False) as z:
                 if str(z["version"]) != version:
@@ -155,10 +162,29 @@ class GraphData:
                 parts = None
                 if "base" in z.files:
                     parts = EdgeParts(z["base"], z["syn_lo"], z["syn_hi"], z["syn_dirs"])
-                return cls(z["node_ids"].astype(object), int(z["num_entities"]), z["src"], z["dst"],
-                           z["weight"], z["kinds"], parts=parts)
-        except (OSError, KeyError, ValueError):
+                g = cls(z["node_ids"].astype(object), int(z["num_entities"]), z["src"], z["dst"],
+                        z["weight"], z["kinds"], parts=parts)
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            if Path(path).exists():
+                logger.warning("graph file %s is unreadable (%s): rebuilding it from the index", path, e)
             return None
+        problem = g.problem()
+        if problem:
+            logger.warning("graph file %s is inconsistent (%s): rebuilding it from the index", path, problem)
+            return None
+        return g
+
+    def problem(self) -> str | None:
+        """What is wrong with the arrays, or None (edge ends in range and ordered, weights finite
+        and positive, aligned lengths)."""
+        n, m = self.num_nodes, len(self.src)
+        if not (0 <= self.num_entities <= n) or any(len(a) != m for a in (self.dst, self.weight, self.kinds)):
+            return "array sizes disagree"
+        if m and (self.src.min() < 0 or self.dst.max() >= n or not np.all(self.src < self.dst)):
+            return "edge ends out of range"
+        if m and not (np.all(np.isfinite(self.weight)) and np.all(self.weight > 0)):
+            return "non-finite or non-positive weights"
+        return None
 
 
 # ------------------------------------------------------------------ building blocks

@@ -134,6 +134,9 @@ class Index:
         if self._graph is None:
             path = self.save_dir / "graph.npz"
             self._graph = GraphData.load(path, self.version)
+            if self._graph is not None and self._graph.num_nodes - self._graph.num_entities != len(self):
+                logger.warning("graph file %s does not match the index (passages): rebuilding it", path)
+                self._graph = None
             if self._graph is None:
                 self._graph = self._build_graph()
                 self._graph.save(path, self.version)

@@ -110,3 +110,32 @@ def test_save_load_roundtrip(tmp_path):
     assert old.parts is None and np.array_equal(old.weight, g.weight)
     with pytest.raises(ValueError):
         insert_passages(old, ["chunk-new"], {}, {})
+
+
+def test_damaged_or_foreign_graph_files_are_rebuilt(tmp_path):
+    import shutil
+
+    import numpy as np
+    from helpers import CORPUS, make_rag
+
+    rag = make_rag(tmp_path / "a")
+    rag.index(CORPUS)
+    want = rag.graph_stats()
+    path = tmp_path / "a" / "graph.npz"
+    rag.close()
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])                       # truncated: BadZipFile
+    assert make_rag(tmp_path / "a").graph_stats() == want
+    other = make_rag(tmp_path / "b")                               # same version number, other content
+    other.index(CORPUS[:3])
+    assert other.index_state.version == make_rag(tmp_path / "a").index_state.version
+    other.close()
+    shutil.copy(tmp_path / "b" / "graph.npz", path)
+    assert make_rag(tmp_path / "a").graph_stats() == want
+    with np.load(path) as z:                                       # NaN weights
+        arrays = {k: z[k] for k in z.files}
+    arrays["weight"] = arrays["weight"].copy()
+    arrays["weight"][0] = np.nan
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+    assert make_rag(tmp_path / "a").graph_stats() == want
