@@ -42,7 +42,7 @@ from hippo_engine.retrieve.recognition import (
     format_facts,
     save_filter_program,
 )
-from hippo_engine.text import fact_text, normalize_phrase
+from hippo_engine.text import Triple, fact_text, normalize_phrase
 
 from .common import MUSIQUE_TRAIN_DIR, MUSIQUE_TRAIN_OPENIE, REPO_ROOT, file_sha256, setup_logging
 
@@ -56,7 +56,6 @@ MAX_KEPT = 4
 N_WITH_FACTS = 7
 N_WITHOUT_FACTS = 3
 
-Triple = tuple[str, str, str]
 
 
 def split_musique_train(questions: Sequence[dict]) -> tuple[list[dict], list[dict]]:

@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from hippo_engine.config import HippoConfig
+from hippo_engine.index.facts import graph_input as _graph_input
+from hippo_engine.index.facts import normalize_hyperedges, normalize_triples  # noqa: F401 (re-exported)
 from hippo_engine.index.graph import GraphData, build_graph, insert_passages
 from hippo_engine.index.synonymy import rows_of, update_synonymy
 from hippo_engine.models.encoder import Encoder
@@ -34,45 +36,11 @@ from hippo_engine.text import (
     alnum_count,
     fact_text,
     facts_by_id,
-    hyperedge_graph_triples,
     hyperedges_by_id,
     mdhash_id,
-    normalize_phrase,
 )
 
 logger = logging.getLogger(__name__)
-
-
-
-def normalize_triples(triples: Iterable[Sequence[str]], mode: str) -> list[Triple]:
-    """Normalise each part; drop triples whose subject or object normalises to nothing."""
-    out = []
-    for s, p, o in triples:
-        s, p, o = normalize_phrase(s, mode), normalize_phrase(p, mode), normalize_phrase(o, mode)
-        if s and o:
-            out.append((s, p, o))
-    return out
-
-
-def normalize_hyperedges(hyperedges: Iterable[Hyperedge], mode: str) -> list[Hyperedge]:
-    """Normalise each entity (duplicates dropped, first mention first); drop hyperedges left
-    without an entity (they could never seed the graph)."""
-    out = []
-    for h in hyperedges:
-        ents = tuple(dict.fromkeys(e for e in (normalize_phrase(x, mode) for x in h.entities) if e))
-        if ents and h.text.strip():
-            out.append(Hyperedge(h.text.strip(), ents))
-    return out
-
-
-def _graph_input(triples: Mapping[str, Sequence[Triple]], hyperedges: Mapping[str, Sequence[Hyperedge]]
-                 ) -> tuple[dict[str, list[Triple]], dict[str, list[float]]]:
-    out = {p: list(ts) for p, ts in triples.items() if ts}
-    weights: dict[str, list[float]] = {}
-    for p, hs in hyperedges.items():
-        if hs:
-            out[p], weights[p] = hyperedge_graph_triples(hs)
-    return out, weights
 
 
 class Index:
@@ -91,10 +59,11 @@ class Index:
         if known is not None and known != embedding_model_name:
             raise StoreError(f"the index in {self.save_dir} was built with embedding model {known!r}, "
                              f"not {embedding_model_name!r}; use the same model or another save_dir")
-        known_norm = self.db.get_meta("normalization")
-        if known_norm is not None and known_norm != config.normalization:
-            raise StoreError(f"the index in {self.save_dir} uses normalization={known_norm!r}; "
-                             f"config says {config.normalization!r}")
+        for key in ("normalization", "passage_vectors"):
+            known = self.db.get_meta(key)
+            if known is not None and known != getattr(config, key):
+                raise StoreError(f"the index in {self.save_dir} uses {key}={known!r}; "
+                                 f"config says {getattr(config, key)!r}")
         self.embedding_model_name = embedding_model_name
         self._stores: dict[str, SQLiteEmbeddingStore] | None = None
         self.passage_triples: dict[str, list[Triple]] = self.db.load_passage_triples()
@@ -262,9 +231,13 @@ class Index:
                 self._write_meta(extractor)
                 # encode and store chunk by chunk, so at most one chunk of new vectors is held
                 # beside the stores (a 100k-passage batch has a million facts: 1.5 GB of float32)
-                self._encode_into(stores["passage"], new_ids, [passages[p] for p in new_ids], "passages", tim)
+                mean_of_facts = cfg.passage_vectors == "sentence_mean" and any(hyper.values())
+                if not mean_of_facts:
+                    self._encode_into(stores["passage"], new_ids, [passages[p] for p in new_ids], "passages", tim)
                 self._encode_into(stores["entity"], eids, [ent_text[e] for e in eids], "entities", tim)
                 self._encode_into(stores["fact"], fids, [fact_txt[f] for f in fids], "facts", tim)
+                if mean_of_facts:
+                    self._mean_passage_vectors(new_ids, passages, hyper, tim)
                 tw = time.perf_counter()
                 for p in new_ids:
                     self.db.put_passage_triples(p, norm[p])
@@ -358,6 +331,23 @@ class Index:
             tim[f"embed_{what}"] += t2 - t
             tim["write_stores"] += time.perf_counter() - t2
 
+    def _mean_passage_vectors(self, ids: Sequence[str], passages: Mapping[str, str],
+                              hyper: Mapping[str, Sequence[Hyperedge]], tim: dict) -> None:
+        """``passage_vectors="sentence_mean"``: a passage's vector is the normalised mean of its
+        facts' (sentences') vectors, which are encoded anyway; passages without facts are encoded."""
+        st, facts = self.stores["passage"], self.stores["fact"]
+        bare = [p for p in ids if not hyper[p]]
+        self._encode_into(st, bare, [passages[p] for p in bare], "passages", tim)
+        t = time.perf_counter()
+        done = [p for p in ids if hyper[p]]
+        vecs = np.zeros((len(done), st.dim), np.float32)
+        for i, p in enumerate(done):
+            rows = [facts.row(f) for f in dict.fromkeys(mdhash_id(h.text, "fact-") for h in hyper[p])]
+            v = np.asarray(facts.matrix[rows], np.float64).mean(axis=0)
+            vecs[i] = v / max(np.linalg.norm(v), 1e-12)
+        st.upsert(done, [passages[p] for p in done], vecs)
+        tim["embed_passages"] += time.perf_counter() - t
+
     def _eligible(self, ids: np.ndarray, added: Sequence[str], removed: Sequence[str]) -> np.ndarray:
         """Which entities (rows of ``ids``) act as synonymy queries. The short ones are kept in a
         set updated with each change, so only new entities' texts are looked at."""
@@ -398,6 +388,7 @@ class Index:
             self.db.set_meta("embedding_model", self.embedding_model_name)
             self.db.set_meta("dim", str(self.stores["passage"].dim))
             self.db.set_meta("normalization", self.config.normalization)
+            self.db.set_meta("passage_vectors", self.config.passage_vectors)
 
     def _bump_version(self) -> None:
         self.db.set_meta("version", str(int(self.version) + 1))

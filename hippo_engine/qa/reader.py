@@ -13,7 +13,6 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -135,9 +134,9 @@ class ReaderTemplate:
                                  if "passage_prefix" in examples else {})})
 
 
-@lru_cache(maxsize=1)
 def default_reader_template() -> ReaderTemplate:
-    """Our reader template (``prompts/qa_system.txt`` + ``prompts/qa_example.json``), loaded once."""
+    """Our reader template (``prompts/qa_system.txt`` + ``prompts/qa_example.json``), read from
+    the package's prompt files on each call (two small files; no module-level cache)."""
     return ReaderTemplate.from_prompt_files()
 
 
