@@ -12,36 +12,15 @@ Each is a small strategy object with one method, ``extract(passages) -> Extracti
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from hippo_engine.index.extraction import Extraction, safe_name  # noqa: F401 (re-exported)
 from hippo_engine.index.ner import NERExtractor
 from hippo_engine.index.openie import OpenIE, OpenIEResult, load_openie_file, save_openie_file
 from hippo_engine.llm.base import LLMClient
-from hippo_engine.text import Hyperedge, Triple
 
 logger = logging.getLogger(__name__)
-
-
-def safe_name(name: str) -> str:
-    """A model name usable in a file name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
-
-
-@dataclass
-class Extraction:
-    """Facts of the passages that got them; ``failed`` maps the others to their error."""
-
-    triples: dict[str, list[Triple]] | None = None
-    hyperedges: dict[str, list[Hyperedge]] | None = None
-    failed: dict[str, str] = field(default_factory=dict)
-    llm_passages: int = 0     # passages sent to an LLM in this call
-
-    @property
-    def passages(self) -> set[str]:
-        return set(self.triples or {}) | set(self.hyperedges or {})
 
 
 class OpenIEExtractor:

@@ -39,7 +39,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from hippo_engine.index.extractors import Extraction, safe_name
+from hippo_engine.index.extraction import Extraction, safe_name
 from hippo_engine.index.nary_parse import (  # noqa: F401 (parse_nary re-exported)
     FILE_FORMAT,
     FILE_VERSION,
