@@ -1,10 +1,11 @@
-"""Facts about the machine the engine runs on, and the engine's one worker pool."""
+"""Facts about the machine the engine runs on, the engine's one worker pool, and atomic file writes."""
 from __future__ import annotations
 
 import os
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -74,3 +75,23 @@ def parallel_map(fn: Callable[[T], object], items: Iterable[T], workers: int) ->
     for e in errors:
         if e is not None:
             raise e
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temp file beside it, fsync, then rename, so a
+    crash leaves the old file or the new one, never half of one."""
+    import tempfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

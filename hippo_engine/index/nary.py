@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -52,6 +51,7 @@ from hippo_engine.index.nary_parse import (  # noqa: F401 (parse_nary re-exporte
 )
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
 from hippo_engine.prompts import load_json_prompt, prompt_path
+from hippo_engine.system import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -149,19 +149,7 @@ def save_nary_file(path: str | os.PathLike, results: Iterable[NaryResult]) -> No
     """Write results atomically (temp file + fsync + rename), sorted by passage id."""
     data = {"format": FILE_FORMAT, "version": FILE_VERSION,
             "docs": [r.to_json() for r in sorted(results, key=lambda r: r.idx)]}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, json.dumps(data, ensure_ascii=False))
 
 
 class _Saver:

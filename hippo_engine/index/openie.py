@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
 from hippo_engine.prompts import load_prompt
+from hippo_engine.system import atomic_write_text
 from hippo_engine.text import Triple, mdhash_id, parse_json_lenient
 
 logger = logging.getLogger(__name__)
@@ -237,16 +237,4 @@ def save_openie_file(path: str | os.PathLike, results: Iterable[OpenIEResult]) -
         "avg_ent_chars": round(sum(len(e) for e in ents) / len(ents), 4) if ents else 0.0,
         "avg_ent_words": round(sum(len(e.split()) for e in ents) / len(ents), 4) if ents else 0.0,
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, json.dumps(data, ensure_ascii=False))

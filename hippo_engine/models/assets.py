@@ -48,6 +48,7 @@ from hippo_engine.models.registry import (  # noqa: F401 (re-exported)
     find_packaged_llm,
     is_packaged_llm,
 )
+from hippo_engine.system import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -91,18 +92,6 @@ def exclusive_lock(lock_path: Path) -> FileLock:
     as ``with exclusive_lock(path):`` around every write into the model cache."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     return FileLock(lock_path)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def sha256_file(path: Path) -> str:
@@ -214,7 +203,7 @@ def _marker_ok(path: Path, marker: Path, sha: str) -> bool:
 
 def _write_marker(path: Path, marker: Path, sha: str) -> None:
     st = path.stat()
-    _atomic_write_text(marker, json.dumps({"sha256": sha, "size": st.st_size,
+    atomic_write_text(marker, json.dumps({"sha256": sha, "size": st.st_size,
                                            "mtime_ns": st.st_mtime_ns,
                                            "verified_at": time.time()}))
 
