@@ -173,6 +173,24 @@ def _close_truncated(s: str) -> str | None:
     return head + closers
 
 
+def json_depth(text: str) -> int:
+    """The deepest bracket nesting of ``text`` (strings skipped, brackets not matched)."""
+    depth = deepest = 0
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"?|[\[{]|[\]}]', text):
+        tok = m.group()
+        if tok in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif tok in "]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+#: model output nested deeper than this is garbage (replies nest a few levels); it is refused
+#: before any parser sees it (Python's json recursion would raise RecursionError on it)
+MAX_JSON_DEPTH = 64
+
+
 def parse_json_lenient(text: str) -> Any:
     """Parse JSON from model output: code fences, leading prose, truncation and the usual
     malformations tolerated (truncation: cut after the last complete item and close what is
@@ -182,6 +200,8 @@ def parse_json_lenient(text: str) -> Any:
     """
     if text is None:
         raise ValueError("no text")
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise ValueError(f"model output nests brackets deeper than {MAX_JSON_DEPTH} levels: not read")
     candidates = []
     m = _FENCE.search(text)
     if m:
@@ -194,18 +214,18 @@ def parse_json_lenient(text: str) -> Any:
         body = cand[start:].strip()
         try:
             return json.loads(body)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             pass
         try:  # valid JSON followed by trailing chatter
             value, _ = json.JSONDecoder().raw_decode(body)
             return value
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             pass
         repaired = _close_truncated(body)
         if repaired is not None:
             try:
                 return json.loads(repaired)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 pass
         # other malformations (single quotes, trailing commas, bare keys, comments): json_repair.
         # It runs last because it keeps a truncated final item ("Ca" of "Cairo"), which the

@@ -1,7 +1,8 @@
 """A real HTTP server on 127.0.0.1 that speaks just enough of the OpenAI chat-completions API.
 
 Each request takes the next scripted action (the last one repeats): ``("ok", text,
-finish_reason)``, ``("status", code, headers)`` or ``("sleep", seconds)``. Requests are
+finish_reason)``, ``("status", code, headers)``, ``("sleep", seconds)`` or ``("raw", body)`` (an
+HTTP 200 with that body, e.g. truncated or garbage JSON). Requests are
 recorded; at most ``max_requests`` are answered, the rest get 418 so a runaway retry loop
 cannot hang a test.
 """
@@ -45,6 +46,8 @@ class FakeOpenAIServer:
                         return
                     action = ("ok", "late", "stop")
                     kind = "ok"
+                if kind == "raw":      # a 200 whose body is not (valid) JSON
+                    return self._send_bytes(200, action[1].encode())
                 if kind == "status":
                     code, extra = action[1], (action[2] if len(action) > 2 else {})
                     return self._send(code, {"error": {"message": f"scripted {code}",
@@ -59,7 +62,9 @@ class FakeOpenAIServer:
                 })
 
             def _send(self, code, payload, extra_headers=None):
-                data = json.dumps(payload).encode()
+                self._send_bytes(code, json.dumps(payload).encode(), extra_headers)
+
+            def _send_bytes(self, code, data, extra_headers=None):
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hippo_engine.text import Hyperedge, alnum_count, parse_json_lenient
+from hippo_engine.text import Hyperedge, alnum_count, json_depth, parse_json_lenient
 
 logger = logging.getLogger(__name__)
 
@@ -271,19 +271,6 @@ def _top_level_starts(text: str, limit: int = MAX_STARTS) -> list[int]:
     return out
 
 
-def _max_depth(text: str) -> int:
-    """The deepest bracket nesting of ``text`` (strings skipped, brackets not matched)."""
-    depth = deepest = 0
-    for m in re.finditer(r'"(?:[^"\\]|\\.)*"?|[\[{]|[\]}]', text):
-        tok = m.group()
-        if tok in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif tok in "]}":
-            depth = max(depth - 1, 0)
-    return deepest
-
-
 def _values_from(body: str, pos: int, *, stop: str = "") -> tuple[list, int]:
     """Successive complete JSON values from ``pos`` (separated by space or commas) up to
     ``stop``, the end, or the first one that does not decode; and where that was."""
@@ -335,7 +322,7 @@ def _segment_items(text: str, cut_off: bool | None) -> tuple[list | None, bool, 
     else:
         cut = cut_off
     items = None
-    if _max_depth(text) <= MAX_DEPTH:               # other malformations: json_repair (slow on deep garbage)
+    if json_depth(text) <= MAX_DEPTH:               # other malformations: json_repair (slow on deep garbage)
         try:
             items = _find_segments(parse_json_lenient(text))
         except (ValueError, RecursionError):

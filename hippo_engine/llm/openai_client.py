@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
@@ -74,6 +75,27 @@ class OpenAIClient(LLMClient):
             params["extra_body"] = self.extra_body
         return params
 
+    def _create(self, messages: Sequence[Message], params: dict, tries: int, where: str):
+        """One completion; a reply body that cannot be read is retried like a 5xx (the ``openai``
+        client retries only HTTP errors), then reported as an ``LLMError``."""
+        for attempt in range(tries):
+            try:
+                resp = self._client.chat.completions.create(
+                    model=self.model_name, messages=[dict(m) for m in messages],
+                    max_tokens=params["max_new_tokens"], temperature=params["temperature"],
+                    extra_body=self.extra_body or None)
+                if resp.choices is not None and not isinstance(resp.choices, list):
+                    raise TypeError("choices is not a list")
+                return resp
+            except Exception as e:  # noqa: BLE001 - only unreadable bodies are handled here
+                if not _unreadable(e):
+                    raise
+                if attempt + 1 == tries:
+                    raise LLMError(f"{where}: unreadable reply body on each of {tries} tries: "
+                                   f"{type(e).__name__}: {_short(e)}") from e
+                time.sleep(min(8.0, 0.5 * 2 ** attempt))
+        raise AssertionError("unreachable")
+
     def generate(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
                  temperature: float | None = None) -> LLMResponse:
         """One chat completion. Raises :class:`LLMTimeoutError` / :class:`LLMError` once the
@@ -83,10 +105,7 @@ class OpenAIClient(LLMClient):
         tries = self.max_retries + 1
         where = f"model {self.model_name!r} at {self._url}"
         try:
-            resp = self._client.chat.completions.create(
-                model=self.model_name, messages=[dict(m) for m in messages],
-                max_tokens=params["max_new_tokens"], temperature=params["temperature"],
-                extra_body=self.extra_body or None)
+            resp = self._create(messages, params, tries, where)
         except openai.APITimeoutError as e:
             raise LLMTimeoutError(f"{where}: no reply within {self.timeout:g}s on each of "
                                   f"{tries} tries") from e
@@ -108,6 +127,11 @@ class OpenAIClient(LLMClient):
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             finish_reason=choice.finish_reason or "stop",
         )
+
+
+def _unreadable(e: Exception) -> bool:
+    """An HTTP 200 whose body is not a chat completion (not JSON, cut off, wrong shape)."""
+    return isinstance(e, (ValueError, TypeError, AttributeError, KeyError))
 
 
 def _short(text: object, limit: int = 300) -> str:

@@ -113,3 +113,15 @@ def test_generation_params_fill_defaults():
                      extra_body={"top_k": 1})
     assert c.generation_params() == {"max_new_tokens": 64, "temperature": 0.2, "extra_body": {"top_k": 1}}
     assert c.generation_params(max_new_tokens=8, temperature=0.0)["max_new_tokens"] == 8
+
+
+@pytest.mark.parametrize("body", ['{"id": "x", "choices": [{"index": 0, "mess', "<html>502 Bad Gateway</html>",
+                                  "", '{"choices": "oops"}'])
+def test_unreadable_body_is_retried_then_reported(body):
+    with FakeOpenAIServer([("raw", body), ("ok", "fine", "stop")]) as srv:
+        assert client(srv, max_retries=2).generate(MSGS).text == "fine"   # retried, then read
+        assert srv.count == 2
+    with FakeOpenAIServer([("raw", body)]) as srv:
+        with pytest.raises(LLMError, match="unreadable reply body on each of 2 tries"):
+            client(srv, max_retries=1).generate(MSGS)
+        assert srv.count == 2
