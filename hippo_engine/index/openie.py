@@ -194,9 +194,10 @@ def _usage(r: LLMResponse) -> dict:
 def load_openie_file(path: str | os.PathLike) -> dict[str, OpenIEResult]:
     """Load an OpenIE file in the reference format or the HippoRAG v1 format.
 
-    v1 docs have no ``idx``; it is computed as ``chunk-`` + md5 of ``passage`` (or of
-    ``title + "\\n" + text`` when ``passage`` is missing). ``NaN`` and other non-string values
-    are dropped.
+    A passage's id is always computed as ``chunk-`` + md5 of ``passage`` (or of
+    ``title + "\\n" + text`` when ``passage`` is missing; v1 docs have no ``idx``, other tools'
+    ids are ignored); an entry whose ``chunk-`` id is another passage's is skipped with a warning
+    (its facts would attach to that passage). ``NaN`` and other non-string values are dropped.
     """
     path = Path(path)
     try:
@@ -210,6 +211,7 @@ def load_openie_file(path: str | os.PathLike) -> dict[str, OpenIEResult]:
     if not isinstance(docs, list):
         raise ValueError(f"OpenIE file {path}: expected an object with a 'docs' list")
     out: dict[str, OpenIEResult] = {}
+    mismatched: list[int] = []
     for n, d in enumerate(docs):
         if not isinstance(d, dict):
             raise ValueError(f"OpenIE file {path}: docs[{n}] is not an object")
@@ -220,11 +222,16 @@ def load_openie_file(path: str | os.PathLike) -> dict[str, OpenIEResult]:
                 passage = f"{title}\n{text}"
             else:
                 raise ValueError(f"OpenIE file {path}: docs[{n}] has no passage text")
-        idx = d.get("idx")
-        if not (isinstance(idx, str) and idx.startswith("chunk-")):
-            idx = mdhash_id(passage, "chunk-")
+        idx = mdhash_id(passage, "chunk-")   # the id is derived, never trusted: facts stay with their text
+        given = d.get("idx")
+        if isinstance(given, str) and given.startswith("chunk-") and given != idx:
+            mismatched.append(n)
+            continue
         out[idx] = OpenIEResult(idx, passage, clean_entities(d.get("extracted_entities")),
                                 clean_triples(d.get("extracted_triples")))
+    if mismatched:
+        logger.warning("OpenIE file %s: %d entr%s skipped because 'idx' is not the id of the passage "
+                       "(docs%s)", path, len(mismatched), "y" if len(mismatched) == 1 else "ies", mismatched[:10])
     return out
 
 

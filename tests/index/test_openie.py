@@ -87,3 +87,22 @@ def test_llm_failures_are_reported_not_raised():
     results, failed = OpenIE(ScriptedLLM(respond), show_progress=False).run({"a": "Good passage", "b": "Bad passage"})
     assert set(results) == {"a"} and set(failed) == {"b"} and "timed out" in failed["b"]
     assert results["a"].triples == [("Good", "is", "fine")]
+
+
+def test_import_refuses_an_idx_that_is_not_its_passages_id(tmp_path, caplog):
+    import json
+
+    from hippo_engine.index.openie import load_openie_file
+    from hippo_engine.text import mdhash_id
+
+    good, other = "A\nAlpha text.", "B\nBeta text."
+    path = tmp_path / "openie.json"
+    path.write_text(json.dumps({"docs": [
+        {"idx": mdhash_id(good, "chunk-"), "passage": good, "extracted_entities": ["Alpha"],
+         "extracted_triples": [["alpha", "is", "text"]]},
+        {"idx": mdhash_id(good, "chunk-"), "passage": other, "extracted_entities": ["evil"],
+         "extracted_triples": [["evil", "injected", "fact"]]}]}))
+    loaded = load_openie_file(path)
+    assert list(loaded) == [mdhash_id(good, "chunk-")]
+    assert loaded[mdhash_id(good, "chunk-")].triples == [("alpha", "is", "text")]
+    assert "1 entry skipped" in caplog.text and str(path) in caplog.text
