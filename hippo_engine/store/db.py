@@ -34,6 +34,7 @@ class IndexDB:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            self._refuse_foreign()
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self._create()
@@ -41,6 +42,17 @@ class IndexDB:
             raise StoreError(f"cannot open index database {self.path}: {e}") from e
         self._depth = 0
         self._after_commit: list[Callable[[], None]] = []
+
+    def _refuse_foreign(self) -> None:
+        """Fail, before writing anything, on a SQLite file that holds tables but is not an index."""
+        tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        ours = "meta" in tables and self.conn.execute(
+            "SELECT 1 FROM meta WHERE key='schema_version'").fetchone() is not None
+        if tables and not ours:
+            self.conn.close()
+            shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StoreError(f"{self.path} is a SQLite database but not a hippo-engine index (its tables: "
+                             f"{shown}); nothing was written to it. Use another save_dir.")
 
     def _create(self) -> None:
         c = self.conn

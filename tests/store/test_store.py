@@ -237,3 +237,29 @@ def test_crash_mid_index_with_mmap_keeps_previous_state(tmp_path, monkeypatch):
     full = make_rag(tmp_path / "full", embedding_storage_dtype="float16")
     full.index(CORPUS)
     assert_same(snapshot(full), snapshot(reopened))
+
+
+def test_foreign_sqlite_file_is_refused_untouched(tmp_path):
+    import hashlib
+    import sqlite3
+
+    import pytest
+
+    from hippo_engine.store import IndexDB, StoreError
+
+    path = tmp_path / "index.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+    con.execute("INSERT INTO customers VALUES (1, 'Ada')")
+    con.commit()
+    con.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(StoreError, match="not a hippo-engine index") as e:
+        IndexDB(path)
+    assert str(path) in str(e.value) and "customers" in str(e.value)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    garbage = tmp_path / "g" / "index.sqlite"
+    garbage.parent.mkdir()
+    garbage.write_bytes(b"\x00\xffnot sqlite at all" * 100)
+    with pytest.raises(StoreError, match=str(garbage)):
+        IndexDB(garbage)
