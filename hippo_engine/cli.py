@@ -80,6 +80,17 @@ def _read_items(path: str | Path) -> list[Any]:
     return data
 
 
+def _positive(text: str) -> int:
+    """argparse type: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _make_rag(args, **extra):
     from hippo_engine.hipporag import HippoRAG
     overrides = dict(extra)
@@ -277,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=helptext)
         sp.add_argument("--queries", required=True, help="JSON/JSONL of strings or {question, ...} records; "
                         "gold docs/answers in the records turn on Recall@k / EM / F1")
-        sp.add_argument("--top-k", type=int, default=5, help="passages to print per query (default 5)")
+        sp.add_argument("--top-k", type=_positive, default=5, help="passages to print per query (default 5)")
         sp.add_argument("--limit", type=int, default=None, help="only the first N queries")
         sp.add_argument("--dense", action="store_true", help="dense retrieval baseline instead of HippoRAG 2")
         sp.add_argument("--no-filter", action="store_true", help="skip the LLM recognition filter")

@@ -44,6 +44,13 @@ QAResult = tuple[Solutions, list[str], list[dict]]
 QAEvalResult = tuple[Solutions, list[str], list[dict], dict, dict]
 
 
+def _count(value, name: str) -> int | None:
+    """A positive whole number of items, or None (the default); anything else is an error."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value
+    raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+
+
 class HippoRAG:
     """Long-term memory for LLM applications, HippoRAG 2 style.
 
@@ -65,7 +72,11 @@ class HippoRAG:
         if overrides:
             config = config.replace(**overrides)
         self._config = config
+        if not isinstance(save_dir, (str, Path)) or not str(save_dir):
+            raise TypeError(f"HippoRAG(save_dir): a directory path is needed, got {save_dir!r}")
         self.save_dir = Path(save_dir)
+        if self.save_dir.exists() and not self.save_dir.is_dir():
+            raise NotADirectoryError(f"HippoRAG(save_dir): {self.save_dir} exists and is not a directory")
         self.save_dir.mkdir(parents=True, exist_ok=True)
         from hippo_engine.models.assets import DEFAULT_EMBEDDER
         try:
@@ -257,7 +268,7 @@ class HippoRAG:
         (passages per query) and ``mode`` (``naive``, ``hi_local``, ``hi_global``, ``hi_bridge``,
         ``hi``; see ``hippo_engine.hirag.modes``) override its ``top_k`` and ``mode``.
         """
-        param = self._param(param, mode=mode, top_k=num_to_retrieve or None)
+        param = self._param(param, mode=mode, top_k=_count(num_to_retrieve, "num_to_retrieve"))
         queries = self._check_queries(queries, "retrieve")
         solutions = self._rankers(param.mode, queries, param)
         return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
@@ -275,7 +286,7 @@ class HippoRAG:
         token counts, the passage ranking, entities, communities, bridge path). No LLM call
         unless communities must be built. ``hipporag2`` and ``naive`` give the passages the
         reader would see; already-ranked ``QuerySolution``s are wrapped as they are in those modes."""
-        param = self._param(param, mode=mode, top_k=num_to_retrieve or None)
+        param = self._param(param, mode=mode, top_k=_count(num_to_retrieve, "num_to_retrieve"))
         return self._contexts(queries, param, "retrieve_context")
 
     def _contexts(self, queries, param: QueryParam, what: str) -> list[HiContext]:

@@ -36,3 +36,10 @@ def test_version_and_usage_errors(tmp_path, capsys):
     assert e.value.code == 0 and __version__ in capsys.readouterr().out
     assert main(["index", str(tmp_path / "missing.json"), "--save-dir", str(tmp_path / "i")]) == 2
     assert "missing.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("k", ["0", "-3", "two"])
+def test_top_k_must_be_positive(tmp_path, capsys, k):
+    with pytest.raises(SystemExit) as e:
+        main(["retrieve", "--save-dir", str(tmp_path), "--queries", "q.json", "--top-k", k])
+    assert e.value.code == 2 and "--top-k" in capsys.readouterr().err

@@ -101,3 +101,20 @@ def test_no_eval_exec_pickle_in_package():
     hits = [f"{p}:{i}" for d in ("hippo_engine", "evaluation", "reproduce") for p in (root / d).rglob("*.py")
             for i, line in enumerate(p.read_text().splitlines(), 1) if pat.search(line)]
     assert hits == []
+
+
+def test_inputs_are_checked_at_the_door(tmp_path):
+    rag = make_rag(tmp_path / "i")
+    rag.index(CORPUS[:3])
+    for bad in (0, -1, 2.5, "3", True):
+        with pytest.raises(ValueError, match="num_to_retrieve"):
+            rag.retrieve(["Who mapped Lake Veloria?"], num_to_retrieve=bad)
+    assert len(rag.retrieve(["Who mapped Lake Veloria?"], num_to_retrieve=2)[0].docs) == 2
+    with pytest.raises(ValueError, match="one list of passages per query"):
+        rag.retrieve(["Who mapped Lake Veloria?"], gold_docs=[CORPUS[0]])      # flat list
+    with pytest.raises(TypeError, match="save_dir"):
+        HippoRAG(None, llm=NoCallLLM(), encoder=NgramEncoder())
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(NotADirectoryError, match=str(afile)):
+        HippoRAG(afile, llm=NoCallLLM(), encoder=NgramEncoder())

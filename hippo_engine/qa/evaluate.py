@@ -20,8 +20,12 @@ def retrieval_metrics(solutions: Sequence[QuerySolution], gold_docs: Sequence[Se
     """Attach ``gold_docs`` to the solutions and return their mean Recall@k, for the ``RECALL_KS``
     up to ``top_k`` (None: the metrics module's default cut-offs)."""
     from hippo_engine.evaluation.metrics import recall_at_k
-    if len(gold_docs) != len(solutions):
+    if isinstance(gold_docs, str) or len(gold_docs) != len(solutions):
         raise ValueError(f"{what}(): {len(gold_docs)} gold doc lists for {len(solutions)} queries")
+    flat = [i for i, g in enumerate(gold_docs) if isinstance(g, str) or not isinstance(g, (list, tuple, set))]
+    if flat:
+        raise ValueError(f"{what}(): gold_docs must hold one list of passages per query; items {flat[:10]} "
+                         f"are not lists (a flat list of passages would score every query 0)")
     for s, g in zip(solutions, gold_docs, strict=True):
         s.gold_docs = list(g)
     if top_k is None:
