@@ -67,10 +67,25 @@ def _read_items(path: str | Path) -> list[Any]:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"file not found: {path}")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e})") from None
     if path.suffix == ".jsonl":
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    data = json.loads(text)
+        items = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    items.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}, line {n}: not valid JSON ({e.msg}, column {e.colno})") from None
+        return items
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        hint = (" (a corpus is a JSON list of strings or {title, text} records, or JSONL: one per line)"
+                if path.suffix not in (".json", ".jsonl") else "")
+        raise ValueError(f"{path}, line {e.lineno}, column {e.colno}: not valid JSON ({e.msg}){hint}") from None
     if isinstance(data, dict):
         for key in ("corpus", "docs", "questions", "data"):
             if isinstance(data.get(key), list):
@@ -89,6 +104,13 @@ def _positive(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _existing_index(args) -> None:
+    """Commands that read an index refuse a folder that holds none (a typo would create it)."""
+    if not (Path(args.save_dir) / "index.sqlite").is_file():
+        raise FileNotFoundError(f"no index in {args.save_dir} (run `hippo-engine index CORPUS --save-dir "
+                                f"{args.save_dir}` first)")
 
 
 def _make_rag(args, **extra):
@@ -133,11 +155,11 @@ def _print_metrics(name: str, metrics: dict) -> None:
 # ------------------------------------------------------------------ commands
 def cmd_index(args) -> int:
     """Index a corpus file (optionally seeding OpenIE results first)."""
+    docs = read_corpus(args.corpus)        # read before anything is created: a bad file leaves no index
     rag = _make_rag(args)
     if args.openie:
         n = rag.import_openie(args.openie)
         print(f"imported OpenIE results for {n} passages from {args.openie}")
-    docs = read_corpus(args.corpus)
     t = time.perf_counter()
     report = rag.index(docs)
     print(f"indexed {report.get('added', 0)} new passage(s) in {time.perf_counter() - t:.1f}s "
@@ -148,6 +170,7 @@ def cmd_index(args) -> int:
 
 def cmd_delete(args) -> int:
     """Remove the documents of a corpus file from the index."""
+    _existing_index(args)
     rag = _make_rag(args)
     report = rag.delete(read_corpus(args.corpus))
     print(json.dumps(report, indent=2))
@@ -157,6 +180,7 @@ def cmd_delete(args) -> int:
 
 def cmd_stats(args) -> int:
     """Print graph statistics."""
+    _existing_index(args)
     rag = _make_rag(args)
     print(json.dumps(rag.graph_stats(), indent=2))
     return 0
@@ -164,8 +188,9 @@ def cmd_stats(args) -> int:
 
 def cmd_retrieve(args) -> int:
     """Retrieve passages for a queries file (Recall@k when it has gold docs)."""
-    rag = _make_rag(args)
     qs, gold_docs, _ = read_queries(args.queries)
+    _existing_index(args)
+    rag = _make_rag(args)
     if args.limit:
         qs, gold_docs = qs[:args.limit], (gold_docs[:args.limit] if gold_docs else gold_docs)
     fn = rag.retrieve_dpr if args.dense else rag.retrieve
@@ -182,8 +207,9 @@ def cmd_retrieve(args) -> int:
 
 def cmd_qa(args) -> int:
     """Retrieve and answer a queries file (EM/F1 when it has gold answers)."""
-    rag = _make_rag(args)
     qs, gold_docs, gold_answers = read_queries(args.queries)
+    _existing_index(args)
+    rag = _make_rag(args)
     if args.limit:
         qs = qs[:args.limit]
         gold_docs = gold_docs[:args.limit] if gold_docs else None

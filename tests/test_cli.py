@@ -43,3 +43,17 @@ def test_top_k_must_be_positive(tmp_path, capsys, k):
     with pytest.raises(SystemExit) as e:
         main(["retrieve", "--save-dir", str(tmp_path), "--queries", "q.json", "--top-k", k])
     assert e.value.code == 2 and "--top-k" in capsys.readouterr().err
+
+
+def test_file_and_folder_errors_name_the_file_and_line_and_create_nothing(tmp_path, capsys):
+    bad = tmp_path / "c.jsonl"
+    bad.write_text('"one"\n{"title": "x", \n"three"\n')
+    assert main(["index", str(bad), "--save-dir", str(tmp_path / "e1")]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}, line 2" in err and not (tmp_path / "e1").exists()
+    txt = tmp_path / "notes.txt"
+    txt.write_text("plain text, not JSON")
+    assert main(["index", str(txt), "--save-dir", str(tmp_path / "e2")]) == 2
+    assert "JSON list of strings" in capsys.readouterr().err and not (tmp_path / "e2").exists()
+    assert main(["stats", "--save-dir", str(tmp_path / "typo")]) == 2
+    assert "no index in" in capsys.readouterr().err and not (tmp_path / "typo").exists()
