@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -33,15 +34,31 @@ class IndexDB:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-            self._refuse_foreign()
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self._create()
+            self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None,
+                                        check_same_thread=False)
+            self._open()
         except sqlite3.DatabaseError as e:
             raise StoreError(f"cannot open index database {self.path}: {e}") from e
         self._depth = 0
         self._after_commit: list[Callable[[], None]] = []
+
+    def _open(self, patience: float = 60.0) -> None:
+        """Check, set up WAL mode and create the tables. Another process opening or creating the
+        same new index at the same moment can hold the file for an instant (switching to WAL does
+        not wait on SQLite's busy handler): retry for up to ``patience`` seconds."""
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                self._refuse_foreign()
+                if str(self.conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                    self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                self._create()
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _refuse_foreign(self) -> None:
         """Fail, before writing anything, on a SQLite file that holds tables but is not an index."""
@@ -54,22 +71,36 @@ class IndexDB:
             raise StoreError(f"{self.path} is a SQLite database but not a hippo-engine index (its tables: "
                              f"{shown}); nothing was written to it. Use another save_dir.")
 
+    _TABLES = ("meta", *(f"store_{ns}" for ns in STORE_NAMES), "passage_triples", "passage_hyperedges",
+               "synonymy")
+
     def _create(self) -> None:
+        """Create what is missing, in one transaction (another process sees no half-made index);
+        an index that has everything is only read."""
         c = self.conn
-        c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        for ns in STORE_NAMES:
-            c.execute(f"CREATE TABLE IF NOT EXISTS store_{ns} (id TEXT PRIMARY KEY, content TEXT NOT NULL,"
-                      " vec BLOB NOT NULL)")
-        c.execute("CREATE TABLE IF NOT EXISTS passage_triples (passage_id TEXT NOT NULL, pos INTEGER NOT NULL,"
-                  " subj TEXT NOT NULL, pred TEXT NOT NULL, obj TEXT NOT NULL, PRIMARY KEY (passage_id, pos))")
-        c.execute("CREATE TABLE IF NOT EXISTS passage_hyperedges (passage_id TEXT NOT NULL, pos INTEGER NOT NULL,"
-                  " text TEXT NOT NULL, entities TEXT NOT NULL, PRIMARY KEY (passage_id, pos))")
-        c.execute("CREATE TABLE IF NOT EXISTS synonymy (src TEXT NOT NULL, dst TEXT NOT NULL, score REAL NOT NULL,"
-                  " PRIMARY KEY (src, dst))")
-        c.execute("CREATE INDEX IF NOT EXISTS synonymy_dst ON synonymy (dst)")
-        if self.get_meta("schema_version") is None:
-            self.set_meta("schema_version", SCHEMA_VERSION)
-        elif self.get_meta("schema_version") != SCHEMA_VERSION:
+        have = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
+        if not (set(self._TABLES) | {"synonymy_dst"}) <= have or self.get_meta("schema_version") is None:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                for ns in STORE_NAMES:
+                    c.execute(f"CREATE TABLE IF NOT EXISTS store_{ns} (id TEXT PRIMARY KEY, content TEXT NOT NULL,"
+                              " vec BLOB NOT NULL)")
+                c.execute("CREATE TABLE IF NOT EXISTS passage_triples (passage_id TEXT NOT NULL, pos INTEGER "
+                          "NOT NULL, subj TEXT NOT NULL, pred TEXT NOT NULL, obj TEXT NOT NULL, "
+                          "PRIMARY KEY (passage_id, pos))")
+                c.execute("CREATE TABLE IF NOT EXISTS passage_hyperedges (passage_id TEXT NOT NULL, pos INTEGER "
+                          "NOT NULL, text TEXT NOT NULL, entities TEXT NOT NULL, PRIMARY KEY (passage_id, pos))")
+                c.execute("CREATE TABLE IF NOT EXISTS synonymy (src TEXT NOT NULL, dst TEXT NOT NULL, "
+                          "score REAL NOT NULL, PRIMARY KEY (src, dst))")
+                c.execute("CREATE INDEX IF NOT EXISTS synonymy_dst ON synonymy (dst)")
+                if self.get_meta("schema_version") is None:
+                    self.set_meta("schema_version", SCHEMA_VERSION)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        if self.get_meta("schema_version") != SCHEMA_VERSION:
             raise StoreError(f"{self.path} has schema version {self.get_meta('schema_version')}, "
                              f"this hippo-engine reads {SCHEMA_VERSION}")
 
