@@ -121,6 +121,8 @@ def _make_rag(args, **extra):
             overrides[name] = getattr(args, name)
     if getattr(args, "no_filter", False):
         overrides["use_filter"] = False
+    if getattr(args, "filter", False):
+        overrides["use_filter"] = True
     if getattr(args, "quiet", False):
         overrides["show_progress"] = False
     rag = HippoRAG(args.save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **overrides)
@@ -137,14 +139,27 @@ def _print_solution(sol, k: int, with_answer: bool = False) -> None:
     if with_answer:
         gold = f"   (gold: {' | '.join(sol.gold_answers)})" if sol.gold_answers else ""
         print(f"A: {sol.answer}{gold}")
+    for err in sol.errors:
+        print(f"   [LLM error: {err}]")
     if sol.used_fallback:
-        print("   [no entity reached the graph (no fact kept, no query entity): dense retrieval fallback]")
+        why = "an LLM call failed" if sol.errors else "no fact kept, no query entity"
+        print(f"   [no entity reached the graph ({why}): dense retrieval fallback]")
     elif sol.kept_facts:
         print("   facts: " + "; ".join(" | ".join(f) for f in sol.kept_facts))
     for rank, (doc, score) in enumerate(zip(sol.docs[:k], sol.doc_scores[:k], strict=False), 1):
         title, _, body = doc.partition("\n")
         mark = " *" if sol.gold_docs and doc in sol.gold_docs else ""
         print(f"  {rank:>2}. [{score:.4f}] {title}{mark}")
+
+
+def _llm_failures(sols) -> int:
+    """Exit status 1, with the failing queries named on stderr, when any LLM call failed."""
+    bad = [(i, s) for i, s in enumerate(sols) if s.errors]
+    for i, s in bad[:20]:
+        print(f"hippo-engine: query {i} ({s.question[:80]!r}): {s.errors[0]}", file=sys.stderr)
+    if bad:
+        print(f"hippo-engine: LLM calls failed for {len(bad)} of {len(sols)} queries", file=sys.stderr)
+    return 1 if bad else 0
 
 
 def _print_metrics(name: str, metrics: dict) -> None:
@@ -202,7 +217,7 @@ def cmd_retrieve(args) -> int:
     if args.output:
         Path(args.output).write_text(json.dumps({"metrics": metrics, "solutions": [s.to_dict() for s in sols]},
                                                 ensure_ascii=False, indent=1))
-    return 0
+    return _llm_failures(sols)
 
 
 def cmd_qa(args) -> int:
@@ -224,7 +239,7 @@ def cmd_qa(args) -> int:
     if args.output:
         Path(args.output).write_text(json.dumps({"solutions": [s.to_dict() for s in sols],
                                                  "metrics": list(out[3:])}, ensure_ascii=False, indent=1))
-    return 0
+    return _llm_failures(sols)
 
 
 def cmd_demo(args) -> int:
@@ -318,6 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--limit", type=int, default=None, help="only the first N queries")
         sp.add_argument("--dense", action="store_true", help="dense retrieval baseline instead of HippoRAG 2")
         sp.add_argument("--no-filter", action="store_true", help="skip the LLM recognition filter")
+        sp.add_argument("--filter", action="store_true",
+                        help="run the LLM recognition filter (on by default, except on an extractor=ner index)")
         sp.add_argument("--linking", choices=("auto", "fact", "ner", "query", "ner_fact"), default=None,
                         help="how queries reach the graph (default auto: fact, or ner_fact on an extractor=ner index)")
         sp.add_argument("--dense-first", type=int, default=None, metavar="N",

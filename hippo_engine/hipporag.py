@@ -32,6 +32,7 @@ from hippo_engine.models.encoder import Encoder
 from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
 from hippo_engine.qa.reader import QuerySolution, answer_questions
 from hippo_engine.retrieve.query_ner import query_entity_names
+from hippo_engine.retrieve.recognition import recording_filter
 from hippo_engine.retrieve.retriever import Retriever, encode_queries
 
 logger = logging.getLogger(__name__)
@@ -314,12 +315,13 @@ class HippoRAG:
             flat = self.encoder.encode([e for ents in ner for e in ents]) if any(ner) else None
             ends = np.cumsum([len(ents) for ents in ner])   # one encoder call for every query's entities
             ner_vectors = [flat[e - len(ents):e] if ents else None for ents, e in zip(ner, ends, strict=True)]
-        filter_many = None
+        filter_many, failed = None, {}
         if self._use_filter(param) and r.linking in ("fact", "ner_fact"):
-            rf = self.recognition_filter
-            filter_many = lambda qs, cands: [kept for kept, _ in rf.filter_many(qs, cands)]  # noqa: E731
+            filter_many = recording_filter(self.recognition_filter, failed)
         results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors)
         sols = [self._solution(q, res.order, res.scores, res) for q, res in zip(queries, results, strict=True)]
+        for s in sols:
+            s.errors.extend(failed.get(s.question, ()))
         logger.info("retrieve: %d queries in %.2fs (encoding %.2fs, filter %.2fs, PPR %.2fs, scoring+seeding "
                     "%.2fs); dense fallback for %d", len(queries), time.perf_counter() - t0,
                     time.perf_counter() - t0 - timings["total"], timings["filter"], timings["ppr"],

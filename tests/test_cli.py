@@ -57,3 +57,26 @@ def test_file_and_folder_errors_name_the_file_and_line_and_create_nothing(tmp_pa
     assert "JSON list of strings" in capsys.readouterr().err and not (tmp_path / "e2").exists()
     assert main(["stats", "--save-dir", str(tmp_path / "typo")]) == 2
     assert "no index in" in capsys.readouterr().err and not (tmp_path / "typo").exists()
+
+
+@pytest.mark.slow
+def test_llm_down_exits_non_zero_and_names_the_queries(tmp_path, capsys):
+    """retrieve with the filter on and qa against a server that only answers 500."""
+    from openai_server import FakeOpenAIServer
+
+    corpus, queries, out = tmp_path / "c.json", tmp_path / "q.json", tmp_path / "out.json"
+    corpus.write_text(json.dumps(DOCS))
+    queries.write_text(json.dumps(["Where was Barack Obama born?", "Who was chancellor of Germany?"]))
+    idx = str(tmp_path / "idx")
+    assert main(["index", str(corpus), "--save-dir", idx, "--extractor", "ner", "--quiet"]) == 0
+    with FakeOpenAIServer([("status", 500)], max_requests=100) as srv:
+        common = ["--save-dir", idx, "--queries", str(queries), "--quiet", "--llm", "m", "--llm-base-url",
+                  srv.base_url]
+        capsys.readouterr()
+        assert main(["retrieve", *common, "--filter", "--output", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert "query 0" in err and "query 1" in err and "LLM calls failed for 2 of 2 queries" in err
+        sols = json.loads(out.read_text())["solutions"]
+        assert all(s["errors"] and "recognition filter" in s["errors"][0] for s in sols)
+        assert main(["qa", *common]) == 1
+        assert "reader" in capsys.readouterr().err

@@ -35,7 +35,9 @@ class QuerySolution:
     ``docs`` are passages (``"title\\ntext"``) best first, ``doc_scores`` their scores.
     ``candidate_facts`` / ``kept_facts`` are the facts before and after the recognition filter,
     ``seed_entities`` the entities that seeded the graph walk; ``used_fallback`` is True when no
-    fact survived and the dense ranking was returned.
+    entity reached the graph and the dense ranking was returned. ``errors`` lists the LLM calls
+    that failed for this query (recognition filter, reader): a fallback with errors is a failure,
+    not "nothing relevant".
     """
 
     question: str
@@ -48,6 +50,7 @@ class QuerySolution:
     kept_facts: list = field(default_factory=list)
     seed_entities: list = field(default_factory=list)
     used_fallback: bool = False
+    errors: list[str] = field(default_factory=list)
 
     @classmethod
     def from_ranking(cls, question: str, docs: Sequence[str], scores, found: Any = None) -> QuerySolution:
@@ -72,6 +75,7 @@ class QuerySolution:
             "kept_facts": [_jsonable(f) for f in self.kept_facts],
             "seed_entities": [_jsonable(e) for e in self.seed_entities],
             "used_fallback": bool(self.used_fallback),
+            "errors": list(self.errors),
         }
 
 
@@ -245,6 +249,7 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
             sol.answer = parse_answer(text)
         else:
             logger.warning("reader failed for question %r: %s", sol.question[:80], meta["error"])
+            sol.errors.append(f"reader: {meta['error']}")
             text = ""
             sol.answer = ""
         responses.append(text)

@@ -312,3 +312,15 @@ class RecognitionFilter:
         info.prompt_tokens = sum(r.prompt_tokens for r in responses)
         info.completion_tokens = sum(r.completion_tokens for r in responses)
         info.cached = bool(responses) and all(r.cached for r in responses)
+
+
+def recording_filter(rf: RecognitionFilter, failed: dict[str, list[str]]):
+    """``rf.filter_many`` in the shape ``Retriever.search`` takes (kept facts per question),
+    noting each question whose filter call failed in ``failed`` (question -> error texts)."""
+    def filter_many(questions, candidates):
+        out = rf.filter_many(questions, candidates)
+        for q, (_, info) in zip(questions, out, strict=True):
+            if info.get("reason") in ("llm_error", "error"):
+                failed.setdefault(q, []).append(f"recognition filter: {info.get('error')}")
+        return [kept for kept, _ in out]
+    return filter_many
