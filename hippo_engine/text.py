@@ -5,7 +5,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import json_repair
@@ -129,18 +129,11 @@ def facts_by_id(passage_triples) -> dict[str, tuple[str, str, str]]:
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)(?:```|$)", re.DOTALL)
 
 
-def _close_truncated(s: str) -> str | None:
-    """Cut ``s`` after its last complete JSON value inside a container and close what is open.
-
-    Walks the text once, tracking strings and open brackets; remembers the position after the
-    last complete element (a closed string/bracket or a scalar followed by ``,``/``]``/``}``).
-    """
-    stack: list[str] = []
-    in_str = False
-    esc = False
-    last_good = -1  # index after which the text is a prefix ending on a complete element
-    good_stack: list[str] = []
-    for i, ch in enumerate(s):
+def json_events(text: str) -> Iterator[tuple[int, str]]:
+    """The structure of JSON-like text, one pass, strings skipped: ``(position, event)`` with event
+    ``[ { ] } ,`` (outside strings), ``"`` (a string opens) or ``S`` (a string closes)."""
+    in_str = esc = False
+    for i, ch in enumerate(text):
         if in_str:
             if esc:
                 esc = False
@@ -148,27 +141,39 @@ def _close_truncated(s: str) -> str | None:
                 esc = True
             elif ch == '"':
                 in_str = False
-                # a string that is a list element (not an object key) completes an element
-                if stack and stack[-1] == "[":
-                    last_good, good_stack = i, stack.copy()
-            continue
-        if ch == '"':
+                yield i, "S"
+        elif ch == '"':
             in_str = True
-        elif ch in "[{":
-            stack.append(ch)
-        elif ch in "]}":
+            yield i, '"'
+        elif ch in "[{]},":
+            yield i, ch
+
+
+def _close_truncated(s: str) -> str | None:
+    """Cut ``s`` after its last complete JSON value inside a container and close what is open:
+    remembers the position after the last complete element (a closed string in a list, a closed
+    bracket, or a scalar followed by ``,``)."""
+    stack: list[str] = []
+    last_good = -1  # index after which the text is a prefix ending on a complete element
+    good_stack: list[str] = []
+    for i, ev in json_events(s):
+        if ev == "S":
+            if stack and stack[-1] == "[":   # a list element (not an object key) is complete
+                last_good, good_stack = i, stack.copy()
+        elif ev in "[{":
+            stack.append(ev)
+        elif ev in "]}":
             if not stack:
                 break
             stack.pop()
             last_good, good_stack = i, stack.copy()
             if not stack:
                 return s[: i + 1]
-        elif ch == "," and stack:
+        elif ev == "," and stack:
             last_good, good_stack = i - 1, stack.copy()
     if last_good < 0:
         return None
     head = s[: last_good + 1].rstrip().rstrip(",")
-    # an object whose last complete item was a key with no value: drop the dangling key
     closers = "".join("]" if c == "[" else "}" for c in reversed(good_stack))
     return head + closers
 

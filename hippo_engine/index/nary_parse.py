@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hippo_engine.text import Hyperedge, alnum_count, json_depth, parse_json_lenient
+from hippo_engine.text import Hyperedge, alnum_count, json_depth, json_events, parse_json_lenient
 
 logger = logging.getLogger(__name__)
 
@@ -225,20 +225,13 @@ def _candidates(text: str) -> list[str]:
 
 def _open_at_end(body: str) -> bool:
     """Whether the first JSON value of ``body`` is still open where the text ends (truncation)."""
-    depth, in_str, esc, started = 0, False, False, False
-    for ch in body:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
+    depth, in_str, started = 0, False, False
+    for _, ev in json_events(body):
+        if ev in "\"S":
+            in_str = ev == '"'
+        elif ev in "[{":
             depth, started = depth + 1, True
-        elif ch in "]}":
+        elif ev in "]}":
             depth -= 1
             if depth <= 0 and started:
                 return False
@@ -249,24 +242,15 @@ def _top_level_starts(text: str, limit: int = MAX_STARTS) -> list[int]:
     """Positions of ``{`` and ``[`` outside any bracket or string seen before them (so that a
     value inside a cut-off list is not mistaken for the reply's JSON)."""
     out: list[int] = []
-    depth, in_str, esc = 0, False, False
-    for i, ch in enumerate(text):
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
+    depth = 0
+    for i, ev in json_events(text):
+        if ev in "[{":
             if depth == 0:
                 out.append(i)
                 if len(out) >= limit:
                     break
             depth += 1
-        elif ch in "]}":
+        elif ev in "]}":
             depth = max(depth - 1, 0)
     return out
 
