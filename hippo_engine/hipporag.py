@@ -27,6 +27,7 @@ from hippo_engine.index.graph import GraphData
 from hippo_engine.index.ner import NERExtractor
 from hippo_engine.index.openie import OpenIEError
 from hippo_engine.index.pipeline import Index
+from hippo_engine.inputs import check_queries, positive_count
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
@@ -43,13 +44,6 @@ Solutions = list[QuerySolution]
 WithRecall = tuple[Solutions, dict[str, float]]
 QAResult = tuple[Solutions, list[str], list[dict]]
 QAEvalResult = tuple[Solutions, list[str], list[dict], dict, dict]
-
-
-def _count(value, name: str) -> int | None:
-    """A positive whole number of items, or None (the default); anything else is an error."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-        return value
-    raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
 
 
 class HippoRAG:
@@ -227,11 +221,7 @@ class HippoRAG:
         return encode_queries(self.encoder, queries, self.config)
 
     def _check_queries(self, queries, what: str) -> list[str]:
-        if isinstance(queries, str) or not isinstance(queries, (list, tuple)):
-            raise TypeError(f"{what}() takes a list of query strings")
-        bad = [i for i, q in enumerate(queries) if not isinstance(q, str) or not q.strip()]
-        if bad:
-            raise ValueError(f"{what}(): queries must be non-empty strings; items {bad[:10]} are not")
+        queries = check_queries(queries, what)
         if len(self.index_state) == 0:
             raise RuntimeError(f"{what}(): the index in {self.save_dir} is empty; call index(docs) first")
         return list(queries)
@@ -269,7 +259,7 @@ class HippoRAG:
         (passages per query) and ``mode`` (``naive``, ``hi_local``, ``hi_global``, ``hi_bridge``,
         ``hi``; see ``hippo_engine.hirag.modes``) override its ``top_k`` and ``mode``.
         """
-        param = self._param(param, mode=mode, top_k=_count(num_to_retrieve, "num_to_retrieve"))
+        param = self._param(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"))
         queries = self._check_queries(queries, "retrieve")
         solutions = self._rankers(param.mode, queries, param)
         return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
@@ -287,7 +277,7 @@ class HippoRAG:
         token counts, the passage ranking, entities, communities, bridge path). No LLM call
         unless communities must be built. ``hipporag2`` and ``naive`` give the passages the
         reader would see; already-ranked ``QuerySolution``s are wrapped as they are in those modes."""
-        param = self._param(param, mode=mode, top_k=_count(num_to_retrieve, "num_to_retrieve"))
+        param = self._param(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"))
         return self._contexts(queries, param, "retrieve_context")
 
     def _contexts(self, queries, param: QueryParam, what: str) -> list[HiContext]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from hippo_engine.inputs import check_documents
 from hippo_engine.text import mdhash_id
 
 logger = logging.getLogger(__name__)
@@ -43,11 +44,7 @@ def document_passages(docs: Sequence[str], what: str, chunk_size: int | None, ch
     """Validate documents and turn them into ``{chunk_id: passage}``: one passage per document
     (or its chunks with ``chunk_size``), identical passages collapsed, blank documents skipped
     with a warning. ``what`` names the calling method in errors."""
-    if isinstance(docs, str) or not isinstance(docs, (list, tuple)):
-        raise TypeError(f"{what}() takes a list of strings, got {type(docs).__name__}")
-    bad = [i for i, d in enumerate(docs) if not isinstance(d, str)]
-    if bad:
-        raise TypeError(f"{what}(): documents must be strings; items {bad[:10]} are not")
+    check_documents(docs, what)
     blank = [i for i, d in enumerate(docs) if not d.strip()]
     if blank:
         logger.warning("%s(): skipping %d empty or whitespace-only document(s) at positions %s",

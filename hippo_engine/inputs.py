@@ -1,0 +1,64 @@
+"""Checks of what callers hand the facade, at the door: each error names the argument and the
+item (its position in the list), never a failure deep inside hashing, numpy or the encoder."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def positive_count(value, name: str) -> int | None:
+    """A positive whole number of items, or None (the default); anything else is an error
+    (``0`` does not mean "everything", ``2.5`` and ``"3"`` are refused)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value
+    raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+
+
+def surrogate_at(text: str) -> int | None:
+    """Position of the first lone surrogate code point in ``text`` (not valid Unicode: it
+    cannot be encoded as UTF-8), or None. Such strings come from decoding bytes with
+    ``errors="surrogateescape"`` or from broken JSON escapes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return e.start
+    return None
+
+
+def check_text_items(items: Sequence, what: str, kind: str, one: str, *, allow_blank: bool) -> None:
+    """Every item is a string of valid Unicode (and non-blank unless ``allow_blank``).
+
+    ``what`` names the method (``"index"``), ``kind``/``one`` the items (``"documents"``/``"document"``). Raises
+    ``TypeError`` for non-strings and ``ValueError`` for blank items or lone surrogates,
+    naming the positions."""
+    bad = [i for i, d in enumerate(items) if not isinstance(d, str)]
+    if bad:
+        raise TypeError(f"{what}(): {kind} must be strings; items {bad[:10]} are not")
+    if not allow_blank:
+        blank = [i for i, d in enumerate(items) if not d.strip()]
+        if blank:
+            raise ValueError(f"{what}(): {kind} must be non-empty strings; items {blank[:10]} are not")
+    for i, d in enumerate(items):
+        pos = surrogate_at(d)
+        if pos is not None:
+            raise ValueError(f"{what}(): {one} {i} contains a lone surrogate "
+                             f"(U+{ord(d[pos]):04X}) at character {pos}: not valid Unicode text. Decode the "
+                             f"source with errors='replace' (or fix its escapes) before passing it")
+
+
+def check_queries(queries, what: str) -> list[str]:
+    """A list (or tuple) of non-empty query strings of valid Unicode, as a list."""
+    if isinstance(queries, str) or not isinstance(queries, (list, tuple)):
+        raise TypeError(f"{what}() takes a list of query strings")
+    check_text_items(queries, what, "queries", "query", allow_blank=False)
+    return list(queries)
+
+
+def check_documents(docs, what: str) -> None:
+    """A list (or tuple) of document strings of valid Unicode (blank ones are allowed: they
+    are skipped with a warning)."""
+    if isinstance(docs, str) or not isinstance(docs, (list, tuple)):
+        raise TypeError(f"{what}() takes a list of strings, got {type(docs).__name__}")
+    check_text_items(docs, what, "documents", "document", allow_blank=True)
+
+
+__all__ = ["check_documents", "check_queries", "check_text_items", "positive_count", "surrogate_at"]
