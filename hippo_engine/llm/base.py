@@ -24,11 +24,15 @@ class LLMTimeoutError(LLMError):
 
 @dataclass(frozen=True)
 class LLMResponse:
+    """One reply. ``cache_key`` is set by ``CachedLLM`` (on hits and misses) so that a caller
+    that cannot use the reply can :meth:`LLMClient.discard` it."""
+
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str = "stop"  # "length" when cut off by max_new_tokens
     cached: bool = False
+    cache_key: str | None = None
 
 
 class LLMClient(ABC):
@@ -53,6 +57,13 @@ class LLMClient(ABC):
         defaults filled in, plus anything else that changes the output). ``CachedLLM`` keys on
         them; implementations with defaults or extra settings override this."""
         return {"max_new_tokens": max_new_tokens, "temperature": temperature}
+
+    def discard(self, response: LLMResponse) -> None:
+        """Forget ``response``: a caller that could not use a reply (it did not parse) calls this
+        so that a rerun asks the model again instead of reading the bad reply back from a cache.
+        A no-op for clients without a cache; ``CachedLLM`` deletes the stored row and wrappers
+        delegate to their inner client."""
+        return None
 
     def generate_many(self, batch: Sequence[Sequence[Message]], *, max_new_tokens: int | None = None,
                       temperature: float | None = None, show_progress: bool = False,

@@ -107,7 +107,7 @@ class CachedLLM(LLMClient):
         if row is None:
             return None
         return LLMResponse(text=row[0], prompt_tokens=row[1], completion_tokens=row[2],
-                           finish_reason=row[3], cached=True)
+                           finish_reason=row[3], cached=True, cache_key=key)
 
     def _put(self, key: str, request: str, resp: LLMResponse) -> None:
         with self._db_lock:
@@ -116,6 +116,19 @@ class CachedLLM(LLMClient):
                 "completion_tokens, finish_reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, self.inner.model_name, request, resp.text, int(resp.prompt_tokens),
                  int(resp.completion_tokens), resp.finish_reason, time.time()))
+
+    def discard(self, response: LLMResponse) -> None:
+        """Delete the stored row of ``response`` (by its ``cache_key``), so the next identical
+        request calls the inner client again; then pass it on to the inner client (which may
+        itself be, or wrap, a cache)."""
+        key = response.cache_key
+        if key is not None:
+            try:
+                with self._db_lock:
+                    self._conn.execute("DELETE FROM llm_cache WHERE key = ?", (key,))
+            except sqlite3.Error as e:
+                logger.warning("could not delete a bad LLM reply from %s: %s", self.path, e)
+        self.inner.discard(response)
 
     def __len__(self) -> int:
         with self._db_lock:
@@ -157,7 +170,7 @@ class CachedLLM(LLMClient):
                         self.errors += 1
                 fut.set_exception(e)
                 raise
-            resp = replace(resp, cached=False)
+            resp = replace(resp, cached=False, cache_key=key)
             try:
                 self._put(key, request, resp)
             except sqlite3.Error as e:  # a full disk must not lose a paid-for reply

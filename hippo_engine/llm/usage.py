@@ -109,6 +109,11 @@ class MeteredLLM(LLMClient):
         self.usage.add(res)
         return res
 
+    def discard(self, response: LLMResponse) -> None:
+        """Delegates to the inner client (a no-op when it was never loaded)."""
+        if self._inner is not None:
+            self._inner.discard(response)
+
     def generate_many(self, batch: Sequence[Sequence[Message]], *, max_new_tokens: int | None = None,
                       temperature: float | None = None, show_progress: bool = False,
                       desc: str = "LLM") -> list[LLMResponse | LLMError]:

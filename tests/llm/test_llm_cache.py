@@ -146,3 +146,31 @@ def test_two_instances_same_file_from_threads(tmp_path):
         texts = list(pool.map(work, range(60)))
     assert texts == [f"echo:k{i % 7}:100:0.0" for i in range(60)]
     assert len(a) == 7
+
+
+def test_discard_deletes_the_row_so_the_next_call_asks_again(tmp_path):
+    inner = CountingLLM()
+    c = CachedLLM(inner, tmp_path / "c.sqlite")
+    miss = c.generate(msgs("bad"))
+    assert miss.cache_key == c.key(msgs("bad"))
+    hit = c.generate(msgs("bad"))
+    assert hit.cached and hit.cache_key == miss.cache_key
+    c.generate(msgs("good"))
+    c.discard(hit)
+    assert len(c) == 1  # only the discarded row went
+    again = c.generate(msgs("bad"))
+    assert not again.cached and inner.calls == 3
+    c.discard(LLMResponse(text="no key"))  # nothing to delete: no error
+    assert len(c) == 2
+
+
+def test_discard_reaches_a_cache_inside_a_wrapper(tmp_path):
+    from hippo_engine.llm import MeteredLLM
+    inner = CountingLLM()
+    cached = CachedLLM(inner, tmp_path / "c.sqlite")
+    outer = MeteredLLM(cached)
+    r = outer.generate(msgs("x"))
+    outer.discard(r)
+    assert len(cached) == 0
+    assert not outer.generate(msgs("x")).cached and inner.calls == 2
+    LLMClient.discard(inner, r)  # the default is a no-op

@@ -66,3 +66,18 @@ def test_metered_llm_records_every_reply_and_loads_lazily():
     assert d["calls"] == 3 and d["cache_hits"] == 1 and d["errors"] == 2
     assert d["prompt_tokens"] == 14 and d["cached_prompt_tokens"] == 7
     assert len(made) == 1 and made[0].n == 5
+
+
+def test_metered_llm_discard_delegates_and_is_a_noop_before_loading():
+    seen = []
+
+    class Recorder(Replies):
+        def discard(self, response):
+            seen.append(response)
+
+    lazy = MeteredLLM(Recorder, model_name="toy")
+    lazy.discard(LLMResponse(text="x"))
+    assert not lazy.loaded and seen == []
+    r = lazy.generate([{"role": "user", "content": "hi"}])
+    lazy.discard(r)
+    assert seen == [r]
