@@ -153,6 +153,10 @@ class HiRAGConfig(_Section):
     community_report_context_tokens: int = Field(3000, gt=0)
     community_report_max_new_tokens: int = Field(768, gt=0)
     community_auto_update: bool = True      # rebuild stale communities (after index/delete) on use
+    #: LLM reports a build made on use (by a query, with community_auto_update) may write; the
+    #: rest list their members. 0 (default): a query never sends reports to the LLM as a side
+    #: effect; None: no cap. ``build_communities()`` is the explicit way to write them.
+    community_auto_llm_reports: int | None = Field(0, ge=0)
     hi_top_k: int = Field(20, gt=0)          # entities retrieved per query
     hi_top_m: int = Field(10, gt=0)          # key entities per retrieved community (bridge)
     hi_level: int = Field(2, ge=0)           # communities up to this level are used

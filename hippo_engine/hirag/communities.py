@@ -36,6 +36,7 @@ from hippo_engine.hirag.report_context import (  # noqa: F401 - re-exported
     whitespace_tokens,
 )
 from hippo_engine.hirag.reports import (  # noqa: F401 - re-exported
+    SOURCE_LLM,
     CommunityReport,
     ReportStats,
     listing_report,
@@ -60,11 +61,14 @@ logger = logging.getLogger(__name__)
 
 def build_communities(index, config, llm: LLMClient | Callable[[], LLMClient] | None, *,
                       count: TokenCounter = whitespace_tokens, max_llm_reports: int | None = None,
-                      show_progress: bool | None = None) -> dict:
+                      show_progress: bool | None = None, upgrade_listings: bool = True) -> dict:
     """(Re)compute the communities of ``index`` and bring reports and vectors up to date.
 
-    Only communities whose member set has no stored report are sent to the LLM; everything
-    else is reused. Writes everything in one transaction. Returns a summary: communities per
+    Only communities whose member set has no stored LLM report are sent to the LLM (at most
+    ``max_llm_reports``); everything else is reused. A stored member listing (a report the LLM
+    was not asked for, or failed on) is asked again when ``upgrade_listings`` and the build may ask
+    the LLM at all; builds made on use pass False so they never spend LLM calls on what an earlier
+    build chose not to. Writes everything in one transaction. Returns a summary: communities per
     level, report statistics (LLM calls, tokens, seconds, reused, fallbacks) and timings.
     """
     show = config.show_progress if show_progress is None else show_progress
@@ -75,6 +79,8 @@ def build_communities(index, config, llm: LLMClient | Callable[[], LLMClient] | 
     t1 = time.perf_counter()
     cdb = CommunityDB(index.db)
     existing = cdb.load_reports()
+    if upgrade_listings and max_llm_reports != 0:
+        existing = {k: r for k, r in existing.items() if r.source == SOURCE_LLM}
     stores = index.stores
     inputs = ReportInputs(graph, stores["entity"].text, stores["passage"].text, index.passage_triples)
     reports, stats = write_reports(comms, inputs, llm, existing, budget=config.community_report_context_tokens,

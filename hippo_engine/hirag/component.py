@@ -51,11 +51,13 @@ class HiRAG:
         return token_counter(self._encoder())
 
     # ------------------------------------------------------------------ communities
-    def build_communities(self, max_llm_reports: int | None = None, show_progress: bool | None = None) -> dict:
+    def build_communities(self, max_llm_reports: int | None = None, show_progress: bool | None = None,
+                          upgrade_listings: bool = True) -> dict:
         """Compute (or update) the communities, reports and report vectors; see
         :func:`hippo_engine.hirag.communities.build_communities`. Returns its summary."""
         summary = build_communities(self.index, self.config, self._llm, count=self.token_counter(),
-                                    max_llm_reports=max_llm_reports, show_progress=show_progress)
+                                    max_llm_reports=max_llm_reports, show_progress=show_progress,
+                                    upgrade_listings=upgrade_listings)
         self.generation += 1
         self._engine = None
         return summary
@@ -66,13 +68,18 @@ class HiRAG:
 
     def communities(self, build: bool = True) -> CommunitySet | None:
         """The communities of the index. Missing or stale ones are (re)built first when ``build``
-        and ``community_auto_update`` allow it (reports only for changed communities); a stale
-        set is otherwise used with a warning; missing ones give None when not built."""
+        and ``community_auto_update`` allow it, writing at most ``community_auto_llm_reports``
+        reports with the LLM (default 0: member listings, said in a warning); a stale set is
+        otherwise used with a warning; missing ones give None when not built."""
         state = self.state()
         if state != "current":
             if build and self.config.community_auto_update:
-                logger.info("communities are %s; building them now", state)
-                self.build_communities()
+                cap = self.config.community_auto_llm_reports
+                logger.warning("communities are %s: building them now (clustering%s); call build_communities() "
+                               "to write LLM reports explicitly", state,
+                               ", no LLM reports (community_auto_llm_reports=0)" if cap == 0 else
+                               f", at most {cap if cap is not None else 'every'} LLM report(s)")
+                self.build_communities(max_llm_reports=cap, upgrade_listings=False)
             elif state == "missing":
                 return None
             else:

@@ -148,14 +148,25 @@ def test_unknown_mode_is_refused(built):
         rag.retrieve(QUERIES, mode="global")
 
 
-def test_modes_needing_communities_build_them_when_missing(tmp_path):
+def test_modes_needing_communities_build_them_when_missing_without_llm_calls(tmp_path, caplog):
     resp = CountingResponder()
     rag = make_rag(tmp_path, llm=ScriptedLLM(resp), max_cluster_size=3, use_filter=False)
     rag.index(CORPUS)
     rag.retrieve_context(QUERIES[:1], mode="hi_local")
     assert resp.report_calls == 0                     # hi_local needs no communities
-    rag.retrieve_context(QUERIES[:1], mode="hi_global")
-    assert resp.report_calls > 0
+    with caplog.at_level("WARNING"):
+        rag.retrieve_context(QUERIES[:1], mode="hi_global")
+    assert resp.report_calls == 0                     # a query writes no LLM report as a side effect
+    assert "no LLM reports (community_auto_llm_reports=0)" in caplog.text
+    assert {r.source for r in rag.hirag.communities().reports.values()} == {"listing"}
+    summary = rag.build_communities()                 # the explicit call writes them
+    assert resp.report_calls == summary["communities"] and summary["reports"]["listings"] == 0
+    capped = CountingResponder()
+    rag3 = make_rag(tmp_path / "c", llm=ScriptedLLM(capped), max_cluster_size=3, use_filter=False,
+                    community_auto_llm_reports=2)
+    rag3.index(CORPUS)
+    rag3.retrieve_context(QUERIES[:1], mode="hi_global")
+    assert capped.report_calls == 2                   # an explicit cap is honoured
     rag2 = make_rag(tmp_path / "b", llm=ScriptedLLM(resp), community_auto_update=False)
     rag2.index(CORPUS)
     with pytest.raises(RuntimeError, match="build_communities"):
