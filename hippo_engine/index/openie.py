@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
+from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, unparseable_reason
 from hippo_engine.prompts import load_prompt
 from hippo_engine.system import atomic_write_text
 from hippo_engine.text import Triple, mdhash_id, parse_json_lenient
@@ -83,28 +83,46 @@ def clean_triples(raw: Any) -> list[Triple]:
     return out
 
 
-def parse_ner(text: str) -> list[str]:
-    """Entities from a NER reply; ``[]`` (with a warning) when unparseable."""
-    try:
-        value = parse_json_lenient(text)
-    except ValueError as e:
-        logger.warning("NER output unparseable, no entities kept: %s", e)
-        return []
+def read_ner(text: str) -> list[str]:
+    """Entities from a NER reply (a list, or an object with ``named_entities``/``entities``).
+    Raises ``ValueError`` when no entity list can be read; an empty list is a valid answer."""
+    value = parse_json_lenient(text)
     if isinstance(value, dict):
-        value = value.get("named_entities", value.get("entities", []))
+        if "named_entities" not in value and "entities" not in value:
+            raise ValueError("the NER reply is an object without 'named_entities'")
+        value = value.get("named_entities", value.get("entities"))
+    if not isinstance(value, list):
+        raise ValueError("the NER reply has no list of entities")
     return clean_entities(value)
 
 
-def parse_triples(text: str) -> list[Triple]:
-    """Triples from a triple-extraction reply; ``[]`` (with a warning) when unparseable."""
+def read_triples(text: str) -> list[Triple]:
+    """Triples from a triple-extraction reply (a list, or an object with ``triples``). Raises
+    ``ValueError`` when no triple list can be read; an empty list is a valid answer."""
+    value = parse_json_lenient(text)
+    if isinstance(value, dict):
+        value = value.get("triples")
+    if not isinstance(value, list):
+        raise ValueError("the triple reply has no 'triples' list")
+    return clean_triples(value)
+
+
+def parse_ner(text: str) -> list[str]:
+    """:func:`read_ner`, but ``[]`` (with a warning) when unreadable."""
     try:
-        value = parse_json_lenient(text)
+        return read_ner(text)
+    except ValueError as e:
+        logger.warning("NER output unparseable, no entities kept: %s", e)
+        return []
+
+
+def parse_triples(text: str) -> list[Triple]:
+    """:func:`read_triples`, but ``[]`` (with a warning) when unreadable."""
+    try:
+        return read_triples(text)
     except ValueError as e:
         logger.warning("triple output unparseable, no triples kept: %s", e)
         return []
-    if isinstance(value, dict):
-        value = value.get("triples", [])
-    return clean_triples(value)
 
 
 # ------------------------------------------------------------------ prompts
@@ -154,7 +172,9 @@ class OpenIE:
 
     def run(self, passages: Mapping[str, str]) -> tuple[dict[str, OpenIEResult], dict[str, str]]:
         """Extract for ``{chunk_id: passage}``. Returns (results, failed) where ``failed``
-        maps the ids whose LLM calls failed to the reason; those have no result."""
+        maps the ids whose LLM calls failed, or whose replies could not be read, to the
+        reason; those have no result, and their unreadable replies are discarded from the LLM
+        cache (a rerun asks again)."""
         ids = list(passages)
         failed: dict[str, str] = {}
         if not ids:
@@ -164,25 +184,38 @@ class OpenIE:
             max_new_tokens=self.max_new_tokens, show_progress=self.show_progress, desc="OpenIE NER")
         entities: dict[str, list[str]] = {}
         usage: dict[str, dict] = {}
-        for i, r in zip(ids, ner_out, strict=False):
-            if isinstance(r, LLMError):
-                failed[i] = f"NER: {r}"
-                continue
-            entities[i] = parse_ner(r.text)
-            usage[i] = _usage(r)
+        for i, r in zip(ids, ner_out, strict=True):
+            got = self._read(i, r, read_ner, "NER", failed)
+            if got is not None:
+                entities[i], usage[i] = got, _usage(r)
         todo = [i for i in ids if i in entities]
         tri_out = self.llm.generate_many(
             [triple_messages(passages[i], entities[i], self._triple_prompt) for i in todo],
             max_new_tokens=self.max_new_tokens, show_progress=self.show_progress, desc="OpenIE triples")
         results: dict[str, OpenIEResult] = {}
-        for i, r in zip(todo, tri_out, strict=False):
-            if isinstance(r, LLMError):
-                failed[i] = f"triples: {r}"
+        for i, r in zip(todo, tri_out, strict=True):
+            triples = self._read(i, r, read_triples, "triples", failed)
+            if triples is None:
                 continue
             u = _usage(r)
             total = {k: usage[i].get(k, 0) + u.get(k, 0) for k in u}
-            results[i] = OpenIEResult(i, passages[i], entities[i], parse_triples(r.text), total)
+            results[i] = OpenIEResult(i, passages[i], entities[i], triples, total)
         return results, failed
+
+    def _read(self, idx: str, r: Any, read: Callable[[str], Any], stage: str, failed: dict[str, str]) -> Any:
+        """``read(r.text)``, or None with ``failed[idx]`` set when the call failed or its reply
+        cannot be read (then the reply is discarded from the cache)."""
+        if not isinstance(r, LLMResponse):
+            failed[idx] = f"{stage}: {r}" if isinstance(r, LLMError) else f"{stage}: no reply ({r!r})"
+            return None
+        try:
+            return read(r.text)
+        except ValueError as e:
+            logger.warning("OpenIE %s reply for %s unreadable (%s); the passage is retried on the next run",
+                           stage, idx, e)
+            self.llm.discard(r)
+            failed[idx] = f"{stage}: {unparseable_reason(r.text)}"
+            return None
 
 
 def _usage(r: LLMResponse) -> dict:

@@ -22,6 +22,12 @@ class LLMTimeoutError(LLMError):
     """An LLM call timed out on every try."""
 
 
+def unparseable_reason(text: object) -> str:
+    """The error text for a reply that could not be read: ``unparseable reply: <first 100 chars>``
+    (as a Python literal, so control characters show)."""
+    return f"unparseable reply: {str(text)[:100]!r}"
+
+
 @dataclass(frozen=True)
 class LLMResponse:
     """One reply. ``cache_key`` is set by ``CachedLLM`` (on hits and misses) so that a caller

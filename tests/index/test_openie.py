@@ -106,3 +106,69 @@ def test_import_refuses_an_idx_that_is_not_its_passages_id(tmp_path, caplog):
     assert list(loaded) == [mdhash_id(good, "chunk-")]
     assert loaded[mdhash_id(good, "chunk-")].triples == [("alpha", "is", "text")]
     assert "1 entry skipped" in caplog.text and str(path) in caplog.text
+
+
+def test_read_ner_and_triples_raise_on_unreadable_replies_but_accept_empty_lists():
+    from hippo_engine.index.openie import read_ner, read_triples
+    assert read_ner('{"named_entities": []}') == [] and read_ner("[]") == []
+    assert read_triples('{"triples": []}') == []
+    for bad in ("I cannot do that.", '{"answer": "none"}', '{"named_entities": "X"}', ""):
+        with pytest.raises(ValueError):
+            read_ner(bad)
+    for bad in ("no triples here", '{"named_entities": []}', '{"triples": "oops"}'):
+        with pytest.raises(ValueError):
+            read_triples(bad)
+
+
+def _flaky_openie(bad_stage):
+    """NER/triple responder whose reply for the passage 'Bad ...' is prose at ``bad_stage``."""
+    state = {"fixed": False}
+
+    def respond(messages):
+        user = messages[-1]["content"]
+        stage = "triples" if "Named entities:" in user else "ner"
+        if "Bad" in user and stage == bad_stage and not state["fixed"]:
+            return "Sorry, I cannot help with that passage." + " blah" * 50
+        return '{"triples": [["Bad", "is", "x"]]}' if stage == "triples" else '{"named_entities": []}'
+    return respond, state
+
+
+@pytest.mark.parametrize("stage", ["ner", "triples"])
+def test_unparseable_reply_fails_the_passage_and_is_not_cached(tmp_path, stage):
+    from hippo_engine.llm.cache import CachedLLM
+    respond, state = _flaky_openie(stage)
+    inner = ScriptedLLM(respond)
+    llm = CachedLLM(inner, tmp_path / "cache.sqlite")
+    results, failed = OpenIE(llm, show_progress=False).run({"a": "Good passage", "b": "Bad passage"})
+    assert set(results) == {"a"} and set(failed) == {"b"}
+    label = "NER" if stage == "ner" else "triples"
+    assert failed["b"].startswith(f"{label}: unparseable reply: 'Sorry, I cannot help")
+    assert len(failed["b"]) < 150                       # the first 100 characters only
+    assert results["a"].entities == [] and results["a"].triples == [("Bad", "is", "x")]  # [] is no failure
+    # a rerun asks the model again instead of reading the bad reply back from the cache
+    state["fixed"] = True
+    calls = inner.calls
+    results, failed = OpenIE(llm, show_progress=False).run({"b": "Bad passage"})
+    assert failed == {} and set(results) == {"b"}
+    assert inner.calls == calls + (2 if stage == "ner" else 1)   # a good NER reply stays cached
+
+
+def test_index_raises_naming_the_passage_with_an_unparseable_reply_and_indexes_the_rest(tmp_path):
+    from helpers import CORPUS, make_rag, toy_respond
+
+    from hippo_engine.index.openie import OpenIEError
+
+    def respond(messages):
+        if "Oren Pike was a geologist" in messages[-1]["content"]:
+            return "I am unable to extract entities."
+        return toy_respond(messages)
+
+    rag = make_rag(tmp_path, llm=ScriptedLLM(respond))
+    with pytest.raises(OpenIEError, match="unparseable reply") as ei:
+        rag.index(CORPUS[:6])
+    (bad,) = ei.value.failed
+    assert bad == mdhash_id(CORPUS[4], "chunk-")
+    assert rag.graph_stats()["passage_nodes"] == 5
+    rag2 = make_rag(tmp_path)
+    rag2.index(CORPUS[:6])
+    assert rag2.graph_stats()["passage_nodes"] == 6
