@@ -14,8 +14,9 @@ are kept in the results file as metadata; the graph uses only text and entities.
 object per line, truncation (only complete segments are kept), missing, extra or mistyped
 fields, duplicates and garbage are tolerated; what cannot be used is counted in ``dropped``.
 A reply with no usable segment list, or whose segments are all unusable, is an error: the
-passage is asked once more with a reminder of the format, then reported as failed (never
-stored as a success) so that ``index()`` retries it on the next run. Model output is only ever
+passage is asked once more with a reminder of the format, then reported as failed
+(``unparseable reply: ...``; never stored as a success, and both replies are discarded from the
+LLM cache) so that ``index()`` retries it on the next run. Model output is only ever
 parsed as JSON, never evaluated.
 
 Results persist in ``save_dir/nary_results_<llm>.json``::
@@ -49,7 +50,7 @@ from hippo_engine.index.nary_parse import (  # noqa: F401 (parse_nary re-exporte
     NarySegment,
     parse_nary,
 )
-from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
+from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, unparseable_reason
 from hippo_engine.prompts import load_json_prompt, prompt_path
 from hippo_engine.system import atomic_write_text
 
@@ -238,6 +239,7 @@ class NaryExtractor:
         Returns a result or an error message per passage."""
         out: dict[str, NaryResult | str] = {}
         errors: dict[str, str] = {}
+        last: dict[str, str] = {}   # the latest unusable reply per passage
         todo = dict(batch)
         for attempt in (0, 1):
             if not todo:
@@ -257,10 +259,12 @@ class NaryExtractor:
                 note = " (cut off at max_new_tokens)" if r.finish_reason == "length" else ""
                 note += " (from the LLM cache)" if r.cached else ""
                 errors[i] = errors.get(i, "") + ("; retry: " if attempt else "") + f"{parsed.error}{note}"
+                last[i] = r.text
+                llm.discard(r)   # never kept as an answer: a rerun asks the model again
                 again[i] = passage
             todo = again
         for i in todo:
-            out[i] = f"n-ary facts: the reply could not be used: {errors[i]}"
+            out[i] = f"n-ary facts: {unparseable_reason(last[i])} ({errors[i]})"
         return out
 
 

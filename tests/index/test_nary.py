@@ -440,3 +440,27 @@ def test_facade_with_a_real_http_server(tmp_path):
         Hyperedge("Brask is the capital of Kaldavia.", ("brask", "kaldavia")),
         Hyperedge("Brask lies on the Tamsin River.", ("brask", "tamsin river"))]
     assert sols[0].docs == [CORPUS[5]]
+
+
+def test_unusable_replies_are_reported_as_unparseable_and_discarded_from_the_cache(tmp_path):
+    from hippo_engine.llm.cache import CachedLLM
+    fixed = []
+
+    def respond(messages):
+        if passage_of(messages) == CORPUS[1] and not fixed:
+            return "I am sorry, I cannot produce JSON today."
+        if passage_of(messages) == CORPUS[2]:
+            return '{"segments": []}'                      # a passage without facts: no failure
+        return nary_respond(messages)
+
+    inner = ScriptedLLM(respond)
+    cache = CachedLLM(inner, tmp_path / "cache.sqlite")
+    out = extractor(tmp_path, cache).extract(ids(CORPUS[:3]))
+    bad = mdhash_id(CORPUS[1], "chunk-")
+    assert list(out.failed) == [bad]
+    assert out.failed[bad].startswith("n-ary facts: unparseable reply: 'I am sorry, I cannot produce JSON")
+    assert out.hyperedges[mdhash_id(CORPUS[2], "chunk-")] == []
+    assert inner.calls == 4 and len(cache) == 2           # both bad replies (ask + retry) were discarded
+    fixed.append(True)
+    again = extractor(tmp_path, cache).extract(ids(CORPUS[:3]))
+    assert again.failed == {} and inner.calls == 5 and len(again.hyperedges[bad]) == 2
