@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import dspy
 from dspy.utils.exceptions import AdapterParseError, DSPyError
 
-from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
+from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, unparseable_reason
 from hippo_engine.retrieve.filter_program import (  # noqa: F401 - re-exported: the filter's public names
     FIELD_NAMES,
     FILTER_PROGRAM_FILE,
@@ -208,7 +208,9 @@ class RecognitionFilter:
 
     def filter(self, question: str, candidate_facts: Sequence[Sequence[str]]) -> tuple[list[Triple], dict]:
         """``(kept, info)``: the kept candidates (in candidate order, at most ``max_kept``) and a
-        :class:`FilterInfo` dict. Failures are logged and keep nothing; they never raise."""
+        :class:`FilterInfo` dict. Failures are logged and keep nothing; they never raise. A reply
+        that cannot be read (``reason="parse_error"``, ``error="unparseable reply: ..."``) is
+        discarded from the LLM cache so that the next run asks again."""
         return self.filter_many([question], [candidate_facts])[0]
 
     def filter_many(self, questions: Sequence[str], candidates: Sequence[Sequence[Sequence[str]]]
@@ -278,11 +280,13 @@ class RecognitionFilter:
             # The reply lacked DSPy's field markers; a bare JSON list in it is still accepted.
             raw = e.lm_response if isinstance(e.lm_response, str) else None
             if raw is None:
-                info.reason, info.error = "parse_error", str(e)[:500]
+                info.reason, info.error = "parse_error", self._unusable(lm.client_engine, str(e))
         except (DSPyError, LLMError) as e:
             llm_err = _find_cause(e, LLMError)
             info.reason = "llm_error" if llm_err is not None else "error"
             info.error = f"{type(llm_err or e).__name__}: {llm_err or e}"
+            if llm_err is None:
+                self._unusable(lm.client_engine, "")
         finally:
             self._record_usage(info, lm.client_engine)
         if raw is None:
@@ -292,7 +296,7 @@ class RecognitionFilter:
         try:
             facts, info.n_malformed = parse_fact_list(raw)
         except ValueError as e:
-            info.reason, info.error = "parse_error", str(e)
+            info.reason, info.error = "parse_error", self._unusable(lm.client_engine, raw)
             logger.warning("fact filter output unreadable for %r: %s", question[:80], e)
             return [], info.to_dict()
         kept, unmatched = match_to_candidates(facts, candidates, self.max_kept)
@@ -305,6 +309,13 @@ class RecognitionFilter:
             info.reason = "none_selected" if not facts else "no_match"
         return kept, info.to_dict()
 
+    def _unusable(self, engine: LLMClientEngine, fallback: str) -> str:
+        """Discard the replies of a filter call that could not be used from the LLM cache (the
+        next run asks again) and return ``unparseable reply: <the reply's start>``."""
+        for r in engine.responses:
+            self.llm.discard(r)
+        return unparseable_reason(engine.responses[-1].text if engine.responses else fallback)
+
     @staticmethod
     def _record_usage(info: FilterInfo, engine: LLMClientEngine) -> None:
         responses = engine.responses
@@ -316,11 +327,12 @@ class RecognitionFilter:
 
 def recording_filter(rf: RecognitionFilter, failed: dict[str, list[str]]):
     """``rf.filter_many`` in the shape ``Retriever.search`` takes (kept facts per question),
-    noting each question whose filter call failed in ``failed`` (question -> error texts)."""
+    noting each question whose filter call failed (an LLM error, an unreadable reply, another
+    DSPy failure) in ``failed`` (question -> error texts)."""
     def filter_many(questions, candidates):
         out = rf.filter_many(questions, candidates)
         for q, (_, info) in zip(questions, out, strict=True):
-            if info.get("reason") in ("llm_error", "error"):
+            if info.get("reason") in ("llm_error", "parse_error", "error"):
                 failed.setdefault(q, []).append(f"recognition filter: {info.get('error')}")
         return [kept for kept, _ in out]
     return filter_many

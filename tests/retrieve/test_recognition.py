@@ -251,3 +251,23 @@ def test_filter_many_sends_one_batch_and_equals_single_calls(program_path):
     assert sorted(solo.calls) == sorted(llm.calls) and len(llm.calls) == 4
     with pytest.raises(ValueError):
         flt.filter_many(["a"], [])
+
+
+def test_unreadable_reply_is_discarded_from_the_cache_and_recorded_as_a_query_error(program_path, tmp_path):
+    from hippo_engine.llm.cache import CachedLLM
+    from hippo_engine.retrieve.recognition import recording_filter
+    inner = FakeLLM("I think the first fact matters most, but who knows." + " really" * 30)
+    cache = CachedLLM(inner, tmp_path / "cache.sqlite")
+    failed: dict = {}
+    flt = recording_filter(RecognitionFilter(cache, program_path), failed)
+    assert flt([QUESTION, "no candidates"], [CANDS, []]) == [[], []]
+    (err,) = failed[QUESTION]
+    assert err.startswith("recognition filter: unparseable reply: 'I think the first fact") and len(err) < 160
+    assert list(failed) == [QUESTION] and len(cache) == 0     # not kept as an answer
+    inner.reply = wrap(json.dumps([list(CANDS[2])]))
+    failed.clear()
+    assert flt([QUESTION], [CANDS]) == [[CANDS[2]]] and failed == {}   # asked again, not read back
+    assert len(inner.calls) == 2
+    assert flt([QUESTION], [CANDS]) == [[CANDS[2]]] and len(inner.calls) == 2   # a good reply stays cached
+    inner.reply = wrap("[]")
+    assert flt(["other question"], [CANDS]) == [[]] and failed == {}   # an empty list is an answer
