@@ -32,7 +32,7 @@ from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
 from hippo_engine.qa.reader import QuerySolution, answer_questions
-from hippo_engine.retrieve.query_ner import query_entity_names
+from hippo_engine.retrieve.query_ner import query_entity_vectors
 from hippo_engine.retrieve.recognition import recording_filter
 from hippo_engine.retrieve.retriever import Retriever, encode_queries
 
@@ -299,13 +299,11 @@ class HippoRAG:
         t0 = time.perf_counter()
         r = self.retriever
         q_fact, q_pass = self.encode_queries(queries)
-        ner_vectors = None
+        ner_vectors, failed = None, {}
         if r.linking in ("ner", "ner_fact"):
-            ner = query_entity_names(queries, cfg, self.index_state.extractor, lambda: self.llm, self.ner)
-            flat = self.encoder.encode([e for ents in ner for e in ents]) if any(ner) else None
-            ends = np.cumsum([len(ents) for ents in ner])   # one encoder call for every query's entities
-            ner_vectors = [flat[e - len(ents):e] if ents else None for ents, e in zip(ner, ends, strict=True)]
-        filter_many, failed = None, {}
+            ner_vectors = query_entity_vectors(queries, cfg, self.index_state.extractor, lambda: self.llm,
+                                               self.ner, self.encoder, failed)
+        filter_many = None
         if self._use_filter(param) and r.linking in ("fact", "ner_fact"):
             filter_many = recording_filter(self.recognition_filter, failed)
         results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors)

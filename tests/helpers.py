@@ -41,8 +41,10 @@ def toy_respond(messages) -> str:
 
 
 def make_rag(path, **kw) -> HippoRAG:
-    llm = kw.pop("llm", None) or ScriptedLLM(toy_respond)
-    encoder = kw.pop("encoder", None) or NgramEncoder()
+    llm = kw.pop("llm", None)
+    llm = ScriptedLLM(toy_respond) if llm is None else llm     # an empty CachedLLM is falsy (len 0)
+    encoder = kw.pop("encoder", None)
+    encoder = NgramEncoder() if encoder is None else encoder
     return HippoRAG(path, llm=llm, encoder=encoder,
                     show_progress=False, **{"synonymy_threshold": 0.6, **kw})
 

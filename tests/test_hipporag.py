@@ -8,6 +8,7 @@ from helpers import CORPUS, make_rag, snapshot, toy_respond
 from hippo_engine import ConfigError, HippoConfig, HippoRAG
 from hippo_engine.index.openie import OpenIEError
 from hippo_engine.llm.base import LLMTimeoutError
+from hippo_engine.text import mdhash_id
 
 
 def test_config_validation():
@@ -65,10 +66,27 @@ def test_timeout_mid_index_loses_nothing(tmp_path):
 
 
 def test_malformed_model_output_is_handled(tmp_path):
-    outputs = iter(['{"named_entities": ["Ilse", ', "I cannot do that.", '{"named_entities": []}',
-                    '```json\n{"triples": [["Velor", "in", "Kaldavia"], ["x"]]}\n```'])
-    rag = make_rag(tmp_path, llm=ScriptedLLM(lambda m: next(outputs)))
-    rag.llm.max_concurrency = 1
+    """Truncated and fenced JSON are read; a reply with no JSON at all fails its passage (named
+    in OpenIEError, nothing cached) while the other passage is indexed; a rerun asks again."""
+    state = {"refuse": True}
+
+    def respond(messages):
+        user = messages[-1]["content"]
+        triples = "Named entities:" in user
+        if "Ilse Marrow was born" in user:
+            return ('```json\n{"triples": [["Velor", "in", "Kaldavia"], ["x"]]}\n```' if triples
+                    else '{"named_entities": ["Ilse", ')
+        if triples:
+            return '{"triples": []}'
+        return "I cannot do that." if state["refuse"] else '{"named_entities": []}'
+
+    rag = make_rag(tmp_path, llm=ScriptedLLM(respond))
+    with pytest.raises(OpenIEError, match="1 of 2 new passage.*unparseable reply: 'I cannot do that") as e:
+        rag.index(CORPUS[1:3])
+    assert list(e.value.failed) == [mdhash_id(CORPUS[2], "chunk-")]
+    s = rag.graph_stats()
+    assert s["passage_nodes"] == 1 and s["entity_nodes"] == 2 and s["fact_edges"] == 1
+    state["refuse"] = False
     rag.index(CORPUS[1:3])
     s = rag.graph_stats()
     assert s["passage_nodes"] == 2 and s["entity_nodes"] == 2 and s["fact_edges"] == 1

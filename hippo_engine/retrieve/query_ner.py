@@ -4,20 +4,39 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from hippo_engine.config import HippoConfig
 from hippo_engine.index.ner import NERExtractor
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.text import normalize_phrase
 
+#: question -> texts of its failed LLM calls (what ``QuerySolution.errors`` lists)
+Errors = dict[str, list[str]]
 
-def query_entities(llm, queries: Sequence[str], max_new_tokens: int | None, normalization: str) -> list[list[str]]:
-    """Named entities of each query by the LLM's NER prompt, normalised (``linking="ner"``);
-    a failed call gives no entities."""
-    from hippo_engine.index.openie import ner_messages, parse_ner
-    out = llm.generate_many([ner_messages(q) for q in queries], max_new_tokens=max_new_tokens)
+
+def query_entities(llm, queries: Sequence[str], max_new_tokens: int | None, normalization: str,
+                   errors: Errors | None = None, show_progress: bool = False) -> list[list[str]]:
+    """Named entities of each query by the LLM's NER prompt, normalised (``linking="ner"``).
+
+    A failed call, or a reply that cannot be read (it is then dropped from the LLM cache so a
+    rerun asks again), gives no entities and is noted in ``errors`` under the query."""
+    from hippo_engine.index.openie import ner_messages, read_ner
+    out = llm.generate_many([ner_messages(q) for q in queries], max_new_tokens=max_new_tokens,
+                            show_progress=show_progress and len(queries) > 1, desc="Query NER")
     ents = []
-    for res in out:
-        names = parse_ner(res.text) if not isinstance(res, Exception) else []
+    for q, res in zip(queries, out, strict=True):
+        names, problem = [], None
+        if isinstance(res, Exception):
+            problem = str(res)
+        else:
+            try:
+                names = read_ner(res.text)
+            except ValueError as e:
+                llm.discard(res)
+                problem = f"unparseable reply: {e}"
+        if problem is not None and errors is not None:
+            errors.setdefault(q, []).append(f"query NER: {problem}")
         ents.append([n for n in (normalize_phrase(e, normalization) for e in names) if n])
     return ents
 
@@ -36,8 +55,22 @@ def resolve_source(source: str, extractor: str | None) -> str:
 
 
 def query_entity_names(queries: Sequence[str], config: HippoConfig, extractor: str | None,
-                       llm: Callable[[], LLMClient], ner: NERExtractor) -> list[list[str]]:
-    """Each query's normalised entities from the configured source (``query_ner``)."""
+                       llm: Callable[[], LLMClient], ner: NERExtractor,
+                       errors: Errors | None = None) -> list[list[str]]:
+    """Each query's normalised entities from the configured source (``query_ner``); failed LLM
+    calls are noted in ``errors``."""
     if resolve_source(config.query_ner, extractor) == "llm":
-        return query_entities(llm(), queries, config.max_new_tokens, config.normalization)
+        return query_entities(llm(), queries, config.max_new_tokens, config.normalization, errors,
+                              show_progress=config.show_progress)
     return spacy_query_entities(ner, queries, config.normalization)
+
+
+def query_entity_vectors(queries: Sequence[str], config: HippoConfig, extractor: str | None,
+                         llm: Callable[[], LLMClient], ner: NERExtractor, encoder,
+                         errors: Errors | None = None) -> list[np.ndarray | None]:
+    """Each query's entity vectors (rows of ``encoder.encode`` over its entity names; None for
+    a query without entities), every query's entities encoded in one call."""
+    names = query_entity_names(queries, config, extractor, llm, ner, errors)
+    flat = encoder.encode([e for ents in names for e in ents]) if any(names) else None
+    ends = np.cumsum([len(ents) for ents in names])
+    return [flat[e - len(ents):e] if ents else None for ents, e in zip(names, ends, strict=True)]
