@@ -7,8 +7,10 @@ when they exceed the context budget and the community has children, the children
 packed instead of the raw members they cover. The JSON reply (title, summary, findings, rating)
 is parsed with :func:`hippo_engine.text.parse_json_lenient`; a failed call or malformed reply is
 retried once (a malformed one with a correction turn), then replaced by a plain listing of the
-members (``source="fallback"``) with a warning. A community whose member set already has a
-stored report reuses it (reports are keyed by the member-set hash).
+members (``source="fallback"``) with a warning. Malformed replies are discarded from the LLM
+cache after the retry, so a rebuild asks the model again instead of reading them back. A
+community whose member set already has a stored report reuses it (reports are keyed by the
+member-set hash).
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from hippo_engine.hirag.report_context import (
     community_context,
     whitespace_tokens,
 )
-from hippo_engine.llm.base import LLMClient, LLMResponse
+from hippo_engine.llm.base import LLMClient, LLMResponse, unparseable_reason
 from hippo_engine.prompts import load_json_prompt
 from hippo_engine.text import parse_json_lenient
 
@@ -284,6 +286,7 @@ def write_reports(comms: Sequence[Community], inputs: ReportInputs, llm: LLMClie
         stats.llm_calls += len(ask)
         parsed: list[dict | None] = [None] * len(ask)
         retry_idx, retry_msgs = [], []
+        bad: list[LLMResponse] = []   # unreadable replies: discarded from the LLM cache after the retry
         for i, res in enumerate(first):
             _count_tokens(res, stats, lvl)
             if isinstance(res, LLMResponse):
@@ -291,6 +294,7 @@ def write_reports(comms: Sequence[Community], inputs: ReportInputs, llm: LLMClie
                     parsed[i] = parse_report(res.text)
                     continue
                 except ValueError as e:
+                    bad.append(res)
                     logger.info("community %s: malformed report (%s); retrying once", ask[i].id, e)
                     retry_msgs.append(msgs[i] + [{"role": "assistant", "content": res.text},
                                                  {"role": "user", "content": prompt["retry_instruction"]}])
@@ -310,11 +314,14 @@ def write_reports(comms: Sequence[Community], inputs: ReportInputs, llm: LLMClie
                 try:
                     parsed[i] = parse_report(res.text)
                 except ValueError as e:
-                    logger.warning("community %s: report still malformed after a retry (%s); using a member "
-                                   "listing", ask[i].id, e)
+                    bad.append(res)
+                    logger.warning("community %s: report still malformed after a retry (%s: %s); using a member "
+                                   "listing", ask[i].id, unparseable_reason(res.text), e)
             else:
                 logger.warning("community %s: report call failed twice (%s); using a member listing",
                                ask[i].id, res)
+        for res in bad:   # after the retry (which showed the model its first reply): a rerun asks anew
+            client.discard(res)
         dt = time.perf_counter() - t0
         lvl["seconds"] = dt
         model = getattr(client, "model_name", "")
