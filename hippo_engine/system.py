@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 T = TypeVar("T")
 
@@ -77,21 +78,78 @@ def parallel_map(fn: Callable[[T], object], items: Iterable[T], workers: int) ->
             raise e
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a temp file beside it, fsync, then rename, so a
-    crash leaves the old file or the new one, never half of one."""
-    import tempfile
+TEMP_SUFFIX = ".tmp"
 
+
+def temp_name_prefix(path: str | os.PathLike) -> str:
+    """The prefix of the temp files :func:`atomic_write` makes for ``path`` (``.<name>.``)."""
+    return f".{Path(path).name}."
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
+    """Write ``path`` atomically: ``write(f)`` fills a temp file beside it (``.<name>.XXXXXXXX.tmp``)
+    that is then fsynced and renamed over ``path``, and the folder is fsynced (POSIX), so a crash
+    leaves the old file or the new one, never half of one. While it is written the temp file holds
+    an exclusive ``flock``: a cleaner (``store.files.remove_orphan_temps``) leaves it alone until
+    its writer is gone."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_name_prefix(path), suffix=TEMP_SUFFIX)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            _flock(f.fileno(), blocking=True)
+            write(f)
             f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+            os.fsync(f.fileno())   # durable before the rename makes it the file
+            os.replace(tmp, path)  # still holding the flock: no cleaner can take it for an orphan
+        fsync_dir(path.parent)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`atomic_write`)."""
+    data = text.encode("utf-8")
+    atomic_write(path, lambda f: f.write(data))
+
+
+def fsync_dir(folder: str | os.PathLike) -> None:
+    """Make a rename in ``folder`` durable (POSIX; a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _flock(fd: int, blocking: bool) -> bool:
+    """Take an exclusive ``flock`` on ``fd``; False if another holder has it (non-blocking).
+    Where there is no ``fcntl`` (Windows) it reports success."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        return True
+    except BlockingIOError:
+        return False
+
+
+def file_is_being_written(path: str | os.PathLike) -> bool:
+    """True if a live writer holds ``path``'s ``flock`` (see :func:`atomic_write`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return not _flock(fd, blocking=False)
+    finally:
+        os.close(fd)   # releases the probe's lock, if taken

@@ -21,9 +21,6 @@ changed synonymy lists; the rest is a few linear NumPy passes over the edge arra
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -130,61 +127,24 @@ class GraphData:
         g.es["weight"] = self.weight.tolist()
         return g
 
-    # --- persistence (no pickle) -----------------------------------------------------------
-    def save(self, path: Path, version: str) -> None:
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        os.close(fd)
-        try:
-            arrays = dict(node_ids=np.array(self.node_ids, dtype=str), num_entities=self.num_entities,
-                          src=self.src, dst=self.dst, weight=self.weight, kinds=self.kinds,
-                          version=np.array(version))
-            if self.parts is not None:
-                arrays.update(base=self.parts.base, syn_lo=self.parts.syn_lo, syn_hi=self.parts.syn_hi,
-                              syn_dirs=self.parts.syn_dirs)
-            with open(tmp, "wb") as f:
-                np.savez(f, **arrays)
-                f.flush()
-                os.fsync(f.fileno())   # durable before the rename makes it the graph
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+    # --- persistence (no pickle; see graphfile) ---------------------------------------------
+    def save(self, path: Path, version: str, digest: str | None = None) -> None:
+        """Write the graph atomically, labelled with the index ``version`` and the ``digest`` of
+        the content it was built from (:func:`.graphfile.save_graph`)."""
+        from hippo_engine.index.graphfile import save_graph
+        save_graph(self, path, version, digest)
 
     @classmethod
-    def load(cls, path: Path, version: str) -> GraphData | None:
-        """The saved graph if it exists, matches ``version`` and is well formed; else None (the
-        caller rebuilds it from the stored content: the file is derived data)."""
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                if str(z["version"]) != version:
-                    return None
-                parts = None
-                if "base" in z.files:
-                    parts = EdgeParts(z["base"], z["syn_lo"], z["syn_hi"], z["syn_dirs"])
-                g = cls(z["node_ids"].astype(object), int(z["num_entities"]), z["src"], z["dst"],
-                        z["weight"], z["kinds"], parts=parts)
-        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as e:
-            if Path(path).exists():
-                logger.warning("graph file %s is unreadable (%s): rebuilding it from the index", path, e)
-            return None
-        problem = g.problem()
-        if problem:
-            logger.warning("graph file %s is inconsistent (%s): rebuilding it from the index", path, problem)
-            return None
-        return g
+    def load(cls, path: Path, version: str, digest: str | None = None) -> GraphData | None:
+        """The saved graph if it is sound and matches ``version`` (and ``digest``); else None,
+        logged (:func:`.graphfile.load_graph`)."""
+        from hippo_engine.index.graphfile import load_graph
+        return load_graph(path, version, digest)
 
     def problem(self) -> str | None:
-        """What is wrong with the arrays, or None (edge ends in range and ordered, weights finite
-        and positive, aligned lengths)."""
-        n, m = self.num_nodes, len(self.src)
-        if not (0 <= self.num_entities <= n) or any(len(a) != m for a in (self.dst, self.weight, self.kinds)):
-            return "array sizes disagree"
-        if m and (self.src.min() < 0 or self.dst.max() >= n or not np.all(self.src < self.dst)):
-            return "edge ends out of range"
-        if m and not (np.all(np.isfinite(self.weight)) and np.all(self.weight > 0)):
-            return "non-finite or non-positive weights"
-        return None
+        """What is wrong with the arrays, or None (:func:`.graphfile.graph_problem`)."""
+        from hippo_engine.index.graphfile import graph_problem
+        return graph_problem(self)
 
 
 # ------------------------------------------------------------------ building blocks

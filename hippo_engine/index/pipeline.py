@@ -23,12 +23,16 @@ from pathlib import Path
 import numpy as np
 
 from hippo_engine.config import HippoConfig
+from hippo_engine.index.digest import META_KEY as DIGEST_KEY
+from hippo_engine.index.digest import ContentDigest, content_digest
 from hippo_engine.index.facts import graph_input as _graph_input
 from hippo_engine.index.facts import normalize_hyperedges, normalize_triples  # noqa: F401 (re-exported)
-from hippo_engine.index.graph import GraphData, build_graph, insert_passages
+from hippo_engine.index.graph import GraphData, build_graph
+from hippo_engine.index.graphstate import GraphState
 from hippo_engine.index.synonymy import rows_of, update_synonymy
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.store import IndexDB, SQLiteEmbeddingStore, StoreError
+from hippo_engine.store.files import remove_orphan_temps
 from hippo_engine.store.lock import WriterLock
 from hippo_engine.text import (
     Hyperedge,
@@ -43,9 +47,11 @@ from hippo_engine.text import (
 logger = logging.getLogger(__name__)
 
 
-class Index:
+class Index(GraphState):
     """Persistent HippoRAG index state. One writer at a time per folder (a lock file: other
-    writers wait, then fail clearly); readers pick up a newer version with :meth:`refresh`."""
+    writers wait, then fail clearly; the writer removes orphaned temp files of interrupted
+    writes); readers pick up a newer version with :meth:`refresh`. The graph and its file:
+    :class:`.graphstate.GraphState`."""
 
     def __init__(self, save_dir: Path, config: HippoConfig, encoder_factory: Callable[[], Encoder],
                  embedding_model_name: str):
@@ -54,7 +60,8 @@ class Index:
         self._encoder_factory = encoder_factory
         self._encoder: Encoder | None = None
         self.db = IndexDB(self.save_dir / "index.sqlite")
-        self.lock = WriterLock(self.save_dir, config.write_lock_timeout)
+        self.lock = WriterLock(self.save_dir, config.write_lock_timeout,
+                               on_acquire=lambda: remove_orphan_temps(self.save_dir))
         known = self.db.get_meta("embedding_model")
         if known is not None and known != embedding_model_name:
             raise StoreError(f"the index in {self.save_dir} was built with embedding model {known!r}, "
@@ -66,15 +73,8 @@ class Index:
                                  f"config says {getattr(config, key)!r}")
         self.embedding_model_name = embedding_model_name
         self._stores: dict[str, SQLiteEmbeddingStore] | None = None
-        self.passage_triples: dict[str, list[Triple]] = self.db.load_passage_triples()
-        self.passage_hyperedges: dict[str, list[Hyperedge]] = self.db.load_passage_hyperedges()
-        self.synonymy: dict[str, dict[str, float]] = self.db.load_synonymy()
-        self._graph: GraphData | None = None
-        self._short_entities: set[str] | None = None   # entities too short to be synonymy queries
-        self._fact_triples: dict[str, Triple] | None = None
-        self._fact_hyperedges: dict[str, Hyperedge] | None = None
         self.timings: dict[str, float] = {}
-        self._loaded_version = self.version
+        self._reload()
 
     # ------------------------------------------------------------------ lazy parts
     @property
@@ -97,19 +97,6 @@ class Index:
     @property
     def version(self) -> str:
         return self.db.get_meta("version") or "0"
-
-    @property
-    def graph(self) -> GraphData:
-        if self._graph is None:
-            path = self.save_dir / "graph.npz"
-            self._graph = GraphData.load(path, self.version)
-            if self._graph is not None and self._graph.num_nodes - self._graph.num_entities != len(self):
-                logger.warning("graph file %s does not match the index (passages): rebuilding it", path)
-                self._graph = None
-            if self._graph is None:
-                self._graph = self._build_graph()
-                self._graph.save(path, self.version)
-        return self._graph
 
     @property
     def fact_triples(self) -> dict[str, Triple]:
@@ -172,7 +159,6 @@ class Index:
         logger.info("index %s changed on disk (version %s -> %s): reloading", self.save_dir,
                     self._loaded_version, version)
         self._reload()
-        self._loaded_version = version
         return True
 
     def add(self, passages: Mapping[str, str], triples: Mapping[str, Sequence[Triple]] | None = None,
@@ -181,17 +167,13 @@ class Index:
         (sentences / n-ary facts with their entities), holding the writer lock. Returns a small report."""
         with self.lock.held():
             self.refresh()
-            report = self._add(passages, triples, hyperedges, extractor)
-            self._loaded_version = self.version
-            return report
+            return self._add(passages, triples, hyperedges, extractor)
 
     def remove(self, passage_ids: Iterable[str]) -> dict:
         """Remove passages and everything only they contributed (holding the writer lock)."""
         with self.lock.held():
             self.refresh()
-            report = self._remove(passage_ids)
-            self._loaded_version = self.version
-            return report
+            return self._remove(passage_ids)
 
     def _add(self, passages: Mapping[str, str], triples: Mapping[str, Sequence[Triple]] | None,
              hyperedges: Mapping[str, Sequence[Hyperedge]] | None, extractor: str) -> dict:
@@ -224,7 +206,7 @@ class Index:
         t1 = time.perf_counter()
         eids = sorted(ent_text)
         fids = sorted(fact_txt)
-        old_version = self.version
+        old_version, old_digest = self._loaded_version, self._digest
         tim = {"embed_passages": 0.0, "embed_entities": 0.0, "embed_facts": 0.0, "write_stores": 0.0}
         try:
             with self.db.transaction():
@@ -247,10 +229,11 @@ class Index:
                 t5 = time.perf_counter()
                 syn_changes = self._update_synonymy(added=eids, removed=())
                 t6 = time.perf_counter()
-                self._bump_version()
+                marks = self._mark_change(syn_changes, added=[(p, norm[p], hyper[p]) for p in new_ids])
         except BaseException:
             self._reload()
             raise
+        self._loaded_version, self._digest = marks
         for p in new_ids:
             if norm[p]:
                 self.passage_triples[p] = norm[p]
@@ -265,7 +248,7 @@ class Index:
                 for h in hyper[p]:
                     self._fact_hyperedges.setdefault(mdhash_id(h.text, "fact-"), h)
         t7 = time.perf_counter()
-        self._insert_into_graph(old_version, new_ids, *_graph_input(norm, hyper), syn_changes)
+        self._insert_into_graph(old_version, old_digest, new_ids, *_graph_input(norm, hyper), syn_changes)
         t8 = time.perf_counter()
         self._save_graph()
         t9 = time.perf_counter()
@@ -299,11 +282,13 @@ class Index:
                 stores["fact"].delete(dead_facts)
                 self.db.delete_passage_triples(gone)
                 self.db.delete_passage_hyperedges(gone)
-                self._update_synonymy(added=(), removed=dead_ents)
-                self._bump_version()
+                syn_changes = self._update_synonymy(added=(), removed=dead_ents)
+                marks = self._mark_change(syn_changes, removed=[
+                    (p, self.passage_triples.get(p), self.passage_hyperedges.get(p)) for p in gone])
         except BaseException:
             self._reload()
             raise
+        self._loaded_version, self._digest = marks
         self.passage_triples = remaining
         self.passage_hyperedges = remaining_h
         for cache in (self._fact_triples, self._fact_hyperedges):
@@ -390,45 +375,49 @@ class Index:
             self.db.set_meta("normalization", self.config.normalization)
             self.db.set_meta("passage_vectors", self.config.passage_vectors)
 
-    def _bump_version(self) -> None:
-        self.db.set_meta("version", str(int(self.version) + 1))
+    def _mark_change(self, syn_changes: Mapping[str, tuple], added: Sequence[tuple] = (),
+                     removed: Sequence[tuple] = ()) -> tuple[str, str]:
+        """Inside a change's transaction: bump the version and update the content checksum by the
+        (passage id, triples, hyperedges) added and removed and the synonymy changes. Returns both,
+        for the caller to take on once committed."""
+        d = ContentDigest.from_hex(self._digest)
+        for pid, ts, hs in added:
+            d.add_passage(pid, ts, hs)
+        for pid, ts, hs in removed:
+            d.remove_passage(pid, ts, hs)
+        d.change_synonymy(syn_changes)
+        version = str(int(self.version) + 1)
+        self.db.set_meta("version", version)
+        self.db.set_meta(DIGEST_KEY, d.hex())
+        return version, d.hex()
+
+    def _store_digest(self) -> None:
+        """Keep a checksum computed for an index written before checksums were kept (the caller
+        holds the writer lock and the index is still the version it was computed for)."""
+        if not self._digest_stored:
+            with self.db.transaction():
+                if self.db.get_meta(DIGEST_KEY) is None and self.version == self._loaded_version:
+                    self.db.set_meta(DIGEST_KEY, self._digest)
+            self._digest_stored = True
 
     def _reload(self) -> None:
-        for s in (self._stores or {}).values():
-            s.reload()
-        self.passage_triples = self.db.load_passage_triples()
-        self.passage_hyperedges = self.db.load_passage_hyperedges()
-        self.synonymy = self.db.load_synonymy()
-        self._graph = None
-        self._short_entities = None
-        self._fact_triples = None
-        self._fact_hyperedges = None
-
-    def _insert_into_graph(self, old_version: str, new_ids: Sequence[str], triples: Mapping[str, Sequence[Triple]],
-                           weights: Mapping[str, Sequence[float]], syn_changes: Mapping[str, tuple]) -> None:
-        """Merge the new passages and synonymy changes into the previous graph version, or
-        build the graph from scratch when that version is not at hand."""
-        g = self._graph
-        if g is None:
-            g = GraphData.load(self.save_dir / "graph.npz", old_version)
-        if g is None or g.parts is None:
-            self._graph = self._build_graph()
-            return
-        try:
-            self._graph = insert_passages(g, new_ids, triples, syn_changes, weights)
-        except Exception as e:  # derived data: fall back to a rebuild rather than fail the insert
-            logger.warning("incremental graph update failed (%s); rebuilding the graph", e)
-            self._graph = self._build_graph()
-
-    def _rebuild_graph(self) -> None:
-        self._graph = self._build_graph()
-        self._save_graph()
-
-    def _save_graph(self) -> None:
-        try:
-            self._graph.save(self.save_dir / "graph.npz", self.version)
-        except OSError as e:  # the graph is derived data: losing the file costs a rebuild only
-            logger.warning("could not save graph.npz: %s", e)
+        """(Re)read what is held in memory, all from one committed state of the database; an index
+        written before the content checksum was kept gets it computed."""
+        with self.db.snapshot():
+            for s in (self._stores or {}).values():
+                s.reload()
+            self.passage_triples: dict[str, list[Triple]] = self.db.load_passage_triples()
+            self.passage_hyperedges: dict[str, list[Hyperedge]] = self.db.load_passage_hyperedges()
+            self.synonymy: dict[str, dict[str, float]] = self.db.load_synonymy()
+            self._loaded_version = self.version
+            stored = self.db.get_meta(DIGEST_KEY)
+            self._digest = stored or content_digest(self._passage_ids(), self.passage_triples,
+                                                    self.passage_hyperedges, self.synonymy)
+        self._digest_stored = stored is not None
+        self._graph: GraphData | None = None
+        self._short_entities: set[str] | None = None   # entities too short to be synonymy queries
+        self._fact_triples: dict[str, Triple] | None = None
+        self._fact_hyperedges: dict[str, Hyperedge] | None = None
 
     def close(self) -> None:
         self.db.close()

@@ -124,6 +124,19 @@ class IndexDB:
                 self.conn.execute("COMMIT")
                 self._run_after_commit()
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """Reads inside see one committed state (a read transaction; within a write transaction,
+        that transaction's state), whatever other processes commit meanwhile."""
+        if self._depth or self.conn.in_transaction:
+            yield self.conn
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield self.conn
+        finally:
+            self.conn.execute("COMMIT")
+
     def after_commit(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` once the current transaction has committed (now, outside one).
         Dropped if the transaction rolls back."""

@@ -13,7 +13,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -30,8 +30,9 @@ class IndexLockedError(StoreError):
 class WriterLock:
     """The writer lock of the index in ``save_dir`` (re-entrant within one holder)."""
 
-    def __init__(self, save_dir: Path, timeout: float):
+    def __init__(self, save_dir: Path, timeout: float, on_acquire: Callable[[], None] | None = None):
         self.save_dir = Path(save_dir)
+        self.on_acquire = on_acquire   # called each time the lock is taken (not on re-entry)
         self.path = self.save_dir / LOCK_NAME
         self.owner_path = self.save_dir / f"{LOCK_NAME}.owner"
         self.timeout = timeout
@@ -56,11 +57,30 @@ class WriterLock:
                 f"the index in {self.save_dir} is being written by {self.holder()}; gave up after waiting "
                 f"{self.timeout:g} s (storage setting write_lock_timeout). One writer at a time; readers need "
                 f"no lock.") from None
+        with self._holding():
+            yield
+
+    @contextlib.contextmanager
+    def held_if_free(self) -> Iterator[bool]:
+        """Hold the lock for the ``with`` block if nobody else does (no waiting); yields whether it is held."""
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            yield False
+            return
+        with self._holding():
+            yield True
+
+    @contextlib.contextmanager
+    def _holding(self) -> Iterator[None]:
+        """The acquired lock's ``with`` body: note the holder, release at the end."""
         try:
             if self._lock.lock_counter == 1:
                 with contextlib.suppress(OSError):
                     self.owner_path.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                                            "since": time.time()}), encoding="utf-8")
+                if self.on_acquire is not None:
+                    self.on_acquire()
             yield
         finally:
             self._lock.release()
