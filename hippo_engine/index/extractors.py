@@ -4,7 +4,8 @@ Each is a small strategy object with one method, ``extract(passages) -> Extracti
 
 * :class:`OpenIEExtractor` (``"openie"``, the paper): LLM NER then triples, results kept in the
   reference OpenIE file under ``save_dir`` (an imported file counts too), so only passages
-  missing from it reach the LLM and a crash loses no LLM work.
+  missing from it reach the LLM and a crash loses no LLM work. The file is read only when an
+  extraction or import needs it: querying or deleting never depends on it.
 * :class:`SpacyExtractor` (``"ner"``): no LLM; sentences linked to their spaCy entities.
 * :class:`NaryExtractor` (``"nary"``): LLM n-ary facts (knowledge segments and their entities),
   kept in their own results file like OpenIE's.
@@ -33,7 +34,25 @@ class OpenIEExtractor:
         self.path = Path(save_dir) / f"openie_results_ner_{safe_name(llm_name)}.json"
         self._llm, self.llm_name = llm, llm_name
         self.max_new_tokens, self.show_progress = max_new_tokens, show_progress
-        self.results: dict[str, OpenIEResult] = load_openie_file(self.path) if self.path.exists() else {}
+        self._results: dict[str, OpenIEResult] | None = None
+
+    @property
+    def results(self) -> dict[str, OpenIEResult]:
+        """The results file's content, read when first needed (an index call that extracts, an
+        import), so a damaged file does not stop opening the index to query or delete. A file
+        that cannot be read raises an error naming it."""
+        if self._results is None:
+            self._results = self._load()
+        return self._results
+
+    def _load(self) -> dict[str, OpenIEResult]:
+        if not self.path.exists():
+            return {}
+        try:
+            return load_openie_file(self.path)
+        except UnicodeDecodeError as e:
+            raise ValueError(f"OpenIE results file {self.path} is not UTF-8 text ({e}); fix or delete it "
+                             f"(its passages are then extracted again)") from None
 
     def import_file(self, path: str | Path) -> int:
         """Seed results from a reference or HippoRAG v1 OpenIE file; returns how many passages."""
