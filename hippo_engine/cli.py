@@ -12,6 +12,7 @@ from typing import Any
 
 from hippo_engine import __version__
 from hippo_engine.config import ConfigError
+from hippo_engine.progress import cli_handler
 
 
 def read_corpus(path: str | Path) -> list[str]:
@@ -106,6 +107,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    """argparse type: a positive finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
 def _existing_index(args) -> None:
     """Commands that read an index refuse a folder that holds none (a typo would create it)."""
     if not (Path(args.save_dir) / "index.sqlite").is_file():
@@ -113,18 +125,29 @@ def _existing_index(args) -> None:
                                 f"{args.save_dir}` first)")
 
 
+def _llm_overrides(args) -> dict:
+    """Config overrides of the LLM flags every command shares (only those given)."""
+    out = {}
+    for flag, field in (("llm_base_url", "llm_base_url"), ("llm_backend", "llm_backend"),
+                        ("llm_timeout", "llm_timeout"), ("llm_concurrency", "llm_max_concurrency"),
+                        ("api_key", "llm_api_key")):
+        if getattr(args, flag, None) is not None:
+            out[field] = getattr(args, flag)
+    if getattr(args, "quiet", False):
+        out["show_progress"] = False
+    return out
+
+
 def _make_rag(args, **extra):
     from hippo_engine.hipporag import HippoRAG
-    overrides = dict(extra)
-    for name in ("llm_base_url", "llm_backend", "linking", "extractor", "dense_first"):
+    overrides = {**_llm_overrides(args), **extra}
+    for name in ("linking", "extractor", "dense_first"):
         if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
     if getattr(args, "no_filter", False):
         overrides["use_filter"] = False
     if getattr(args, "filter", False):
         overrides["use_filter"] = True
-    if getattr(args, "quiet", False):
-        overrides["show_progress"] = False
     rag = HippoRAG(args.save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **overrides)
     recorded = rag.index_state.extractor
     if getattr(args, "extractor", None) is None and recorded not in (None, rag.config.extractor):
@@ -256,11 +279,7 @@ def cmd_demo(args) -> int:
     save_dir = Path(args.save_dir)
     print(f"hippo-engine demo: indexing {len(docs)} sample passages into {save_dir} "
           f"(offline models; the first run converts the packaged LLM once)")
-    overrides: dict = {"show_progress": False} if args.quiet else {}
-    for name in ("llm_base_url", "llm_backend"):
-        if getattr(args, name, None) is not None:
-            overrides[name] = getattr(args, name)
-    rag = HippoRAG(save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **overrides)
+    rag = HippoRAG(save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **_llm_overrides(args))
     t = time.perf_counter()
     from hippo_engine.index.openie import OpenIEError
     for attempt in (1, 2):
@@ -297,12 +316,19 @@ def build_parser() -> argparse.ArgumentParser:
                         help="directory holding the index (created if missing)")
         sp.add_argument("--llm", default=None, help="LLM name: packaged default, a local dir / hub name, or a "
                         "model on --llm-base-url (default: packaged Qwen2.5-Coder-0.5B-Instruct)")
-        sp.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server URL (key from OPENAI_API_KEY)")
+        sp.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server URL, usually ending in /v1")
+        sp.add_argument("--api-key", default=None, help="API key for --llm-base-url (default: env OPENAI_API_KEY)")
+        sp.add_argument("--llm-timeout", type=_positive_float, default=None, metavar="SECONDS",
+                        help="seconds to wait for one LLM reply before giving up; a timed-out request is not "
+                             "sent again (default 600, env HIPPO_LLM_TIMEOUT)")
+        sp.add_argument("--llm-concurrency", type=_positive, default=None, metavar="N",
+                        help="LLM requests in flight at once (default 8, env HIPPO_LLM_CONCURRENCY); lower it "
+                             "for a server with few slots")
         sp.add_argument("--llm-backend", choices=("auto", "transformers", "llama_cpp"), default=None,
                         help="how a local model runs: llama_cpp (GGUF, fast; pip install 'hippo-engine[fast]'), "
                              "transformers, or auto (llama_cpp when installed; the default)")
         sp.add_argument("--embedder", default=None, help="embedding model (default: packaged all-MiniLM-L6-v2)")
-        sp.add_argument("--quiet", action="store_true", help="no progress bars")
+        sp.add_argument("--quiet", action="store_true", help="no progress bars or announcements")
         sp.add_argument("--extractor", choices=("openie", "ner", "nary"), default=None,
                         help="how documents become facts: openie (LLM triples, the paper; default for a new "
                              "index), ner (spaCy sentences and entities, no LLM), nary (LLM n-ary facts); an "
@@ -355,10 +381,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return args.func(args)
-    except (FileNotFoundError, ValueError, TypeError, ConfigError, RuntimeError) as e:
+        with cli_handler(quiet=getattr(args, "quiet", False)):
+            return args.func(args)
+    except (OSError, ValueError, TypeError, ConfigError, RuntimeError) as e:   # library errors say what and where
         print(f"hippo-engine: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("hippo-engine: interrupted (an index is left as it was before the interrupted write)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from hippo_engine.index.pipeline import Index
 from hippo_engine.inputs import check_queries, positive_count
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
+from hippo_engine.progress import announce, loading, plural
 from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
 from hippo_engine.qa.reader import QuerySolution, answer_questions
 from hippo_engine.retrieve.query_ner import query_entity_vectors
@@ -123,9 +124,10 @@ class HippoRAG:
         if self._encoder is None:
             from hippo_engine.models.encoder import TransformersEncoder
             cfg = self.config
-            self._encoder = TransformersEncoder(self.embedding_model_name, batch_size=cfg.embedding_batch_size,
-                                                dtype=cfg.embedding_dtype, max_length=cfg.embedding_max_length,
-                                                num_workers=cfg.embedding_num_workers)
+            with loading(f"embedding model {self.embedding_model_name}", cfg.show_progress):
+                self._encoder = TransformersEncoder(self.embedding_model_name, batch_size=cfg.embedding_batch_size,
+                                                    dtype=cfg.embedding_dtype, max_length=cfg.embedding_max_length,
+                                                    num_workers=cfg.embedding_num_workers)
         return self._encoder
 
     # ------------------------------------------------------------------ documents
@@ -166,6 +168,11 @@ class HippoRAG:
         if not new:
             return {"added": 0}
         self.index_state.check_extractor(self.extractor.name)
+        results = getattr(self.extractor, "results", None)    # LLM extractors keep results in a file
+        if results is not None:
+            todo = sum(1 for k in new if k not in results)
+            announce(f"{plural(len(new), 'new passage')}: {todo} without stored results go to the LLM "
+                     f"{self.llm_model_name!r} for {self.extractor.name} fact extraction")
         t1 = time.perf_counter()
         ex = self.extractor.extract(new)
         t2 = time.perf_counter()
@@ -305,6 +312,7 @@ class HippoRAG:
                                                self.ner, self.encoder, failed)
         filter_many = None
         if self._use_filter(param) and r.linking in ("fact", "ner_fact"):
+            announce(f"recognition filter: up to {plural(len(queries), 'LLM call')} ({self.llm_model_name!r})")
             filter_many = recording_filter(self.recognition_filter, failed)
         results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors)
         sols = [self._solution(q, res.order, res.scores, res) for q, res in zip(queries, results, strict=True)]
@@ -346,6 +354,7 @@ class HippoRAG:
         ``template``: a ``ReaderTemplate`` or its dict. Returns ``(solutions, responses, metadata)``."""
         cfg = self.config
         k = (param.qa_top_k if param is not None else None) or cfg.qa_top_k
+        announce(f"reader: {plural(len(solutions), 'LLM call')} ({self.llm_model_name!r}, top {k} passages each)")
         responses, metadata = answer_questions(self.llm, solutions, k, show_progress=cfg.show_progress,
                                                template=template, max_new_tokens=cfg.max_new_tokens,
                                                temperature=cfg.temperature)

@@ -80,3 +80,28 @@ def test_llm_down_exits_non_zero_and_names_the_queries(tmp_path, capsys):
         assert all(s["errors"] and "recognition filter" in s["errors"][0] for s in sols)
         assert main(["qa", *common]) == 1
         assert "reader" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_llm_flags_reach_the_server_and_announcements_say_the_llm_calls(tmp_path, capsys):
+    """--api-key / --llm-timeout / --llm-concurrency are used; the LLM calls to come are announced
+    on stderr before they start, and --quiet silences the announcements."""
+    from openai_server import FakeOpenAIServer
+
+    corpus, queries = tmp_path / "c.json", tmp_path / "q.json"
+    corpus.write_text(json.dumps(DOCS))
+    queries.write_text(json.dumps(["Where was Barack Obama born?", "Who was chancellor of Germany?"]))
+    idx = str(tmp_path / "idx")
+    assert main(["index", str(corpus), "--save-dir", idx, "--extractor", "ner", "--quiet"]) == 0
+    assert "hippo-engine:" not in capsys.readouterr().err                  # --quiet: no announcements
+    with FakeOpenAIServer([("ok", "Answer: Honolulu", "stop")], max_requests=10) as srv:
+        assert main(["qa", "--save-dir", idx, "--queries", str(queries), "--llm", "m", "--llm-base-url", srv.base_url,
+                     "--api-key", "sk-test-key", "--llm-timeout", "30", "--llm-concurrency", "1"]) == 0
+        err = capsys.readouterr().err
+        assert "reader: 2 LLM calls ('m', top 5 passages each)" in err
+        assert len(srv.requests) == 2
+        assert all(h.get("Authorization") == "Bearer sk-test-key" for h in srv.headers)
+    for bad in (["--llm-timeout", "nan"], ["--llm-timeout", "0"], ["--llm-concurrency", "0"]):
+        with pytest.raises(SystemExit) as e:
+            main(["stats", "--save-dir", idx, *bad])
+        assert e.value.code == 2

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from tqdm.auto import tqdm
 
+from hippo_engine.progress import loading
 from hippo_engine.text import Hyperedge, alnum_count
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,8 @@ class NERExtractor:
 
         with self._lock:
             if sentences not in self._pipelines:
-                self._pipelines[sentences] = load_pipeline(self.model, sentences=sentences)
+                with loading(f"spaCy model {self.model or 'en_core_web_sm'}", self.show_progress):
+                    self._pipelines[sentences] = load_pipeline(self.model, sentences=sentences)
             return self._pipelines[sentences]
 
     def run(self, passages: Mapping[str, str]) -> dict[str, list[Hyperedge]]:
@@ -91,8 +93,9 @@ class NERExtractor:
     def query_entities(self, queries: Sequence[str]) -> list[list[str]]:
         """The named entities spaCy finds in each query (numeric types left out), raw text."""
         nlp = self.pipeline(sentences=False)
-        return [[e.text for e in doc.ents if e.label_ not in SKIPPED_LABELS]
-                for doc in nlp.pipe(list(queries), batch_size=self.batch_size)]
+        docs = tqdm(nlp.pipe(list(queries), batch_size=self.batch_size), total=len(queries), desc="Query NER",
+                    disable=not self.show_progress or len(queries) < 2)
+        return [[e.text for e in doc.ents if e.label_ not in SKIPPED_LABELS] for doc in docs]
 
 
 __all__ = ["NERExtractor", "SKIPPED_LABELS", "doc_hyperedges", "passage_title"]

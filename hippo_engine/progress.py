@@ -1,0 +1,68 @@
+"""Long work made visible: one-line announcements of expensive steps and a bar while a model loads.
+
+Announcements go to the ``hippo_engine.progress`` logger at INFO level, so a library user sees them
+once logging is configured, and the command line prints them on stderr unless ``--quiet``. They say
+what is about to cost time or money before it starts (how many LLM calls, which model).
+Loops show ``tqdm`` bars where they run (encoding, LLM batches, spaCy), switched by the
+``show_progress`` setting.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tqdm.auto import tqdm
+
+PROGRESS_LOGGER = "hippo_engine.progress"
+logger = logging.getLogger(PROGRESS_LOGGER)
+
+
+def announce(message: str) -> None:
+    """Say what expensive step starts now (INFO on the ``hippo_engine.progress`` logger)."""
+    logger.info(message)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``"1 call"``, ``"3 calls"``."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+@contextmanager
+def loading(what: str, show: bool) -> Iterator[None]:
+    """A one-step bar (``Loading <what>``, with the elapsed time) while a model loads, and an
+    announcement; nothing on screen when ``show`` is False."""
+    announce(f"loading {what}")
+    bar = tqdm(total=1, desc=f"Loading {what}", disable=not show, bar_format="{desc}: {elapsed}")
+    t0 = time.perf_counter()
+    try:
+        yield
+        bar.update(1)
+    finally:
+        bar.close()
+    logger.debug("loaded %s in %.1fs", what, time.perf_counter() - t0)
+
+
+@contextmanager
+def cli_handler(quiet: bool) -> Iterator[None]:
+    """Within the block, announcements go to stderr as plain lines (the command line's view), or
+    nowhere when ``quiet``; the logger is restored afterwards."""
+    log = logging.getLogger(PROGRESS_LOGGER)
+    saved = (list(log.handlers), log.propagate, log.level)
+    log.handlers.clear()
+    log.propagate = False
+    if quiet:
+        log.addHandler(logging.NullHandler())
+    else:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("hippo-engine: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        log.handlers[:], log.propagate, log.level = saved
+
+
+__all__ = ["PROGRESS_LOGGER", "announce", "cli_handler", "loading", "plural"]
