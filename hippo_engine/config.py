@@ -100,15 +100,42 @@ class RetrievalConfig(_Section):
     query_batch_size: int = Field(64, gt=0)
 
 
+def _env_number(name: str, default: float, kind: type) -> Any:
+    """``kind(os.environ[name])`` when set (must be > 0), else ``default``. While this module is
+    being imported (building ``_DEFAULTS``) the environment is not read: a bad value then fails
+    when a configuration is made, naming the variable, not on ``import hippo_engine``."""
+    import os
+    raw = os.environ.get(name, "").strip()
+    if not raw or "_DEFAULTS" not in globals():
+        return kind(default)
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not value > 0 or value == float("inf"):
+        raise ConfigError(f"environment variable {name}: expected a positive "
+                          f"{'integer' if kind is int else 'number'}, got {raw!r}")
+    return value
+
+
 class LLMConfig(_Section):
-    """LLM clients: hosted (OpenAI-compatible URL) or local packaged models."""
+    """LLM clients: hosted (OpenAI-compatible URL) or local packaged models.
+
+    ``timeout`` is the seconds one request may wait for its reply (default 600, or the
+    environment variable ``HIPPO_LLM_TIMEOUT``). A request that times out is not sent again (the
+    server may still be working on it), so keep it above the server's latency under load: a
+    local server with few slots answers a queue of ``max_concurrency`` requests one after the
+    other. ``max_concurrency`` (default 8, or ``HIPPO_LLM_CONCURRENCY``) is how many requests
+    are in flight at once. ``max_retries``: re-sends of requests that failed before reaching
+    the server, or with HTTP 408/409/429/5xx. ``api_key`` None: ``OPENAI_API_KEY``.
+    """
 
     base_url: str | None = None
     api_key: str | None = None
     temperature: float = Field(0.0, ge=0.0)
     max_new_tokens: int = Field(2048, gt=0)
-    max_concurrency: int = Field(8, gt=0)
-    timeout: float = Field(120.0, gt=0.0)
+    max_concurrency: int = Field(default_factory=lambda: _env_number("HIPPO_LLM_CONCURRENCY", 8, int), gt=0)
+    timeout: float = Field(default_factory=lambda: _env_number("HIPPO_LLM_TIMEOUT", 600.0, float), gt=0.0)
     max_retries: int = Field(5, ge=0)
     cache: bool = True
     #: local models: "llama_cpp" (GGUF via llama-cpp-python, extra ``fast``), "transformers",

@@ -1,21 +1,51 @@
 """``OpenAIClient``: chat completions against any OpenAI-compatible endpoint.
 
 Works with api.openai.com and with local servers (vLLM, llama.cpp ``llama-server``, Ollama,
-LM Studio, ...). Retries are the ``openai`` package's own: on connection errors, timeouts,
-408/409/429 and 5xx it retries up to ``max_retries`` times with exponential backoff and jitter
-(0.5 s doubling up to 8 s), honouring ``Retry-After`` headers. After the last try the error is
-raised as :class:`LLMTimeoutError` (timeouts) or :class:`LLMError`.
+LM Studio, ...). Retries are this module's own (the ``openai`` client runs with
+``max_retries=0``), and a request is only sent again when the server cannot still be working on
+it:
+
+* re-sent, up to ``max_retries`` times with exponential backoff (:data:`RETRY_INITIAL_DELAY`
+  doubling up to :data:`RETRY_MAX_DELAY`): a connection that could not be made (the request
+  never reached the server), HTTP 408/409/429 (after ``Retry-After`` seconds, at most
+  :data:`RETRY_AFTER_CAP`) and 5xx other than 504, and HTTP 200 bodies that are not a chat
+  completion;
+* never re-sent: a read timeout (no reply within ``timeout`` seconds: the server may still be
+  processing the request, and a second copy would only queue behind it), a gateway timeout (504)
+  and a connection that broke after the request was sent. They raise :class:`LLMTimeoutError` /
+  :class:`LLMError` at once, saying how to raise the timeout or lower the concurrency;
+* not retried either: other 4xx. 401/403 say that the API key was refused and how to set it; a
+  404 from a base URL whose path does not end in ``/v1`` suggests the ``/v1`` URL.
 """
 from __future__ import annotations
 
 import logging
 import os
+import random
 import time
 from collections.abc import Mapping, Sequence
+from urllib.parse import urlsplit
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
 
 logger = logging.getLogger(__name__)
+
+RETRY_INITIAL_DELAY = 0.5   # seconds before the first re-send; doubles per try
+RETRY_MAX_DELAY = 8.0       # longest backoff between two tries
+RETRY_AFTER_CAP = 60.0      # longest wait a server's Retry-After header can ask for
+CONNECT_TIMEOUT = 30.0      # seconds to open a connection (a failed one is retried)
+RETRY_STATUS = (408, 409, 429)
+TIMEOUT_HINT = ("raise the timeout (config llm.timeout, CLI --llm-timeout, env HIPPO_LLM_TIMEOUT) or lower "
+                "the number of requests in flight (CLI --llm-concurrency, env HIPPO_LLM_CONCURRENCY)")
+KEY_HINT = "set the key with the environment variable OPENAI_API_KEY, the CLI flag --api-key or config llm.api_key"
+
+
+class _Retry(Exception):
+    """One try failed in a way that may be sent again (internal)."""
+
+    def __init__(self, what: str, detail: str, delay: float | None = None):
+        super().__init__(what)
+        self.what, self.detail, self.delay = what, detail, delay
 
 
 class OpenAIClient(LLMClient):
@@ -26,8 +56,10 @@ class OpenAIClient(LLMClient):
         base_url: the API root, e.g. ``http://127.0.0.1:8000/v1``; ``None``: the ``openai``
             default (``OPENAI_BASE_URL`` or api.openai.com).
         api_key: ``None``: env ``OPENAI_API_KEY``, else ``"EMPTY"`` (what local servers accept).
-        timeout: seconds per HTTP request (each try).
-        max_retries: retries after the first try (so ``max_retries + 1`` tries at most).
+        timeout: seconds to wait for the reply of one try (not re-sent when it passes; keep it
+            above the server's latency under load, e.g. 600 s for a local server).
+        max_retries: re-sends after the first try, for the failures that are re-sent (so
+            ``max_retries + 1`` tries at most).
         max_concurrency: how many calls ``generate_many`` runs at once.
         temperature: default temperature.
         max_new_tokens: default ``max_tokens``.
@@ -36,7 +68,7 @@ class OpenAIClient(LLMClient):
     """
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
-                 timeout: float = 120.0, max_retries: int = 5, max_concurrency: int = 8,
+                 timeout: float = 600.0, max_retries: int = 5, max_concurrency: int = 8,
                  temperature: float = 0.0, max_new_tokens: int = 2048,
                  extra_body: Mapping | None = None):
         import openai
@@ -54,8 +86,10 @@ class OpenAIClient(LLMClient):
         self.default_max_new_tokens = int(max_new_tokens)
         self.extra_body = dict(extra_body or {})
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-        self._client = openai.OpenAI(base_url=base_url, api_key=key, timeout=self.timeout,
-                                     max_retries=self.max_retries)
+        import httpx
+        self._connect_timeout = min(CONNECT_TIMEOUT, self.timeout)
+        self._client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0,
+                                     timeout=httpx.Timeout(self.timeout, connect=self._connect_timeout))
         self._url = str(self._client.base_url)
         self._openai = openai
 
@@ -75,48 +109,76 @@ class OpenAIClient(LLMClient):
             params["extra_body"] = self.extra_body
         return params
 
-    def _create(self, messages: Sequence[Message], params: dict, tries: int, where: str):
-        """One completion; a reply body that cannot be read is retried like a 5xx (the ``openai``
-        client retries only HTTP errors), then reported as an ``LLMError``."""
-        for attempt in range(tries):
-            try:
-                resp = self._client.chat.completions.create(
-                    model=self.model_name, messages=[dict(m) for m in messages],
-                    max_tokens=params["max_new_tokens"], temperature=params["temperature"],
-                    extra_body=self.extra_body or None)
-                if resp.choices is not None and not isinstance(resp.choices, list):
-                    raise TypeError("choices is not a list")
-                return resp
-            except Exception as e:  # noqa: BLE001 - only unreadable bodies are handled here
-                if not _unreadable(e):
-                    raise
-                if attempt + 1 == tries:
-                    raise LLMError(f"{where}: unreadable reply body on each of {tries} tries: "
-                                   f"{type(e).__name__}: {_short(e)}") from e
-                time.sleep(min(8.0, 0.5 * 2 ** attempt))
-        raise AssertionError("unreachable")
+    def _create(self, messages: Sequence[Message], params: dict, where: str):
+        """One try. Raises :class:`_Retry` for a failure that may be re-sent, else
+        :class:`LLMTimeoutError` / :class:`LLMError`."""
+        openai = self._openai
+        try:
+            resp = self._client.chat.completions.create(
+                model=self.model_name, messages=[dict(m) for m in messages],
+                max_tokens=params["max_new_tokens"], temperature=params["temperature"],
+                extra_body=self.extra_body or None)
+            if resp.choices is not None and not isinstance(resp.choices, list):
+                raise TypeError("choices is not a list")
+            return resp
+        except openai.APITimeoutError as e:
+            if _never_sent(e):
+                raise _Retry("connection failed", f"no connection within {self._connect_timeout:g}s") from e
+            raise LLMTimeoutError(
+                f"{where}: no reply within {self.timeout:g}s; the request was not sent again because the "
+                f"server may still be processing it (a local server under load answers slowly: "
+                f"{self.max_concurrency} request(s) in flight at most). If it is just slow, {TIMEOUT_HINT}") from e
+        except openai.APIStatusError as e:
+            raise self._status_error(e, where) from e
+        except openai.APIConnectionError as e:
+            cause = _cause(e)
+            if _never_sent(e):
+                raise _Retry("connection failed", str(cause or e)) from e
+            raise LLMError(f"{where}: the connection broke after the request was sent ({cause or e}); not sent "
+                           "again because the server may have received it and still be processing it") from e
+        except openai.OpenAIError as e:
+            raise LLMError(f"{where}: {type(e).__name__}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - only unreadable bodies are handled here
+            if not _unreadable(e):
+                raise
+            raise _Retry("unreadable reply body", f"{type(e).__name__}: {_short(e)}") from e
+
+    def _status_error(self, e, where: str) -> Exception:
+        """The exception for an HTTP error status: a :class:`_Retry` for 408/409/429/5xx (not
+        504), an ``LLMError`` (``LLMTimeoutError`` for 504) with advice for the rest."""
+        code, msg = e.status_code, _short(e.message)
+        if code in RETRY_STATUS or (code >= 500 and code != 504):
+            return _Retry(f"HTTP {code}", msg, _retry_after(getattr(e, "response", None)))
+        if code == 504:
+            return LLMTimeoutError(f"{where}: HTTP 504: a gateway gave up waiting for the server ({msg}); not "
+                                   f"sent again because the server may still be processing it. {TIMEOUT_HINT}")
+        if code in (401, 403):
+            return LLMError(f"{where}: HTTP {code}: the API key was refused ({msg}); {KEY_HINT}")
+        if code == 404:
+            path = urlsplit(self._url).path.rstrip("/")
+            hint = (f"did you mean {self._url.rstrip('/')}/v1?" if not path.endswith("/v1")
+                    else f"is {self.model_name!r} a model this server serves?")
+            return LLMError(f"{where}: HTTP 404 ({msg}); {hint}")
+        return LLMError(f"{where}: HTTP {code}: {msg}")
 
     def generate(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
                  temperature: float | None = None) -> LLMResponse:
-        """One chat completion. Raises :class:`LLMTimeoutError` / :class:`LLMError` once the
-        ``openai`` client's retries are used up."""
+        """One chat completion, with the retries of the module docstring. Raises
+        :class:`LLMTimeoutError` / :class:`LLMError`."""
         params = self.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)
-        openai = self._openai
         tries = self.max_retries + 1
         where = f"model {self.model_name!r} at {self._url}"
-        try:
-            resp = self._create(messages, params, tries, where)
-        except openai.APITimeoutError as e:
-            raise LLMTimeoutError(f"{where}: no reply within {self.timeout:g}s on each of "
-                                  f"{tries} tries") from e
-        except openai.APIStatusError as e:
-            retried = e.status_code in (408, 409, 429) or e.status_code >= 500
-            raise LLMError(f"{where}: HTTP {e.status_code}"
-                           f"{f' after {tries} tries' if retried else ''}: {_short(e.message)}") from e
-        except openai.APIConnectionError as e:
-            raise LLMError(f"{where}: connection failed on each of {tries} tries: {e}") from e
-        except openai.OpenAIError as e:
-            raise LLMError(f"{where}: {type(e).__name__}: {e}") from e
+        for attempt in range(tries):
+            try:
+                resp = self._create(messages, params, where)
+                break
+            except _Retry as r:
+                if attempt + 1 == tries:
+                    each = f"on each of {tries} tries" if tries > 1 else "(no retries configured)"
+                    raise LLMError(f"{where}: {r.what} {each}: {r.detail}") from r.__cause__
+                delay = r.delay if r.delay is not None else _backoff(attempt)
+                logger.info("%s: %s (%s); try %d of %d in %.1fs", where, r.what, r.detail, attempt + 2, tries, delay)
+                time.sleep(delay)
         if not getattr(resp, "choices", None):
             raise LLMError(f"{where}: the reply has no choices")
         choice = resp.choices[0]
@@ -127,6 +189,36 @@ class OpenAIClient(LLMClient):
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             finish_reason=choice.finish_reason or "stop",
         )
+
+
+def _backoff(attempt: int) -> float:
+    """Exponential backoff with a little jitter: 0.5 s, 1 s, 2 s, ... up to 8 s (by default)."""
+    return min(RETRY_MAX_DELAY, RETRY_INITIAL_DELAY * 2 ** attempt) * random.uniform(0.8, 1.0)
+
+
+def _retry_after(response) -> float | None:
+    """Seconds a ``Retry-After`` (or ``retry-after-ms``) header asks for, capped at
+    :data:`RETRY_AFTER_CAP`; None without a usable header."""
+    headers = getattr(response, "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            value = float(headers.get(name)) * scale
+        except (TypeError, ValueError):
+            continue
+        if value >= 0 and value == value:
+            return min(value, RETRY_AFTER_CAP)
+    return None
+
+
+def _cause(e: BaseException) -> BaseException | None:
+    """The exception the ``openai`` client wrapped (an ``httpx`` one)."""
+    return e.__cause__ or e.__context__
+
+
+def _never_sent(e: BaseException) -> bool:
+    """Whether the request surely never reached the server (no connection could be made)."""
+    import httpx
+    return isinstance(_cause(e), (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
 
 
 def _unreadable(e: Exception) -> bool:

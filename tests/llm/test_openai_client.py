@@ -78,16 +78,31 @@ def test_400_is_not_retried():
     assert srv.count == 1
 
 
-def test_server_slower_than_timeout_raises_timeout_error():
+def test_server_slower_than_timeout_raises_timeout_error_without_a_second_copy():
     with FakeOpenAIServer([("sleep", 3.0)]) as srv:
-        c = client(srv, timeout=0.3, max_retries=1)
+        c = client(srv, timeout=0.3, max_retries=3)
         t0 = time.perf_counter()
         with pytest.raises(LLMTimeoutError) as ei:
             c.generate(MSGS)
         elapsed = time.perf_counter() - t0
-    assert "2 tries" in str(ei.value) and "test-model" in str(ei.value)
-    assert srv.count == 2
-    assert elapsed < 3.0
+        assert srv.count == 1        # a timed-out request is never sent again
+    msg = str(ei.value)
+    assert "test-model" in msg and "no reply within 0.3s" in msg and "not sent again" in msg
+    assert "still be processing" in msg
+    for hint in ("llm.timeout", "--llm-timeout", "HIPPO_LLM_TIMEOUT", "--llm-concurrency", "HIPPO_LLM_CONCURRENCY"):
+        assert hint in msg
+    assert elapsed < 2.0
+
+
+def test_concurrent_requests_to_a_slow_server_are_each_sent_once():
+    """8 requests in flight, a server slower than the timeout: 8 requests reach it, none twice
+    (the openai package's own retries re-sent each one while the server was still working)."""
+    with FakeOpenAIServer([("sleep", 2.0)], max_requests=100) as srv:
+        c = client(srv, timeout=0.3, max_retries=5, max_concurrency=8)
+        assert c._client.max_retries == 0
+        out = c.generate_many([[{"role": "user", "content": f"q{i}"}] for i in range(8)])
+        assert all(isinstance(r, LLMTimeoutError) for r in out)
+        assert srv.count == 8 and set(srv.attempts.values()) == {1} and srv.overlaps == 0
 
 
 def test_connection_refused_raises_llm_error():
@@ -125,3 +140,87 @@ def test_unreadable_body_is_retried_then_reported(body):
         with pytest.raises(LLMError, match="unreadable reply body on each of 2 tries"):
             client(srv, max_retries=1).generate(MSGS)
         assert srv.count == 2
+
+
+@pytest.fixture()
+def fast_backoff(monkeypatch):
+    import hippo_engine.llm.openai_client as oc
+    monkeypatch.setattr(oc, "RETRY_INITIAL_DELAY", 0.01)
+    monkeypatch.setattr(oc, "RETRY_MAX_DELAY", 0.02)
+
+
+def test_retry_after_seconds_is_honoured_and_capped(monkeypatch):
+    import hippo_engine.llm.openai_client as oc
+    with FakeOpenAIServer([("status", 429, {"Retry-After": "1"}), ("ok", "after", "stop")]) as srv:
+        assert client(srv, max_retries=2).generate(MSGS).text == "after"
+        gap = srv.requests[1]["t"] - srv.requests[0]["t"]
+    assert srv.count == 2 and gap >= 0.9
+    monkeypatch.setattr(oc, "RETRY_AFTER_CAP", 0.2)
+    with FakeOpenAIServer([("status", 503, {"Retry-After": "3600"}), ("ok", "after", "stop")]) as srv:
+        t0 = time.perf_counter()
+        assert client(srv, max_retries=2).generate(MSGS).text == "after"
+        assert time.perf_counter() - t0 < 2.0 and srv.count == 2
+
+
+@pytest.mark.parametrize("code", [408, 409, 429, 500, 502, 503])
+def test_retryable_statuses_are_sent_again(code, fast_backoff):
+    with FakeOpenAIServer([("status", code), ("status", code), ("ok", "fine", "stop")]) as srv:
+        assert client(srv, max_retries=2).generate(MSGS).text == "fine"
+        assert srv.count == 3
+    with FakeOpenAIServer([("status", code)]) as srv:
+        with pytest.raises(LLMError, match=f"HTTP {code} on each of 3 tries"):
+            client(srv, max_retries=2).generate(MSGS)
+        assert srv.count == 3
+
+
+def test_gateway_timeout_is_not_sent_again():
+    with FakeOpenAIServer([("status", 504)]) as srv:
+        with pytest.raises(LLMTimeoutError, match="HTTP 504.*not sent again.*--llm-timeout"):
+            client(srv, max_retries=3).generate(MSGS)
+        assert srv.count == 1
+
+
+@pytest.mark.parametrize("code", [401, 403])
+def test_refused_api_key_says_how_to_set_it(code):
+    with FakeOpenAIServer([("status", code)]) as srv:
+        with pytest.raises(LLMError) as ei:
+            client(srv, max_retries=3).generate(MSGS)
+        assert srv.count == 1
+    msg = str(ei.value)
+    assert f"HTTP {code}" in msg and "API key was refused" in msg and "OPENAI_API_KEY" in msg and "--api-key" in msg
+
+
+def test_404_suggests_the_v1_url():
+    with FakeOpenAIServer([("status", 404)]) as srv:
+        root = srv.base_url[: -len("/v1")]
+        with pytest.raises(LLMError) as ei:
+            OpenAIClient("test-model", base_url=root, timeout=0.5, max_retries=3).generate(MSGS)
+        assert f"did you mean {root}/v1?" in str(ei.value) and srv.count == 1
+        with pytest.raises(LLMError) as ei:
+            OpenAIClient("test-model", base_url=root + "/api", timeout=0.5).generate(MSGS)
+        assert f"did you mean {root}/api/v1?" in str(ei.value)
+        with pytest.raises(LLMError) as ei:
+            client(srv).generate(MSGS)          # already /v1: the model name is the suspect
+        assert "HTTP 404" in str(ei.value) and "did you mean" not in str(ei.value)
+        assert "'test-model'" in str(ei.value)
+
+
+def test_connection_refused_is_retried_with_backoff(fast_backoff, caplog):
+    import logging
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    c = OpenAIClient("m", base_url=f"http://127.0.0.1:{port}/v1", timeout=0.5, max_retries=2)
+    with caplog.at_level(logging.INFO, logger="hippo_engine.llm.openai_client"):
+        with pytest.raises(LLMError, match="connection failed on each of 3 tries"):
+            c.generate(MSGS)
+    assert caplog.text.count("connection failed") == 2      # two re-sends logged
+
+
+def test_connection_cut_after_sending_is_not_sent_again():
+    with FakeOpenAIServer([("truncated", "connection"), ("ok", "second copy", "stop")],
+                          responder=lambda m: "a reply long enough to be cut in half") as srv:
+        with pytest.raises(LLMError, match="connection broke after the request was sent") as ei:
+            client(srv, max_retries=3).generate(MSGS)
+        assert srv.count == 1
+    assert not isinstance(ei.value, LLMTimeoutError)
