@@ -263,3 +263,26 @@ def test_foreign_sqlite_file_is_refused_untouched(tmp_path):
     garbage.write_bytes(b"\x00\xffnot sqlite at all" * 100)
     with pytest.raises(StoreError, match=str(garbage)):
         IndexDB(garbage)
+
+
+def test_foreign_sqlite_file_in_save_dir_is_refused_by_the_facade_writing_nothing(tmp_path):
+    import hashlib
+    import os
+    import sqlite3
+
+    import pytest
+    from helpers import make_rag
+
+    from hippo_engine.store import StoreError
+
+    path = tmp_path / "index.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    con.commit()
+    con.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(StoreError) as e:
+        make_rag(tmp_path)
+    assert str(path) in str(e.value) and "invoices" in str(e.value)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert sorted(os.listdir(tmp_path)) == ["index.sqlite"]          # no graph, lock or results file beside it
