@@ -232,6 +232,7 @@ def cmd_retrieve(args) -> int:
     if args.limit:
         qs, gold_docs = qs[:args.limit], (gold_docs[:args.limit] if gold_docs else gold_docs)
     fn = rag.retrieve_dpr if args.dense else rag.retrieve
+    args.top_k = args.top_k or 5
     out = fn(qs, num_to_retrieve=max(args.top_k, 200 if gold_docs else args.top_k), gold_docs=gold_docs)
     sols, metrics = out if gold_docs is not None else (out, {})
     for s in sols:
@@ -252,10 +253,12 @@ def cmd_qa(args) -> int:
         qs = qs[:args.limit]
         gold_docs = gold_docs[:args.limit] if gold_docs else None
         gold_answers = gold_answers[:args.limit] if gold_answers else None
-    out = rag.rag_qa(qs, gold_docs=gold_docs, gold_answers=gold_answers, dense=args.dense)
+    from hippo_engine.config import QueryParam
+    param = QueryParam(qa_top_k=args.top_k)       # None: the config's qa_top_k (5)
+    out = rag.rag_qa(qs, gold_docs=gold_docs, gold_answers=gold_answers, dense=args.dense, param=param)
     sols = out[0]
     for s in sols:
-        _print_solution(s, args.top_k, with_answer=True)
+        _print_solution(s, args.top_k or rag.config.qa_top_k, with_answer=True)
     if len(out) == 5:
         _print_metrics("\nretrieval", out[3])
         _print_metrics("qa", out[4])
@@ -355,7 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=helptext)
         sp.add_argument("--queries", required=True, help="JSON/JSONL of strings or {question, ...} records; "
                         "gold docs/answers in the records turn on Recall@k / EM / F1")
-        sp.add_argument("--top-k", type=_positive, default=5, help="passages to print per query (default 5)")
+        sp.add_argument("--top-k", type=_positive, default=None,
+                        help="passages per query to print (default 5); for qa also the passages the reader reads")
         sp.add_argument("--limit", type=int, default=None, help="only the first N queries")
         sp.add_argument("--dense", action="store_true", help="dense retrieval baseline instead of HippoRAG 2")
         sp.add_argument("--no-filter", action="store_true", help="skip the LLM recognition filter")

@@ -101,6 +101,11 @@ def test_llm_flags_reach_the_server_and_announcements_say_the_llm_calls(tmp_path
         assert "reader: 2 LLM calls ('m', top 5 passages each)" in err
         assert len(srv.requests) == 2
         assert all(h.get("Authorization") == "Bearer sk-test-key" for h in srv.headers)
+        assert main(["qa", "--save-dir", idx, "--queries", str(queries), "--llm", "m", "--llm-base-url", srv.base_url,
+                     "--top-k", "1", "--quiet"]) == 0               # --top-k: what the reader reads
+        last = srv.requests[-1]["body"]["messages"][-1]["content"]
+        assert last.count("Wikipedia Title: ") == 1
+        assert "reader: 2 LLM calls ('m', top 1 passages each)" not in capsys.readouterr().err   # --quiet
     for bad in (["--llm-timeout", "nan"], ["--llm-timeout", "0"], ["--llm-concurrency", "0"]):
         with pytest.raises(SystemExit) as e:
             main(["stats", "--save-dir", idx, *bad])
