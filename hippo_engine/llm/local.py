@@ -22,6 +22,7 @@ from typing import Any
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
 from hippo_engine.models.assets import (
     DEFAULT_LLM,
+    PACKAGED_LLMS,
     PackagedLLM,
     converted_llm_dir,
     exclusive_lock,
@@ -51,9 +52,9 @@ def _load_gguf(path: Path, dtype: Any):
         kwargs["quantization_config"] = GgufConfig(dequantize=True)
     except ImportError:  # pragma: no cover - older transformers always de-quantise
         pass
-    tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype,
-                                                 **kwargs)
+                                                 local_files_only=True, **kwargs)
     return tok, model
 
 
@@ -124,6 +125,38 @@ def convert_packaged_model(name: str | None = None) -> Path:
     return dest
 
 
+def hub_cache_snapshot(name: str) -> Path | None:
+    """The local Hugging Face cache's snapshot directory of hub model ``name`` (one holding its
+    ``config.json``), or None. Never uses the network."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        found = try_to_load_from_cache(name, "config.json")
+    except Exception:  # noqa: BLE001 - not a valid repo id, unreadable cache: not found
+        return None
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def resolve_local_model(model: str | os.PathLike) -> str:
+    """Where a local model that is not packaged loads from: an existing path as given, or a hub
+    name's directory in the local Hugging Face cache. Anything else raises ``LLMError`` at once,
+    naming the model and the packaged models (nothing is downloaded: a mistyped name must not
+    send the hub client into its retry loop)."""
+    if Path(model).exists():
+        return str(model)
+    snapshot = hub_cache_snapshot(str(model))
+    if snapshot is not None:
+        return str(snapshot)
+    try:
+        from huggingface_hub import constants
+        where = f" ({constants.HF_HUB_CACHE})"
+    except ImportError:  # pragma: no cover - transformers depends on it
+        where = ""
+    raise LLMError(
+        f"unknown local model {str(model)!r}: not a packaged model ({', '.join(PACKAGED_LLMS)}), not an "
+        f"existing file or directory, and not in the local Hugging Face cache{where}. Check the spelling; "
+        "nothing is downloaded, so fetch a hub model first (huggingface-cli download NAME), pass its "
+        "directory, or serve it and use an OpenAI-compatible URL (--llm-base-url)")
+
 
 @contextlib.contextmanager
 def _torch_threads(n: int):
@@ -144,7 +177,9 @@ class LocalHFClient(LLMClient):
 
     Args:
         model: a packaged model name or alias (``None``: :data:`DEFAULT_LLM`), a local model
-            directory, a path to a ``.gguf`` file, or a hub name.
+            directory, a path to a ``.gguf`` file, or the name of a hub model already in the
+            local Hugging Face cache (nothing is downloaded; any other name raises
+            :class:`LLMError` here, listing the packaged models).
         temperature: default temperature; ``0`` means greedy decoding.
         max_new_tokens: default cap on generated tokens.
         timeout: seconds one generation may run (``max_time`` stopping criterion); a reply cut
@@ -177,7 +212,7 @@ class LocalHFClient(LLMClient):
             p = Path(model)
             if p.is_file() and p.suffix == ".gguf":
                 self._gguf_file = p
-            self._source = str(model)
+            self._source = resolve_local_model(model)   # fails fast on an unknown name
             self.model_name = str(model)
         if dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, bfloat16 or float16, got {dtype!r}")
@@ -194,6 +229,7 @@ class LocalHFClient(LLMClient):
         self._tokenizer = None
         self._eos_ids: list[int] = []
         self._pad_id: int | None = None
+        self._load_error: LLMError | None = None
         self.load_seconds: float | None = None
 
     def __repr__(self) -> str:
@@ -212,8 +248,18 @@ class LocalHFClient(LLMClient):
         return self
 
     def _ensure_loaded(self) -> None:
+        """Load once; a failed load is one attempt: later calls raise the same error at once."""
         if self._model is not None:
             return
+        if self._load_error is not None:
+            raise self._load_error
+        try:
+            self._load()
+        except LLMError as e:
+            self._load_error = e
+            raise
+
+    def _load(self) -> None:
         torch = _torch()
         dtype = getattr(torch, self.dtype)
         t0 = time.perf_counter()
@@ -221,13 +267,13 @@ class LocalHFClient(LLMClient):
             from transformers import AutoModelForCausalLM, AutoTokenizer
             if self._spec is not None:
                 src = convert_packaged_model(self._spec.name)
-                tok = AutoTokenizer.from_pretrained(src)
-                model = AutoModelForCausalLM.from_pretrained(src, dtype=dtype)
+                tok = AutoTokenizer.from_pretrained(src, local_files_only=True)
+                model = AutoModelForCausalLM.from_pretrained(src, dtype=dtype, local_files_only=True)
             elif self._gguf_file is not None:
                 tok, model = _load_gguf(self._gguf_file, dtype)
-            else:
-                tok = AutoTokenizer.from_pretrained(self._source)
-                model = AutoModelForCausalLM.from_pretrained(self._source, dtype=dtype)
+            else:   # a local directory (maybe in the hub cache): never the network
+                tok = AutoTokenizer.from_pretrained(self._source, local_files_only=True)
+                model = AutoModelForCausalLM.from_pretrained(self._source, dtype=dtype, local_files_only=True)
         except LLMError:
             raise
         except Exception as e:  # noqa: BLE001 - anything here means "cannot load the model"

@@ -7,6 +7,7 @@ converted bfloat16 safetensors in seconds.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -20,7 +21,8 @@ def test_names_resolve_without_loading(tmp_path):
     assert LocalHFClient("qwen2.5-coder-0.5b-instruct-q4_k_m").model_name == ma.DEFAULT_LLM
     assert LocalHFClient("Qwen2.5-Coder-1.5B-Instruct").model_name == "Qwen2.5-Coder-1.5B-Instruct"
     assert LocalHFClient(str(tmp_path)).model_name == str(tmp_path)
-    assert LocalHFClient("some-org/some-model").model_name == "some-org/some-model"
+    with pytest.raises(LLMError, match="unknown local model 'some-org/some-model'"):
+        LocalHFClient("some-org/some-model")
     p = LocalHFClient(max_new_tokens=7, temperature=0.3).generation_params()
     assert p == {"max_new_tokens": 7, "temperature": 0.3, "backend": "transformers", "dtype": "float32"}
     with pytest.raises(ValueError):
@@ -31,6 +33,68 @@ def test_unloadable_directory_raises_llm_error(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(LLMError, match="cannot load local model"):
         LocalHFClient(str(tmp_path)).generate([{"role": "user", "content": "hi"}])
+
+
+@pytest.fixture()
+def empty_hub_cache(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+    cache = tmp_path / "hf-hub"
+    cache.mkdir()
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
+@pytest.fixture()
+def no_network(monkeypatch):
+    import socket
+
+    def refuse(*a, **k):
+        raise AssertionError(f"network access attempted: {a!r}")
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen2.5-Coder-0.5B-Instrct", "qwen2.5-coder-05b", "./no/such/dir"])
+def test_mistyped_model_name_fails_fast_naming_it_and_the_packaged_models(name, empty_hub_cache, no_network):
+    from hippo_engine.config import HippoConfig
+    from hippo_engine.llm import make_llm
+    t0 = time.perf_counter()
+    for make in (lambda: LocalHFClient(name),
+                 lambda: make_llm(name, HippoConfig(llm_backend="auto", llm_cache=False))):
+        with pytest.raises(LLMError) as ei:
+            make()
+        msg = str(ei.value)
+        assert repr(name) in msg and all(p in msg for p in ma.PACKAGED_LLMS) and "nothing is downloaded" in msg
+    assert time.perf_counter() - t0 < 5.0
+
+
+def test_hub_model_in_the_local_cache_loads_from_its_snapshot(empty_hub_cache, no_network):
+    snap = empty_hub_cache / "models--some-org--cached-model" / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text("{}")
+    (snap.parent.parent / "refs").mkdir()
+    (snap.parent.parent / "refs" / "main").write_text("abc123")
+    c = LocalHFClient("some-org/cached-model")
+    assert c.model_name == "some-org/cached-model" and c._source == str(snap)
+    with pytest.raises(LLMError, match="cannot load local model 'some-org/cached-model'"):
+        c.load()            # an empty config: not loadable, but no download was tried
+
+
+def test_a_failed_load_is_one_attempt(tmp_path, monkeypatch):
+    calls = []
+
+    def broken(self):
+        calls.append(1)
+        raise LLMError("cannot load local model 'x': broken weights")
+
+    monkeypatch.setattr(LocalHFClient, "_load", broken)
+    c = LocalHFClient(str(tmp_path))
+    msgs = [{"role": "user", "content": "hi"}]
+    out = c.generate_many([msgs, msgs, msgs])
+    assert all(isinstance(r, LLMError) and "broken weights" in str(r) for r in out)
+    with pytest.raises(LLMError, match="broken weights"):
+        c.load()
+    assert len(calls) == 1
 
 
 @pytest.fixture(scope="module")
