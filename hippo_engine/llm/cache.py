@@ -38,10 +38,55 @@ CREATE TABLE IF NOT EXISTS llm_cache (
 )
 """
 _KEY_VERSION = 1
+_COLUMNS = {"key", "model", "request", "text", "prompt_tokens", "completion_tokens", "finish_reason", "created_at"}
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _open_checked(path: Path) -> sqlite3.Connection:
+    """A connection to the cache at ``path``, after checking, without writing anything, that the
+    file is absent, empty, or an SQLite database holding nothing but an ``llm_cache`` table of
+    this module's columns. Anything else raises ``ValueError`` naming the file (it is left as
+    it was: it may be someone else's data)."""
+    refuse = f"LLM cache {path}: %s; refusing to use it (nothing was written). Point the cache elsewhere " \
+             "(another save_dir) or switch it off (llm_cache=False)"
+    if path.is_dir():
+        raise ValueError(refuse % "is a directory")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        head = b""
+    except OSError as e:
+        raise ValueError(refuse % f"cannot be read ({e.strerror or e})") from None
+    if head and head != _SQLITE_HEADER:
+        raise ValueError(refuse % f"is not an SQLite database (it starts with {head[:8]!r})")
+    try:
+        conn = sqlite3.connect(str(path), timeout=60.0, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as e:
+        raise ValueError(refuse % f"cannot be opened ({e})") from None
+    try:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'")]
+        other = sorted(n for n in names if n != "llm_cache")
+        if other:
+            raise ValueError(refuse % f"is an SQLite database with other tables ({', '.join(other[:5])}), "
+                                      "not an LLM cache")
+        if names:
+            cols = {r[1] for r in conn.execute("PRAGMA table_info(llm_cache)")}
+            if cols != _COLUMNS:
+                raise ValueError(refuse % f"has an llm_cache table with other columns ({', '.join(sorted(cols))})")
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise ValueError(refuse % f"is not a readable SQLite database ({e})") from None
+    except ValueError:
+        conn.close()
+        raise
+    return conn
 
 
 class CachedLLM(LLMClient):
-    """Wraps ``inner`` with a persistent cache at ``path`` (an SQLite file).
+    """Wraps ``inner`` with a persistent cache at ``path`` (an SQLite file; a file that is not
+    one of these caches raises ``ValueError`` naming it and is left untouched).
 
     A hit returns the stored reply with ``cached=True`` and makes no call. Counters for
     reports: :attr:`hits`, :attr:`misses`, :attr:`errors` and the tokens spent on misses
@@ -53,8 +98,7 @@ class CachedLLM(LLMClient):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db_lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None,
-                                     check_same_thread=False)
+        self._conn = _open_checked(self.path)
         with self._db_lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")

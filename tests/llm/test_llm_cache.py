@@ -174,3 +174,51 @@ def test_discard_reaches_a_cache_inside_a_wrapper(tmp_path):
     assert len(cached) == 0
     assert not outer.generate(msgs("x")).cached and inner.calls == 2
     LLMClient.discard(inner, r)  # the default is a no-op
+
+
+def _bytes_of(path):
+    return {p.name: p.read_bytes() for p in path.parent.iterdir()}
+
+
+@pytest.mark.parametrize("content", [b"not a database at all, just text\n", b"SQLite", bytes(range(256)) * 8])
+def test_a_file_that_is_not_sqlite_is_refused_by_name_and_left_alone(tmp_path, content):
+    path = tmp_path / "llm_cache.sqlite"
+    path.write_bytes(content)
+    before = _bytes_of(path)
+    with pytest.raises(ValueError, match=f"LLM cache {path}: is not an SQLite database"):
+        CachedLLM(CountingLLM(), path)
+    assert _bytes_of(path) == before
+
+
+def _db(path, *statements):
+    with sqlite3.connect(path) as db:
+        for st in statements:
+            db.execute(st)
+    db.close()
+
+
+@pytest.mark.parametrize(("statements", "match"), [
+    (["CREATE TABLE users (id INTEGER, name TEXT)"], "other tables \\(users\\)"),
+    (["CREATE TABLE llm_cache (key TEXT, value BLOB)"], "llm_cache table with other columns"),
+    (["CREATE TABLE llm_cache (key TEXT PRIMARY KEY, model TEXT, request TEXT, text TEXT, "
+      "prompt_tokens INTEGER, completion_tokens INTEGER, finish_reason TEXT, created_at REAL)",
+      "CREATE TABLE notes (x)"], "other tables \\(notes\\)"),
+])
+def test_an_sqlite_database_that_is_not_an_llm_cache_is_refused(tmp_path, statements, match):
+    path = tmp_path / "other.db"
+    _db(path, *statements)
+    before = _bytes_of(path)
+    with pytest.raises(ValueError, match=f"LLM cache {path}: .*{match}.*nothing was written"):
+        CachedLLM(CountingLLM(), path)
+    assert _bytes_of(path) == before                      # not even switched to WAL
+
+
+def test_empty_file_and_directory(tmp_path):
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    c = CachedLLM(CountingLLM(), empty)
+    c.generate(msgs("a"))
+    assert len(c) == 1
+    c.close()
+    with pytest.raises(ValueError, match=f"LLM cache {tmp_path}: is a directory"):
+        CachedLLM(CountingLLM(), tmp_path)
