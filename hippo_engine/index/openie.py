@@ -233,13 +233,7 @@ def load_openie_file(path: str | os.PathLike) -> dict[str, OpenIEResult]:
     (its facts would attach to that passage). ``NaN`` and other non-string values are dropped.
     """
     path = Path(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)  # accepts bare NaN (v1 files contain it)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"OpenIE file not found: {path}") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"OpenIE file {path} is not valid JSON: {e}") from None
+    data = _read_openie_json(path)
     docs = data.get("docs") if isinstance(data, dict) else data
     if not isinstance(docs, list):
         raise ValueError(f"OpenIE file {path}: expected an object with a 'docs' list")
@@ -255,17 +249,52 @@ def load_openie_file(path: str | os.PathLike) -> dict[str, OpenIEResult]:
                 passage = f"{title}\n{text}"
             else:
                 raise ValueError(f"OpenIE file {path}: docs[{n}] has no passage text")
+        entities, triples = clean_entities(d.get("extracted_entities")), clean_triples(d.get("extracted_triples"))
+        for what, text in [("passage", passage), *(("an entity", e) for e in entities),
+                           *(("a triple", x) for t in triples for x in t)]:
+            if not _is_unicode(text):
+                raise ValueError(f"OpenIE file {path}: docs[{n}] has {what} with a lone surrogate "
+                                 f"({text[:60]!r}): not valid Unicode text")
         idx = mdhash_id(passage, "chunk-")   # the id is derived, never trusted: facts stay with their text
         given = d.get("idx")
         if isinstance(given, str) and given.startswith("chunk-") and given != idx:
             mismatched.append(n)
             continue
-        out[idx] = OpenIEResult(idx, passage, clean_entities(d.get("extracted_entities")),
-                                clean_triples(d.get("extracted_triples")))
+        out[idx] = OpenIEResult(idx, passage, entities, triples)
     if mismatched:
         logger.warning("OpenIE file %s: %d entr%s skipped because 'idx' is not the id of the passage "
                        "(docs%s)", path, len(mismatched), "y" if len(mismatched) == 1 else "ies", mismatched[:10])
     return out
+
+
+def _read_openie_json(path: Path) -> Any:
+    """The parsed JSON of an OpenIE file; every way it can be unreadable is a ``ValueError``
+    (or ``FileNotFoundError``) naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)  # accepts bare NaN (v1 files contain it)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"OpenIE file not found: {path}") from None
+    except IsADirectoryError:
+        raise ValueError(f"OpenIE file {path} is a directory") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"OpenIE file {path} is not UTF-8 text (byte {e.object[e.start:e.start + 1]!r} at "
+                         f"offset {e.start}); save it as UTF-8 JSON") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"OpenIE file {path} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise ValueError(f"OpenIE file {path}: its JSON nests too deeply to read") from None
+    except OSError as e:
+        raise ValueError(f"OpenIE file {path} cannot be read: {e.strerror or e}") from None
+
+
+def _is_unicode(text: str) -> bool:
+    """False for text with lone surrogates (from ``\\ud800``-style JSON escapes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def save_openie_file(path: str | os.PathLike, results: Iterable[OpenIEResult]) -> None:

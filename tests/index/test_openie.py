@@ -172,3 +172,32 @@ def test_index_raises_naming_the_passage_with_an_unparseable_reply_and_indexes_t
     rag2 = make_rag(tmp_path)
     rag2.index(CORPUS[:6])
     assert rag2.graph_stats()["passage_nodes"] == 6
+
+
+def _doc(passage, ents=("A",), triples=(("A", "is", "B"),)):
+    return {"passage": passage, "extracted_entities": list(ents), "extracted_triples": [list(t) for t in triples]}
+
+
+@pytest.mark.parametrize(("content", "match"), [
+    (b"\x89PNG\r\n\x1a\n\x00\xff\xfe garbage" + bytes(range(256)), "is not UTF-8 text"),
+    ('{"docs": [{"passage": "Caf\xe9 in M\xfcnchen"}]}'.encode("latin-1"), "is not UTF-8 text"),
+    (b'{"docs": [{"passage": "half \xed\xa0\x80 surrogate"}]}', "is not UTF-8 text"),
+    (b'{"docs": ' + b"[" * 100_000, "not valid JSON|nests too deeply"),
+    (b'{"docs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nests too deeply"),
+])
+def test_unreadable_openie_files_raise_value_error_naming_the_file(tmp_path, content, match):
+    p = tmp_path / "openie.json"
+    p.write_bytes(content)
+    with pytest.raises(ValueError, match=match) as ei:
+        load_openie_file(p)
+    assert str(p) in str(ei.value)
+
+
+@pytest.mark.parametrize("bad", [_doc("lone \ud800 surrogate"), _doc("fine", ents=["x\udfff"]),
+                                 _doc("fine", triples=[("a", "b\ud83d", "c")])])
+def test_lone_surrogates_name_the_file_and_the_entry(tmp_path, bad):
+    p = tmp_path / "openie.json"
+    p.write_text(json.dumps({"docs": [_doc("good passage"), bad]}), encoding="utf-8")   # \\ud800 escapes
+    with pytest.raises(ValueError, match=r"docs\[1\].*lone surrogate") as ei:
+        load_openie_file(p)
+    assert str(p) in str(ei.value)
