@@ -220,7 +220,7 @@ class HippoRAG:
         if self._filter is None:
             from hippo_engine.retrieve.recognition import RecognitionFilter
             self._filter = RecognitionFilter(self.llm, self.config.filter_program_path,
-                                             self.config.max_filtered_facts)
+                                             self.config.max_filtered_facts, show_progress=self.config.show_progress)
         return self._filter
 
     def encode_queries(self, queries: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -51,6 +51,7 @@ class LLMClient(ABC):
 
     model_name: str = "unknown"
     max_concurrency: int = 1
+    show_progress: bool = True     # local clients show a bar while the model loads
 
     @abstractmethod
     def generate(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,

@@ -58,6 +58,7 @@ def make_llm(model_name: str | None, config: HippoConfig,
         client = LocalHFClient(name, temperature=config.temperature,
                                max_new_tokens=config.max_new_tokens, timeout=config.llm_timeout,
                                num_threads=config.llm_threads)
+    client.show_progress = config.show_progress    # local models show a bar while they load
     if config.llm_cache:
         if cache_dir is None:
             logger.debug("llm_cache is on but no cache_dir was given; not caching")

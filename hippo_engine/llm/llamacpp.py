@@ -21,6 +21,7 @@ from typing import Any
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
 from hippo_engine.models.assets import PackagedLLM, find_packaged_llm, packaged_gguf
+from hippo_engine.progress import loading
 from hippo_engine.system import usable_cpus
 
 logger = logging.getLogger(__name__)
@@ -139,8 +140,9 @@ class LlamaCppClient(LLMClient):
         if self._fixed_threads is None:
             self.num_threads = default_threads()
         try:
-            self._llm = Llama(model_path=str(path), n_ctx=self.n_ctx, n_threads=self.num_threads,
-                              n_threads_batch=self.num_threads, seed=self.seed, verbose=False)
+            with loading(f"LLM {self.model_name} (llama.cpp, {self.num_threads} threads)", self.show_progress):
+                self._llm = Llama(model_path=str(path), n_ctx=self.n_ctx, n_threads=self.num_threads,
+                                  n_threads_batch=self.num_threads, seed=self.seed, verbose=False)
         except Exception as e:  # noqa: BLE001 - anything here means "cannot load the model"
             raise LLMError(f"cannot load {path} with llama.cpp: {e}") from e
         self.load_seconds = time.perf_counter() - t0

@@ -29,6 +29,7 @@ from hippo_engine.models.assets import (
     find_packaged_llm,
     packaged_gguf,
 )
+from hippo_engine.progress import loading
 from hippo_engine.system import usable_cpus
 
 logger = logging.getLogger(__name__)
@@ -254,7 +255,8 @@ class LocalHFClient(LLMClient):
         if self._load_error is not None:
             raise self._load_error
         try:
-            self._load()
+            with loading(f"LLM {self.model_name} (transformers)", self.show_progress):
+                self._load()
         except LLMError as e:
             self._load_error = e
             raise

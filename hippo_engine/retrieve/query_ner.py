@@ -8,7 +8,7 @@ import numpy as np
 
 from hippo_engine.config import HippoConfig
 from hippo_engine.index.ner import NERExtractor
-from hippo_engine.llm.base import LLMClient
+from hippo_engine.llm.base import LLMClient, unparseable_reason
 from hippo_engine.text import normalize_phrase
 
 #: question -> texts of its failed LLM calls (what ``QuerySolution.errors`` lists)
@@ -34,7 +34,7 @@ def query_entities(llm, queries: Sequence[str], max_new_tokens: int | None, norm
                 names = read_ner(res.text)
             except ValueError as e:
                 llm.discard(res)
-                problem = f"unparseable reply: {e}"
+                problem = f"{unparseable_reason(res.text)} ({e})"
         if problem is not None and errors is not None:
             errors.setdefault(q, []).append(f"query NER: {problem}")
         ents.append([n for n in (normalize_phrase(e, normalization) for e in names) if n])
