@@ -51,6 +51,11 @@ GARBAGE = b"\x89PNG\r\n\x1a\n\x00\xff\xfe<html>502 Bad Gateway</ht\xc3\x28 {\"ch
 Responder = Callable[[list[dict]], str]
 
 
+class _Server(ThreadingHTTPServer):
+    # a listen backlog for many concurrent clients (the default 5 makes the 6th connect wait ~1 s)
+    request_queue_size = 256
+
+
 def body_hash(body: dict) -> str:
     """SHA-256 of a request body's canonical JSON (same request, same hash)."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
@@ -172,7 +177,7 @@ class FakeOpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout)
                     return False
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                        daemon=True)
