@@ -19,6 +19,7 @@ from pathlib import Path
 from hippo_engine.index.extraction import Extraction, safe_name  # noqa: F401 (re-exported)
 from hippo_engine.index.ner import NERExtractor
 from hippo_engine.index.openie import OpenIE, OpenIEResult, load_openie_file, save_openie_file
+from hippo_engine.index.results_file import ResultsFile
 from hippo_engine.llm.base import LLMClient
 
 logger = logging.getLogger(__name__)
@@ -34,35 +35,25 @@ class OpenIEExtractor:
         self.path = Path(save_dir) / f"openie_results_ner_{safe_name(llm_name)}.json"
         self._llm, self.llm_name = llm, llm_name
         self.max_new_tokens, self.show_progress = max_new_tokens, show_progress
-        self._results: dict[str, OpenIEResult] | None = None
+        self.file = ResultsFile(self.path, load_openie_file, save_openie_file, "OpenIE results file")
 
     @property
     def results(self) -> dict[str, OpenIEResult]:
         """The results file's content, read when first needed (an index call that extracts, an
         import), so a damaged file does not stop opening the index to query or delete. A file
         that cannot be read raises an error naming it."""
-        if self._results is None:
-            self._results = self._load()
-        return self._results
-
-    def _load(self) -> dict[str, OpenIEResult]:
-        if not self.path.exists():
-            return {}
-        try:
-            return load_openie_file(self.path)
-        except UnicodeDecodeError as e:
-            raise ValueError(f"OpenIE results file {self.path} is not UTF-8 text ({e}); fix or delete it "
-                             f"(its passages are then extracted again)") from None
+        return self.file.results
 
     def import_file(self, path: str | Path) -> int:
         """Seed results from a reference or HippoRAG v1 OpenIE file; returns how many passages."""
         loaded = load_openie_file(path)
         self.results.update(loaded)
-        save_openie_file(self.path, self.results.values())
+        self.file.save()
         logger.info("imported OpenIE results for %d passages from %s", len(loaded), path)
         return len(loaded)
 
     def extract(self, passages: Mapping[str, str]) -> Extraction:
+        self.file.refresh()      # another process may have extracted some meanwhile
         missing = {k: v for k, v in passages.items() if k not in self.results}
         failed: dict[str, str] = {}
         if missing:
@@ -70,7 +61,7 @@ class OpenIEExtractor:
             runner = OpenIE(self._llm(), max_new_tokens=self.max_new_tokens, show_progress=self.show_progress)
             results, failed = runner.run(missing)
             self.results.update(results)
-            save_openie_file(self.path, self.results.values())
+            self.file.save()
         ok = [k for k in passages if k in self.results]
         return Extraction(triples={k: self.results[k].triples for k in ok}, failed=failed,
                           llm_passages=len(missing))

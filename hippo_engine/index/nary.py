@@ -50,6 +50,7 @@ from hippo_engine.index.nary_parse import (  # noqa: F401 (parse_nary re-exporte
     NarySegment,
     parse_nary,
 )
+from hippo_engine.index.results_file import ResultsFile
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, unparseable_reason
 from hippo_engine.prompts import load_json_prompt, prompt_path
 from hippo_engine.system import atomic_write_text
@@ -157,8 +158,8 @@ class _Saver:
     """Saves after every batch while saving is cheap; on large files, at most ~10% of the time
     goes to saving (the LLM cache, when on, keeps the replies in between). Always on close."""
 
-    def __init__(self, path: Path, results: Callable[[], Iterable[NaryResult]]):
-        self.path, self.results = path, results
+    def __init__(self, file: ResultsFile):
+        self.file = file
         self.dirty, self.cost, self.last = False, 0.0, 0.0
 
     def changed(self) -> None:
@@ -169,7 +170,7 @@ class _Saver:
     def save(self) -> None:
         if self.dirty:
             t = time.perf_counter()
-            save_nary_file(self.path, self.results())
+            self.file.save()
             self.last = time.perf_counter()
             self.cost, self.dirty = self.last - t, False
 
@@ -185,10 +186,17 @@ class NaryExtractor:
         self.path = Path(save_dir) / f"nary_results_{safe_name(llm_name)}.json"
         self._llm, self.llm_name = llm, llm_name
         self.max_new_tokens, self.show_progress = max_new_tokens, show_progress
-        self.results: dict[str, NaryResult] = load_nary_file(self.path) if self.path.exists() else {}
+        self.file = ResultsFile(self.path, load_nary_file, save_nary_file, "n-ary results file")
         self._prompt: dict | None = None
 
+    @property
+    def results(self) -> dict[str, NaryResult]:
+        """The results file's content, read when first needed (a damaged file does not stop
+        opening the index to query or delete)."""
+        return self.file.results
+
     def extract(self, passages: Mapping[str, str]) -> Extraction:
+        self.file.refresh()      # another process may have extracted some meanwhile
         missing = {k: v for k, v in passages.items() if k not in self.results}
         failed = self._run(missing) if missing else {}
         ok = [k for k in passages if k in self.results]
@@ -205,7 +213,7 @@ class NaryExtractor:
         step = max(1, int(getattr(llm, "max_concurrency", 1) or 1))
         failed: dict[str, str] = {}
         stats = {"segments": 0, "dropped": 0, "truncated": 0}
-        saver = _Saver(self.path, lambda: self.results.values())
+        saver = _Saver(self.file)
         bar = tqdm(total=len(ids), desc="n-ary facts", disable=not self.show_progress)
         try:
             for start in range(0, len(ids), step):

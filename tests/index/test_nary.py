@@ -340,11 +340,15 @@ def test_cut_off_reply_keeps_complete_segments(tmp_path):
 def test_damaged_results_file_names_the_file(tmp_path, content, match):
     path = tmp_path / "nary_results_scripted.json"
     path.write_text(content, encoding="utf-8")
+    ex = extractor(tmp_path, ScriptedLLM(nary_respond))      # read lazily: opening does not fail
     with pytest.raises(ValueError, match=match) as e:
-        extractor(tmp_path, ScriptedLLM(nary_respond))
+        ex.extract(ids(CORPUS[:1]))
     assert str(path) in str(e.value)
+    rag = HippoRAG(tmp_path, extractor="nary", llm=ScriptedLLM(nary_respond), encoder=NgramEncoder(),
+                   show_progress=False)
+    assert rag.graph_stats()["passage_nodes"] == 0               # the index opens to query or delete
     with pytest.raises(ValueError, match=re.escape(str(path))):
-        HippoRAG(tmp_path, extractor="nary", llm=ScriptedLLM(nary_respond), encoder=NgramEncoder())
+        rag.index(CORPUS[:1])                                    # extraction names the file
 
 
 def test_results_file_round_trip(tmp_path):
