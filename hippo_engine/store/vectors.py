@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -208,8 +209,10 @@ class SQLiteEmbeddingStore(EmbeddingStore):
                 os.close(fd)
 
     def _remove_sidecars(self, keep: Path | None) -> None:
+        """Delete the other generations' files, but not a temp file a live process is writing
+        (``<name>.tmp<pid>``: another process rebuilding its sidecar)."""
         for p in self._sidecars():
-            if p != keep:
+            if p != keep and not _written_by_live_process(p):
                 with contextlib.suppress(OSError):
                     p.unlink()
 
@@ -323,3 +326,18 @@ class SQLiteEmbeddingStore(EmbeddingStore):
         self._ids, self._mat = self._ids[keep], np.ascontiguousarray(self._mat[keep])
         self._row = {k: i for i, k in enumerate(self._ids)}
         self._after_write()
+
+
+def _written_by_live_process(path: Path) -> bool:
+    """True for a ``*.tmp<pid>`` file whose process is still running."""
+    m = re.search(r"\.tmp(\d+)$", path.name)
+    if m is None:
+        return False
+    try:
+        os.kill(int(m.group(1)), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True     # exists, owned by someone else (or an absurd pid: leave it alone)
+    return True
+

@@ -286,3 +286,28 @@ def test_foreign_sqlite_file_in_save_dir_is_refused_by_the_facade_writing_nothin
     assert str(path) in str(e.value) and "invoices" in str(e.value)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert sorted(os.listdir(tmp_path)) == ["index.sqlite"]          # no graph, lock or results file beside it
+
+
+def test_sidecar_cleanup_spares_a_live_processs_temp_file(tmp_path):
+    """A new generation's files replace the old ones, but a ``.tmp<pid>`` another live process is
+    still writing is left alone (its rename would fail); a dead process's temp goes."""
+    import subprocess
+    import sys
+    s = open_store(tmp_path, mmap=True)
+    fill(s, chunks=1)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        theirs = s.mmap_dir / f"entity.99.float32.npy.tmp{live.pid}"
+        orphan = s.mmap_dir / f"entity.98.float32.npy.tmp{dead.pid}"
+        old = s.mmap_dir / "entity.97.float32.npy"
+        for p in (theirs, orphan, old):
+            p.write_bytes(b"x")
+        with s.db.transaction():
+            s.upsert(["extra"], ["extra text"], VECS[:1])
+        assert s.matrix.shape[0] == len(KEYS) + 1
+        assert theirs.exists() and not orphan.exists() and not old.exists()
+    finally:
+        live.kill()
+        live.wait()
