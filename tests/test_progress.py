@@ -29,6 +29,7 @@ def test_index_retrieve_and_qa_announce_their_llm_calls(tmp_path, caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == PROGRESS_LOGGER]
     assert "3 new passages: 3 without stored results go to the LLM 'scripted' for openie fact extraction" in lines
     assert "1 new passage: 1 without stored results go to the LLM 'scripted' for openie fact extraction" in lines
+    assert any(line.startswith("indexing 3 passage(s): ") and "new facts to embed" in line for line in lines)
     assert "recognition filter: up to 2 LLM calls ('scripted')" in lines
     assert "reader: 2 LLM calls ('scripted', top 5 passages each)" in lines
 

@@ -31,6 +31,7 @@ from hippo_engine.index.graph import GraphData, build_graph
 from hippo_engine.index.graphstate import GraphState
 from hippo_engine.index.synonymy import rows_of, update_synonymy
 from hippo_engine.models.encoder import Encoder
+from hippo_engine.progress import announce, loading
 from hippo_engine.store import IndexDB, SQLiteEmbeddingStore, StoreError
 from hippo_engine.store.files import remove_orphan_temps
 from hippo_engine.store.lock import WriterLock
@@ -88,10 +89,11 @@ class Index(GraphState):
         if self._stores is None:
             dim = self.db.get_meta("dim")
             dim = int(dim) if dim is not None else self.encoder.dim
-            self._stores = {ns: SQLiteEmbeddingStore(self.db, ns, dim,
-                                                     vector_dtype=self.config.embedding_storage_dtype,
-                                                     mmap=self.config.embedding_mmap)
-                            for ns in ("passage", "entity", "fact")}
+            with loading(f"index vectors from {self.db.path}", self.config.show_progress and len(self) > 0):
+                self._stores = {ns: SQLiteEmbeddingStore(self.db, ns, dim,
+                                                         vector_dtype=self.config.embedding_storage_dtype,
+                                                         mmap=self.config.embedding_mmap)
+                                for ns in ("passage", "entity", "fact")}
         return self._stores
 
     @property
@@ -206,6 +208,8 @@ class Index(GraphState):
         t1 = time.perf_counter()
         eids = sorted(ent_text)
         fids = sorted(fact_txt)
+        announce(f"indexing {len(new_ids)} passage(s): {len(eids)} new entities, {len(fids)} new facts to embed, "
+                 f"then synonymy edges and the graph")
         old_version, old_digest = self._loaded_version, self._digest
         tim = {"embed_passages": 0.0, "embed_entities": 0.0, "embed_facts": 0.0, "write_stores": 0.0}
         try:
