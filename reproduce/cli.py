@@ -19,6 +19,7 @@ from hippo_engine.llm.base import LLMClient
 
 from . import build_filter_demos, check_index, communities
 from . import tables as tables_pkg
+from .bench import killharness
 from .bench import musique as bench_musique
 from .bench import suite as bench_suite
 from .tables import cli as tables
@@ -30,6 +31,7 @@ COMMANDS: dict[str, ModuleType] = {
     "check-index": check_index,
     "communities": communities,
     "build-filter-demos": build_filter_demos,
+    "kill-harness": killharness,
 }
 #: What every table command writes and caches (the table package's docstring after its first line).
 TABLES_NOTE = (tables_pkg.__doc__ or "").strip().split("\n\n", 1)[-1]
@@ -45,6 +47,7 @@ HELP = {
     "check-index": "idempotence / insert / delete checks on the MuSiQue subset (no LLM call)",
     "communities": "HiRAG communities on the MuSiQue subset: clusters, report cost, recall per mode",
     "build-filter-demos": "build the recognition filter's demonstrations (prompts/filter_program.json)",
+    "kill-harness": "reliability: SIGKILL a writer at random moments of index/delete, check and resume the index",
 }
 
 

@@ -1,0 +1,310 @@
+"""kill -9 harness: a writer killed at random moments of ``index()`` and ``delete()``.
+
+    python -m reproduce kill-harness [--kills 200] [--passages 60] [--seed 0] [--encoder real|fake]
+
+A child process (forked from a server that has the engine's modules imported, so a restart costs
+the model load, not the imports) opens an index of MuSiQue passages (released OpenIE results: no
+LLM call) and indexes and deletes random batches in a loop, writing each operation to a journal
+(fsync) before it starts and after it ends. The parent kills it with SIGKILL at a random moment,
+then checks the index:
+
+* readable: it opens, ``graph_stats()`` and ``retrieve()`` work (counted as unreadable otherwise);
+* atomic: the passages present are those before or after the interrupted operation;
+* resumed: the interrupted operation is run again; then every passage that should be there is
+  (lost = 0) and nothing else is (extra = 0), and the index equals a clean build of the same
+  passages (stores, graph nodes and edges, synonymy; ``diff_snapshots``);
+* orphan temporary files left in the folder are counted (before and after opening).
+
+Then a new child carries on from the index as it is. Clean builds use the real encoder through a
+memo of vectors (no forward pass after the first), so a kill costs about a model load.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import shutil
+import signal
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from hippo_engine.index.diagnostics import diff_snapshots, snapshot_index
+
+from .reliability import (
+    ENCODERS,
+    MemoEncoder,
+    header,
+    load_line,
+    make_encoder,
+    musique_passages,
+    musique_questions,
+    open_engine,
+    passage_id,
+    real_encoder,
+    stats_diff,
+    write_openie_subset,
+    write_reports,
+)
+
+#: modules the fork server imports once, so that a restarted child does not (the model classes
+#: only for the real encoder)
+PRELOAD = ["hippo_engine.hipporag", "hippo_engine.models.encoder", "reproduce.bench.reliability", "scipy.sparse",
+           "igraph"]
+PRELOAD_REAL = ["transformers", "transformers.models.bert.modeling_bert"]
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The ``kill-harness`` command's options."""
+    ap.add_argument("--kills", type=int, default=200, help="SIGKILLs to deliver (default 200)")
+    ap.add_argument("--passages", type=int, default=60, help="MuSiQue passages in play (default 60)")
+    ap.add_argument("--max-batch", type=int, default=8, help="largest batch per index/delete call (default 8)")
+    ap.add_argument("--max-delay", type=float, default=3.0, help="a kill lands 0.05 s to this many seconds after "
+                    "the child is ready (default 3)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--encoder", choices=ENCODERS, default="real", help="real (the engine's) or fake (tests)")
+    ap.add_argument("--compare-every", type=int, default=1, help="clean-build comparison every N kills (default 1)")
+    ap.add_argument("--work", type=Path, default=Path("outputs/kill_harness"), help="work folder (emptied first)")
+    ap.add_argument("--name", default="kill_harness", help="report name under reproduce/results/reliability/")
+    ap.add_argument("--out-dir", type=Path, default=None, help="report folder (default reproduce/results/reliability)")
+
+
+# ----------------------------------------------------------------------------- the child
+def _journal(path: Path, entry: dict) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def child_main(cfg: dict) -> None:
+    """Index and delete random batches until killed (runs in the forked child)."""
+    docs = json.loads(Path(cfg["docs"]).read_text(encoding="utf-8"))
+    rag = open_engine(Path(cfg["save_dir"]), make_encoder(cfg["encoder"]))
+    rag.encoder.encode(["warm-up"])                    # the model is loaded before the kills start
+    ids = [passage_id(d) for d in docs]
+    present = {i for i, pid in enumerate(ids) if rag.index_state.has_passage(pid)}
+    rng = random.Random(cfg["seed"])
+    journal = Path(cfg["journal"])
+    Path(cfg["ready"]).write_text(str(os.getpid()))
+    for k in range(10 ** 9):
+        absent = sorted(set(range(len(docs))) - present)
+        op = "index" if absent and (not present or rng.random() < 0.6) else "delete"
+        pool = absent if op == "index" else sorted(present)
+        batch = rng.sample(pool, min(len(pool), rng.randint(1, cfg["max_batch"])))
+        op_id = f"{cfg['run']}-{k}"
+        _journal(journal, {"id": op_id, "op": op, "docs": batch})
+        try:
+            (rag.index if op == "index" else rag.delete)([docs[i] for i in batch])
+        except Exception as e:  # noqa: BLE001 - written down for the parent, then the child stops
+            _journal(journal, {"id": op_id, "error": f"{type(e).__name__}: {e}"})
+            raise
+        present = present | set(batch) if op == "index" else present - set(batch)
+        _journal(journal, {"id": op_id, "done": True})
+
+
+# ----------------------------------------------------------------------------- the parent
+def read_journal(path: Path) -> tuple[set[int], dict | None, list[str]]:
+    """(passages present after every finished operation, the unfinished one or None, child errors)."""
+    present: set[int] = set()
+    pending: dict | None = None
+    errors: list[str] = []
+    if not path.exists():
+        return present, None, errors
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            e = json.loads(line)
+        except json.JSONDecodeError:           # a line cut by the kill: the op never started its work
+            continue
+        if "op" in e:
+            pending = e
+        elif pending is not None and e.get("id") == pending["id"]:
+            if e.get("done"):
+                batch = set(pending["docs"])
+                present = present | batch if pending["op"] == "index" else present - batch
+            else:
+                errors.append(str(e.get("error")))
+            pending = None
+    return present, pending, errors
+
+
+def orphans(folder: Path) -> list[str]:
+    """Temporary files in an index folder (a write cut between the temp file and the rename)."""
+    return sorted(p.name for p in folder.rglob("*") if p.is_file() and (".tmp" in p.name or p.name.endswith("~")))
+
+
+class Harness:
+    """State of one run: the corpus, the work folder, the checking engine's encoder, counters."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.work = Path(args.work)
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.work.mkdir(parents=True)
+        self.docs = musique_passages(args.passages)
+        self.ids = [passage_id(d) for d in self.docs]
+        (self.work / "docs.json").write_text(json.dumps(self.docs), encoding="utf-8")
+        self.openie = write_openie_subset(self.docs, self.work / "openie.json")
+        self.save_dir = self.work / "index"
+        self.journal = self.work / "journal.jsonl"
+        inner = make_encoder(args.encoder) or real_encoder()
+        self.encoder = MemoEncoder(inner)
+        self.query = musique_questions()[0]
+        rag = self.open(self.save_dir)
+        rag.import_openie(self.openie)
+        rag.close()
+        self.rows: list[dict] = []
+        self.counts: Counter[str] = Counter()
+
+    def open(self, path: Path):
+        return open_engine(path, self.encoder)
+
+    def child_cfg(self, run: int) -> dict:
+        return {"docs": str(self.work / "docs.json"), "save_dir": str(self.save_dir), "encoder": self.args.encoder,
+                "seed": self.args.seed * 100_003 + run, "journal": str(self.journal), "run": run,
+                "ready": str(self.work / f"ready.{run}"), "max_batch": self.args.max_batch}
+
+    def present(self, rag) -> set[int]:
+        return {i for i, pid in enumerate(self.ids) if rag.index_state.has_passage(pid)}
+
+    def check(self, run: int, moment: float, compare: bool) -> dict:
+        """Open the index after a kill, check it, resume the interrupted operation, compare."""
+        before_open = orphans(self.save_dir)
+        row: dict = {"run": run, "kill_after_s": round(moment, 3), "orphans_before_open": len(before_open)}
+        expected, pending, errors = read_journal(self.journal)
+        row["child_errors"] = errors
+        row["phase"] = pending["op"] if pending else "between"
+        try:
+            rag = self.open(self.save_dir)
+            stats = rag.graph_stats()
+            if len(rag.index_state):
+                rag.retrieve([self.query], num_to_retrieve=5)
+        except Exception as e:  # noqa: BLE001 - the finding itself
+            row.update(readable=False, error=f"{type(e).__name__}: {e}")
+            return row
+        row.update(readable=True, passages=stats.get("passage_nodes", len(rag.index_state)))
+        row["orphans_after_open"] = len(orphans(self.save_dir))
+        now = self.present(rag)
+        after = set(expected)
+        if pending:
+            batch = set(pending["docs"])
+            after = expected | batch if pending["op"] == "index" else expected - batch
+        row["atomic"] = "before" if now == expected else "after" if now == after else "partial"
+        if pending:                                    # resume: run the interrupted operation again
+            (rag.index if pending["op"] == "index" else rag.delete)([self.docs[i] for i in pending["docs"]])
+            _journal(self.journal, {"id": pending["id"], "done": True, "resumed_by": "parent"})
+        now = self.present(rag)
+        row.update(lost=len(after - now), extra=len(now - after), present=len(now))
+        if compare:
+            row["diff"] = self.compare(rag, sorted(now))
+        rag.close()
+        return row
+
+    def compare(self, rag, present: Sequence[int]) -> list[str]:
+        """Differences between the index and a clean build of the same passages (empty: equal)."""
+        clean_dir = self.work / "clean"
+        shutil.rmtree(clean_dir, ignore_errors=True)
+        clean = self.open(clean_dir)
+        clean.import_openie(self.openie)
+        if present:
+            clean.index([self.docs[i] for i in present])
+        diff = diff_snapshots(snapshot_index(rag), snapshot_index(clean))
+        if present:
+            diff += stats_diff(rag.graph_stats(), clean.graph_stats())
+        clean.close()
+        shutil.rmtree(clean_dir, ignore_errors=True)
+        return diff
+
+    def run(self) -> dict:
+        """Kill, check, restart, ``--kills`` times; returns the summary."""
+        args = self.args
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD + (PRELOAD_REAL if args.encoder == "real" else []))
+        rng = random.Random(args.seed)
+        t0 = time.perf_counter()
+        for run in range(args.kills):
+            cfg = self.child_cfg(run)
+            p = ctx.Process(target=child_main, args=(cfg,), daemon=True)
+            t_start = time.perf_counter()
+            p.start()
+            ready = Path(cfg["ready"])
+            while not ready.exists() and p.is_alive():
+                time.sleep(0.01)
+            startup = time.perf_counter() - t_start
+            moment = rng.uniform(0.05, args.max_delay)
+            time.sleep(moment)
+            killed = p.is_alive()
+            if killed:
+                os.kill(p.pid, signal.SIGKILL)
+            p.join()
+            row = self.check(run, moment, compare=(run + 1) % args.compare_every == 0)
+            row.update(child_startup_s=round(startup, 2), killed=killed, exitcode=p.exitcode)
+            self.rows.append(row)
+            self._count(row)
+            if (run + 1) % 10 == 0 or not row.get("readable") or row.get("lost") or row.get("diff"):
+                print(f"[{run + 1}/{args.kills}] {dict(self.counts)} ({time.perf_counter() - t0:.0f} s, "
+                      f"{load_line()})", flush=True)
+            if not row.get("readable"):
+                print(f"    unreadable after kill {run}: {row.get('error')}", flush=True)
+                break
+        return self.summary(time.perf_counter() - t0)
+
+    def _count(self, row: dict) -> None:
+        c = self.counts
+        c["kills"] += bool(row.get("killed"))
+        c["unreadable"] += not row.get("readable")
+        c[f"phase_{row.get('phase')}"] += 1
+        c[f"atomic_{row.get('atomic')}"] += 1
+        c["lost_docs"] += row.get("lost", 0)
+        c["extra_docs"] += row.get("extra", 0)
+        c["compared"] += "diff" in row
+        c["not_equal_clean"] += bool(row.get("diff"))
+        c["child_errors"] += len(row.get("child_errors", []))
+        c["orphan_tmp_after_open"] += row.get("orphans_after_open", 0)
+        c["exited_before_kill"] += not row.get("killed")
+
+    def summary(self, elapsed: float) -> dict:
+        starts = [r["child_startup_s"] for r in self.rows]
+        return {"counts": dict(self.counts), "elapsed_s": round(elapsed, 1), "load": load_line(),
+                "child_startup_s_median": sorted(starts)[len(starts) // 2] if starts else None,
+                "passages": self.args.passages, "encoder": self.args.encoder, "seed": self.args.seed,
+                "rows": self.rows}
+
+
+def render(summary: dict, command: str) -> str:
+    """The markdown report."""
+    c = summary["counts"]
+    lines = [header("kill -9 harness", command),
+             f"{summary['passages']} MuSiQue passages, encoder {summary['encoder']}, seed {summary['seed']}; "
+             f"{summary['elapsed_s']} s in all, child start {summary['child_startup_s_median']} s (median)\n",
+             "| figure | value |", "|---|---|"]
+    for key in ("kills", "unreadable", "phase_index", "phase_delete", "phase_between", "atomic_before",
+                "atomic_after", "atomic_partial", "lost_docs", "extra_docs", "compared", "not_equal_clean",
+                "child_errors", "orphan_tmp_after_open", "exited_before_kill"):
+        lines.append(f"| {key} | {c.get(key, 0)} |")
+    bad = [r for r in summary["rows"] if not r.get("readable") or r.get("lost") or r.get("extra") or r.get("diff")
+           or r.get("child_errors") or r.get("atomic") == "partial"]
+    if bad:
+        lines += ["", "Runs with a finding:", ""] + [f"* {json.dumps(r)}" for r in bad[:20]]
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Run the harness, print and write the report; exit 1 on any finding."""
+    summary = Harness(args).run()
+    text = render(summary, f"python -m reproduce {' '.join(argv)}")
+    kw = {"out_dir": args.out_dir} if args.out_dir else {}
+    md, js = write_reports(args.name, text, summary, **kw)
+    print(text)
+    print(f"written: {md}, {js}")
+    c = summary["counts"]
+    bad = (c.get("unreadable", 0) + c.get("lost_docs", 0) + c.get("extra_docs", 0) + c.get("not_equal_clean", 0)
+           + c.get("child_errors", 0) + c.get("atomic_partial", 0))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit("run: python -m reproduce kill-harness")
