@@ -31,7 +31,6 @@ COMMANDS: dict[str, ModuleType] = {
     "check-index": check_index,
     "communities": communities,
     "build-filter-demos": build_filter_demos,
-    "kill-harness": killharness,
 }
 #: What every table command writes and caches (the table package's docstring after its first line).
 TABLES_NOTE = (tables_pkg.__doc__ or "").strip().split("\n\n", 1)[-1]
@@ -47,7 +46,10 @@ HELP = {
     "check-index": "idempotence / insert / delete checks on the MuSiQue subset (no LLM call)",
     "communities": "HiRAG communities on the MuSiQue subset: clusters, report cost, recall per mode",
     "build-filter-demos": "build the recognition filter's demonstrations (prompts/filter_program.json)",
-    "kill-harness": "reliability: SIGKILL a writer at random moments of index/delete, check and resume the index",
+}
+#: The reliability benchmarks (issue 13), same interface as ``COMMANDS``: name -> (module, help line).
+RELIABILITY: dict[str, tuple[ModuleType, str]] = {
+    "kill-harness": (killharness, "reliability: SIGKILL a writer at random moments of index/delete, check, resume"),
 }
 
 
@@ -64,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=HELP[name], description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
+    for name, (module, line) in RELIABILITY.items():
+        p = sub.add_parser(name, help=line, description=module.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
     return ap
 
 
@@ -74,5 +80,6 @@ def main(argv: Sequence[str] | None = None, *, llm: LLMClient | None = None, enc
     args = build_parser().parse_args(argv)
     if args.command in tables.TABLES:
         return tables.run(args, argv, llm=llm, encoder=encoder)
-    run: Callable[[argparse.Namespace, Sequence[str]], int] = COMMANDS[args.command].run
+    module = COMMANDS[args.command] if args.command in COMMANDS else RELIABILITY[args.command][0]
+    run: Callable[[argparse.Namespace, Sequence[str]], int] = module.run
     return run(args, argv)
