@@ -62,8 +62,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--kills", type=int, default=200, help="SIGKILLs to deliver (default 200)")
     ap.add_argument("--passages", type=int, default=60, help="MuSiQue passages in play (default 60)")
     ap.add_argument("--max-batch", type=int, default=8, help="largest batch per index/delete call (default 8)")
-    ap.add_argument("--max-delay", type=float, default=3.0, help="a kill lands 0.05 s to this many seconds after "
-                    "the child is ready (default 3)")
+    ap.add_argument("--max-delay", type=float, default=10.0, help="longest wait for a kill after the child's last "
+                    "finished operation (default 10; the wait is drawn up to 1.2 x the median operation time)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--encoder", choices=ENCODERS, default="real", help="real (the engine's) or fake (tests)")
     ap.add_argument("--compare-every", type=int, default=1, help="clean-build comparison every N kills (default 1)")
@@ -96,14 +96,14 @@ def child_main(cfg: dict) -> None:
         pool = absent if op == "index" else sorted(present)
         batch = rng.sample(pool, min(len(pool), rng.randint(1, cfg["max_batch"])))
         op_id = f"{cfg['run']}-{k}"
-        _journal(journal, {"id": op_id, "op": op, "docs": batch})
+        _journal(journal, {"id": op_id, "op": op, "docs": batch, "t": time.time()})
         try:
             (rag.index if op == "index" else rag.delete)([docs[i] for i in batch])
         except Exception as e:  # noqa: BLE001 - written down for the parent, then the child stops
             _journal(journal, {"id": op_id, "error": f"{type(e).__name__}: {e}"})
             raise
         present = present | set(batch) if op == "index" else present - set(batch)
-        _journal(journal, {"id": op_id, "done": True})
+        _journal(journal, {"id": op_id, "done": True, "t": time.time()})
 
 
 # ----------------------------------------------------------------------------- the parent
@@ -173,7 +173,7 @@ class Harness:
     def check(self, run: int, moment: float, compare: bool) -> dict:
         """Open the index after a kill, check it, resume the interrupted operation, compare."""
         before_open = orphans(self.save_dir)
-        row: dict = {"run": run, "kill_after_s": round(moment, 3), "orphans_before_open": len(before_open)}
+        row: dict = {"run": run, "kill_wait_s": round(moment, 3), "orphans_before_open": len(before_open)}
         expected, pending, errors = read_journal(self.journal)
         row["child_errors"] = errors
         row["phase"] = pending["op"] if pending else "between"
@@ -234,8 +234,7 @@ class Harness:
             while not ready.exists() and p.is_alive():
                 time.sleep(0.01)
             startup = time.perf_counter() - t_start
-            moment = rng.uniform(0.05, args.max_delay)
-            time.sleep(moment)
+            moment = self.wait_and_pick(rng, run, p)
             killed = p.is_alive()
             if killed:
                 os.kill(p.pid, signal.SIGKILL)
@@ -251,6 +250,44 @@ class Harness:
                 print(f"    unreadable after kill {run}: {row.get('error')}", flush=True)
                 break
         return self.summary(time.perf_counter() - t0)
+
+    def op_durations(self) -> list[float]:
+        """Seconds each finished operation of the children took (from the journal)."""
+        starts, out = {}, []
+        for line in self.journal.read_text(encoding="utf-8").splitlines() if self.journal.exists() else []:
+            try:
+                e = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "op" in e:
+                starts[e["id"]] = e.get("t")
+            elif e.get("done") and starts.get(e["id"]) and e.get("t"):
+                out.append(e["t"] - starts[e["id"]])
+        return out
+
+    def wait_and_pick(self, rng: random.Random, run: int, p) -> float:
+        """Let the child finish 0 to 2 operations, then wait a random part of a typical operation
+        (up to 1.2 times the median so far, at most ``--max-delay``): kills fall at random points
+        of index and delete calls alike, not only into the first one. Returns the seconds waited
+        after the last finished operation."""
+        skip = rng.randint(0, 2)
+        while p.is_alive() and sum(1 for d in self._done_ids() if d.startswith(f"{run}-")) < skip:
+            time.sleep(0.005)
+        durs = sorted(self.op_durations()[-50:])
+        typical = durs[len(durs) // 2] if durs else 1.0
+        moment = rng.uniform(0.0, min(self.args.max_delay, 1.2 * typical))
+        time.sleep(moment)
+        return moment
+
+    def _done_ids(self) -> list[str]:
+        out = []
+        for line in self.journal.read_text(encoding="utf-8").splitlines() if self.journal.exists() else []:
+            if '"done"' in line:
+                try:
+                    out.append(json.loads(line)["id"])
+                except (json.JSONDecodeError, KeyError):
+                    pass
+        return out
 
     def _count(self, row: dict) -> None:
         c = self.counts
@@ -268,7 +305,9 @@ class Harness:
 
     def summary(self, elapsed: float) -> dict:
         starts = [r["child_startup_s"] for r in self.rows]
-        return {"counts": dict(self.counts), "elapsed_s": round(elapsed, 1), "load": load_line(),
+        durs = sorted(self.op_durations())
+        return {"op_s_median": round(durs[len(durs) // 2], 3) if durs else None, "ops_finished": len(durs),
+                "counts": dict(self.counts), "elapsed_s": round(elapsed, 1), "load": load_line(),
                 "child_startup_s_median": sorted(starts)[len(starts) // 2] if starts else None,
                 "passages": self.args.passages, "encoder": self.args.encoder, "seed": self.args.seed,
                 "rows": self.rows}
@@ -279,7 +318,9 @@ def render(summary: dict, command: str) -> str:
     c = summary["counts"]
     lines = [header("kill -9 harness", command),
              f"{summary['passages']} MuSiQue passages, encoder {summary['encoder']}, seed {summary['seed']}; "
-             f"{summary['elapsed_s']} s in all, child start {summary['child_startup_s_median']} s (median)\n",
+             f"{summary['elapsed_s']} s in all, child start {summary['child_startup_s_median']} s (median), "
+             f"{summary['ops_finished']} operations finished by the children, {summary['op_s_median']} s each "
+             "(median)\n",
              "| figure | value |", "|---|---|"]
     for key in ("kills", "unreadable", "phase_index", "phase_delete", "phase_between", "atomic_before",
                 "atomic_after", "atomic_partial", "lost_docs", "extra_docs", "compared", "not_equal_clean",
