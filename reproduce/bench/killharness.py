@@ -62,8 +62,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--kills", type=int, default=200, help="SIGKILLs to deliver (default 200)")
     ap.add_argument("--passages", type=int, default=60, help="MuSiQue passages in play (default 60)")
     ap.add_argument("--max-batch", type=int, default=8, help="largest batch per index/delete call (default 8)")
-    ap.add_argument("--max-delay", type=float, default=10.0, help="longest wait for a kill after the child's last "
-                    "finished operation (default 10; the wait is drawn up to 1.2 x the median operation time)")
+    ap.add_argument("--max-delay", type=float, default=10.0, help="longest wait for a kill after the start of "
+                    "an operation (default 10; drawn up to 1.1 x the time of an earlier operation of its kind)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--encoder", choices=ENCODERS, default="real", help="real (the engine's) or fake (tests)")
     ap.add_argument("--compare-every", type=int, default=1, help="clean-build comparison every N kills (default 1)")
@@ -158,6 +158,7 @@ class Harness:
         rag.close()
         self.rows: list[dict] = []
         self.counts: Counter[str] = Counter()
+        self.orphan_names: set[str] = set()     # temporary files still there after an open
 
     def open(self, path: Path):
         return open_engine(path, self.encoder)
@@ -186,7 +187,9 @@ class Harness:
             row.update(readable=False, error=f"{type(e).__name__}: {e}")
             return row
         row.update(readable=True, passages=stats.get("passage_nodes", len(rag.index_state)))
-        row["orphans_after_open"] = len(orphans(self.save_dir))
+        after_open = orphans(self.save_dir)
+        row["orphans_after_open"] = len(after_open)
+        self.orphan_names.update(after_open)
         now = self.present(rag)
         after = set(expected)
         if pending:
@@ -251,43 +254,46 @@ class Harness:
                 break
         return self.summary(time.perf_counter() - t0)
 
-    def op_durations(self) -> list[float]:
-        """Seconds each finished operation of the children took (from the journal)."""
-        starts, out = {}, []
+    def scan(self) -> tuple[dict[str, list[float]], set[str], dict | None]:
+        """From the journal: seconds each finished child operation took (per kind), the ids of
+        finished operations, and the operation under way (None between operations)."""
+        starts: dict[str, dict] = {}
+        durs: dict[str, list[float]] = {"index": [], "delete": []}
+        done: set[str] = set()
         for line in self.journal.read_text(encoding="utf-8").splitlines() if self.journal.exists() else []:
             try:
                 e = json.loads(line)
             except json.JSONDecodeError:
                 continue
             if "op" in e:
-                starts[e["id"]] = e.get("t")
-            elif e.get("done") and starts.get(e["id"]) and e.get("t"):
-                out.append(e["t"] - starts[e["id"]])
-        return out
+                starts[e["id"]] = e
+            elif e.get("id") in starts:
+                done.add(e["id"])
+                op = starts[e["id"]]
+                if e.get("done") and e.get("t") and op.get("t"):
+                    durs[op["op"]].append(e["t"] - op["t"])
+        pending = next((op for k, op in reversed(starts.items()) if k not in done), None)
+        return durs, done, pending
 
     def wait_and_pick(self, rng: random.Random, run: int, p) -> float:
-        """Let the child finish 0 to 2 operations, then wait a random part of a typical operation
-        (up to 1.2 times the median so far, at most ``--max-delay``): kills fall at random points
-        of index and delete calls alike, not only into the first one. Returns the seconds waited
-        after the last finished operation."""
+        """Let the child finish 0 to 2 operations; when the next one starts, kill it at a random
+        point of a duration drawn from earlier operations of its kind (times 1.1, at most
+        ``--max-delay``), so kills fall anywhere in index and delete calls alike. Returns the
+        seconds from the start of that operation to the kill."""
         skip = rng.randint(0, 2)
-        while p.is_alive() and sum(1 for d in self._done_ids() if d.startswith(f"{run}-")) < skip:
+        while p.is_alive():
+            durs, done, pending = self.scan()
+            if sum(1 for d in done if d.startswith(f"{run}-")) >= skip and pending and \
+                    pending["id"].startswith(f"{run}-"):
+                break
             time.sleep(0.005)
-        durs = sorted(self.op_durations()[-50:])
-        typical = durs[len(durs) // 2] if durs else 1.0
-        moment = rng.uniform(0.0, min(self.args.max_delay, 1.2 * typical))
-        time.sleep(moment)
+        else:
+            return 0.0
+        past = durs[pending["op"]][-100:]
+        d = rng.choice(past) if past else (2.0 if pending["op"] == "index" else 0.5)
+        moment = rng.uniform(0.0, min(self.args.max_delay, 1.1 * d))
+        time.sleep(max(0.0, pending["t"] + moment - time.time()))
         return moment
-
-    def _done_ids(self) -> list[str]:
-        out = []
-        for line in self.journal.read_text(encoding="utf-8").splitlines() if self.journal.exists() else []:
-            if '"done"' in line:
-                try:
-                    out.append(json.loads(line)["id"])
-                except (json.JSONDecodeError, KeyError):
-                    pass
-        return out
 
     def _count(self, row: dict) -> None:
         c = self.counts
@@ -300,15 +306,16 @@ class Harness:
         c["compared"] += "diff" in row
         c["not_equal_clean"] += bool(row.get("diff"))
         c["child_errors"] += len(row.get("child_errors", []))
-        c["orphan_tmp_after_open"] += row.get("orphans_after_open", 0)
+        c["orphan_tmp_after_open"] = len(self.orphan_names)
         c["exited_before_kill"] += not row.get("killed")
 
     def summary(self, elapsed: float) -> dict:
         starts = [r["child_startup_s"] for r in self.rows]
-        durs = sorted(self.op_durations())
+        durs = sorted(x for v in self.scan()[0].values() for x in v)
         return {"op_s_median": round(durs[len(durs) // 2], 3) if durs else None, "ops_finished": len(durs),
                 "counts": dict(self.counts), "elapsed_s": round(elapsed, 1), "load": load_line(),
                 "child_startup_s_median": sorted(starts)[len(starts) // 2] if starts else None,
+                "orphan_files": sorted(self.orphan_names)[:50],
                 "passages": self.args.passages, "encoder": self.args.encoder, "seed": self.args.seed,
                 "rows": self.rows}
 
