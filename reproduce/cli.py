@@ -19,7 +19,7 @@ from hippo_engine.llm.base import LLMClient
 
 from . import build_filter_demos, check_index, communities
 from . import tables as tables_pkg
-from .bench import fuzzparsers, killharness, twowriters
+from .bench import fuzzparsers, killharness, memcheck, twowriters
 from .bench import musique as bench_musique
 from .bench import suite as bench_suite
 from .tables import cli as tables
@@ -51,6 +51,7 @@ HELP = {
 RELIABILITY: dict[str, tuple[ModuleType, str]] = {
     "kill-harness": (killharness, "reliability: SIGKILL a writer at random moments of index/delete, check, resume"),
     "fuzz-parsers": (fuzzparsers, "reliability: 100,000 generated replies through every model-output parser"),
+    "memory-check": (memcheck, "reliability: RSS over thousands of retrieve calls on a MuSiQue index"),
     "two-writers": (twowriters, "reliability: two processes index halves of one corpus at once, a third retrieves"),
 }
 
