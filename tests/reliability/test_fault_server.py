@@ -122,7 +122,7 @@ def test_persistent_fault_fails_clearly_then_a_rerun_indexes_everything_once(tmp
         assert again.index(DOCS) == {"added": 0} and srv.successes.total() == 40
 
 
-@pytest.mark.parametrize("fault", sorted(FAULTS))
+@pytest.mark.parametrize("fault", ["500", "garbage", "timeout", "empty_choices"])
 def test_valid_after_one_failure_per_request_ends_with_everything_indexed(tmp_path, fault, clean):
     """Each distinct request fails once, then is answered: at most one rerun (a fault the client
     does not retry), all 20 indexed, no completion delivered twice."""
