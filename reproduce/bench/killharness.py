@@ -13,7 +13,9 @@ then checks the index:
 * resumed: the interrupted operation is run again; then every passage that should be there is
   (lost = 0) and nothing else is (extra = 0), and the index equals a clean build of the same
   passages (stores, graph nodes and edges, synonymy; ``diff_snapshots``);
-* orphan temporary files left in the folder are counted (before and after opening).
+* temporary files of interrupted writes are counted after each kill (``orphan_tmp_seen``: the
+  engine removes them when a writer next takes the lock, once they are 2 s old); at the end a
+  writer takes the lock once more and none may be left (``orphan_tmp_left_at_end``).
 
 Then a new child carries on from the index as it is. Clean builds use the real encoder through a
 memo of vectors (no forward pass after the first), so a kill costs about a model load.
@@ -252,7 +254,18 @@ class Harness:
             if not row.get("readable"):
                 print(f"    unreadable after kill {run}: {row.get('error')}", flush=True)
                 break
+        self.counts["orphan_tmp_left_at_end"] = len(self.final_orphans())
         return self.summary(time.perf_counter() - t0)
+
+    def final_orphans(self) -> list[str]:
+        """Temp files left once a writer has taken the lock with every orphan old enough to go."""
+        from hippo_engine.store import files
+        time.sleep(getattr(files, "MIN_AGE_S", 2.0) + 0.3)
+        rag = self.open(self.save_dir)
+        with rag.index_state.lock.held():
+            pass
+        rag.close()
+        return orphans(self.save_dir)
 
     def scan(self) -> tuple[dict[str, list[float]], set[str], dict | None]:
         """From the journal: seconds each finished child operation took (per kind), the ids of
@@ -306,7 +319,7 @@ class Harness:
         c["compared"] += "diff" in row
         c["not_equal_clean"] += bool(row.get("diff"))
         c["child_errors"] += len(row.get("child_errors", []))
-        c["orphan_tmp_after_open"] = len(self.orphan_names)
+        c["orphan_tmp_seen"] = len(self.orphan_names)
         c["exited_before_kill"] += not row.get("killed")
 
     def summary(self, elapsed: float) -> dict:
@@ -315,7 +328,7 @@ class Harness:
         return {"op_s_median": round(durs[len(durs) // 2], 3) if durs else None, "ops_finished": len(durs),
                 "counts": dict(self.counts), "elapsed_s": round(elapsed, 1), "load": load_line(),
                 "child_startup_s_median": sorted(starts)[len(starts) // 2] if starts else None,
-                "orphan_files": sorted(self.orphan_names)[:50],
+                "orphan_files_seen": sorted(self.orphan_names)[:50],
                 "passages": self.args.passages, "encoder": self.args.encoder, "seed": self.args.seed,
                 "rows": self.rows}
 
@@ -331,7 +344,7 @@ def render(summary: dict, command: str) -> str:
              "| figure | value |", "|---|---|"]
     for key in ("kills", "unreadable", "phase_index", "phase_delete", "phase_between", "atomic_before",
                 "atomic_after", "atomic_partial", "lost_docs", "extra_docs", "compared", "not_equal_clean",
-                "child_errors", "orphan_tmp_after_open", "exited_before_kill"):
+                "child_errors", "orphan_tmp_seen", "orphan_tmp_left_at_end", "exited_before_kill"):
         lines.append(f"| {key} | {c.get(key, 0)} |")
     bad = [r for r in summary["rows"] if not r.get("readable") or r.get("lost") or r.get("extra") or r.get("diff")
            or r.get("child_errors") or r.get("atomic") == "partial"]
@@ -350,7 +363,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"written: {md}, {js}")
     c = summary["counts"]
     bad = (c.get("unreadable", 0) + c.get("lost_docs", 0) + c.get("extra_docs", 0) + c.get("not_equal_clean", 0)
-           + c.get("child_errors", 0) + c.get("atomic_partial", 0))
+           + c.get("child_errors", 0) + c.get("atomic_partial", 0) + c.get("orphan_tmp_left_at_end", 0))
     return 1 if bad else 0
 
 

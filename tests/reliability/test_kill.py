@@ -17,5 +17,6 @@ def test_a_writer_killed_at_random_moments_leaves_a_readable_index_that_resumes_
     assert c.get("lost_docs", 0) == 0 and c.get("extra_docs", 0) == 0, c
     assert c.get("atomic_partial", 0) == 0 and c.get("child_errors", 0) == 0, summary["rows"]
     assert c["compared"] == 3 and c.get("not_equal_clean", 0) == 0, [r.get("diff") for r in summary["rows"]]
+    assert c.get("orphan_tmp_left_at_end", 0) == 0, summary["orphan_files_seen"]
     assert rc == 0
     assert (out / "kill_harness.md").read_text().startswith("# kill -9 harness")
