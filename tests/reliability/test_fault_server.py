@@ -201,3 +201,23 @@ def test_cli_with_the_server_down_exits_non_zero_naming_the_queries(built, tmp_p
                "--llm-base-url", dead_url()])
     err = capsys.readouterr().err
     assert rc != 0 and "3 of 3" in err and "connection" in err.lower() and not RAW.search(err), err
+
+
+@pytest.mark.parametrize("reply", ["Sorry, I cannot help with that.", '{"named_entities": ["Arv', "[" * 5000])
+def test_an_unreadable_model_reply_fails_its_passage_and_is_asked_again_after(tmp_path, reply, clean):
+    """A completion that arrives but cannot be read (prose, cut JSON, absurd nesting) is not a
+    success: the passage fails with a clear error and the rerun asks the model again."""
+    with FakeOpenAIServer(responder=toy_respond, max_requests=5000) as srv:
+        srv.inject(("ok", reply, "stop"))
+        rag = open_rag(tmp_path / "idx", srv.base_url)
+        with pytest.raises(OpenIEError) as ei:
+            rag.index(DOCS)
+        msg = str(ei.value)
+        assert "20 of 20" in msg and re.search(r"unparseable|unreadable", msg) and not RAW.search(msg), msg
+        during = srv.successes.copy()
+        srv.heal()
+        rag.index(DOCS)
+        assert len(rag.index_state) == 20
+        assert_same(snapshot(rag), clean)
+        after = srv.successes - during
+        assert max(after.values()) == 1          # after the fault: no request answered twice
