@@ -221,3 +221,18 @@ def test_an_unreadable_model_reply_fails_its_passage_and_is_asked_again_after(tm
         assert_same(snapshot(rag), clean)
         after = srv.successes - during
         assert max(after.values()) == 1          # after the fault: no request answered twice
+
+
+@pytest.mark.parametrize("code, url_suffix, expect", [(401, "/v1", r"API key"), (403, "/v1", r"API key"),
+                                                      (404, "", r"/v1\?"), (404, "/v1", r"serves")])
+def test_refusals_are_not_retried_and_say_what_to_fix(tmp_path, code, url_suffix, expect):
+    """401/403 name the API key and how to set it; a 404 from a URL without /v1 suggests /v1."""
+    with FakeOpenAIServer(responder=toy_respond, max_requests=5000) as srv:
+        srv.inject(("status", code))
+        url = srv.base_url.removesuffix("/v1") + url_suffix
+        rag = open_rag(tmp_path / "idx", url)
+        with pytest.raises(OpenIEError) as ei:
+            rag.index(DOCS[:4])
+        msg = str(ei.value)
+        assert f"HTTP {code}" in msg and re.search(expect, msg), msg
+        assert srv.count == 4          # one try each: a refusal is not sent again
