@@ -208,8 +208,9 @@ def _alarm(_sig, _frame):
 
 
 def fuzz(samples: int, seed: int, filter_every: int, huge_every: int, call_limit: float,
-         progress: Callable[[str], None] = print) -> dict:
-    """Run the fuzz; returns counts per parser and per generator, and the first findings."""
+         progress: Callable[[str], None] = print, findings_file: Path | None = None) -> dict:
+    """Run the fuzz; returns counts per parser and per generator, and the first findings. Each
+    finding is also appended to ``findings_file`` (JSON lines) with its whole input, for a repro."""
     import logging
     logging.getLogger("hippo_engine").setLevel(logging.CRITICAL)   # parsers warn on every bad reply
     rng = random.Random(seed)
@@ -223,6 +224,7 @@ def fuzz(samples: int, seed: int, filter_every: int, huge_every: int, call_limit
     try:
         for i, (gen, text) in enumerate(generate(rng, samples, huge_every)):
             gens[gen] += 1
+            n_found = len(findings)
             for name, fn, allowed, rtype, every in table:
                 if i % every:
                     continue
@@ -255,6 +257,10 @@ def fuzz(samples: int, seed: int, filter_every: int, huge_every: int, call_limit
                                          "input_len": len(text), "input": text[:300],
                                          "where": traceback.format_exc(limit=-3)[-800:]})
                 slowest[name] = max(slowest[name], time.perf_counter() - t)
+            if findings_file is not None and len(findings) > n_found:
+                with open(findings_file, "a", encoding="utf-8") as f:
+                    for item in findings[n_found:]:
+                        f.write(json.dumps({**item, "sample": i, "input": text}, ensure_ascii=True) + "\n")
             if (i + 1) % 10000 == 0:
                 esc = sum(c["escaped"] for c in stats.values())
                 progress(f"{i + 1}/{samples} replies, {esc} escaped so far, {time.perf_counter() - t0:.0f} s "
@@ -298,14 +304,18 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--huge-every", type=int, default=5000,
                     help="a reply of up to a megabyte every n-th (default 5000)")
     ap.add_argument("--call-limit", type=float, default=20.0, help="seconds one parser call may take (default 20)")
+    ap.add_argument("--findings", type=Path, default=Path("outputs/fuzz_parsers/findings.jsonl"),
+                    help="every finding with its whole input, as JSON lines (default %(default)s)")
     ap.add_argument("--name", default="fuzz_parsers", help="report name under reproduce/results/reliability/")
     ap.add_argument("--out-dir", type=Path, default=None, help="report folder (default reproduce/results/reliability)")
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Fuzz, print and write the report; exit 1 on any finding."""
+    args.findings.parent.mkdir(parents=True, exist_ok=True)
+    args.findings.unlink(missing_ok=True)
     res = fuzz(args.samples, args.seed, args.filter_every, args.huge_every, args.call_limit,
-               progress=lambda s: print(s, flush=True))
+               progress=lambda s: print(s, flush=True), findings_file=args.findings)
     text = render(res, f"python -m reproduce {' '.join(argv)}")
     kw = {"out_dir": args.out_dir} if args.out_dir else {}
     md, js = write_reports(args.name, text, res, **kw)
