@@ -49,9 +49,9 @@ from hippo_engine.hirag.store import (  # noqa: F401 - re-exported
     META_VERSION,
     CommunityDB,
     CommunitySet,
-    CommunityVectorStore,
     clustering_params,
     communities_state,
+    community_store,
     load_communities,
 )
 from hippo_engine.llm.base import LLMClient
@@ -88,7 +88,7 @@ def build_communities(index, config, llm: LLMClient | Callable[[], LLMClient] | 
                                    temperature=config.temperature, max_llm_reports=max_llm_reports,
                                    show_progress=show)
     t2 = time.perf_counter()
-    vstore = CommunityVectorStore(index.db, stores["passage"].dim)
+    vstore = community_store(index.db, stores["passage"].dim)
     texts = {c.id: reports[c.id].text() for c in comms}
     need = [c.id for c in comms if c.id not in vstore or vstore.text(c.id) != texts[c.id]]
     vecs = index.encoder.encode([texts[i] for i in need], show_progress=show,

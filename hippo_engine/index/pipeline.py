@@ -32,7 +32,8 @@ from hippo_engine.index.graphstate import GraphState
 from hippo_engine.index.synonymy import rows_of, update_synonymy
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.progress import announce, loading
-from hippo_engine.store import IndexDB, SQLiteEmbeddingStore, StoreError
+from hippo_engine.store import EmbeddingStore, IndexDB, StoreError
+from hippo_engine.store.base import STORE_NAMES
 from hippo_engine.store.files import remove_orphan_temps
 from hippo_engine.store.lock import WriterLock
 from hippo_engine.text import (
@@ -73,7 +74,7 @@ class Index(GraphState):
                 raise StoreError(f"the index in {self.save_dir} uses {key}={known!r}; "
                                  f"config says {getattr(config, key)!r}")
         self.embedding_model_name = embedding_model_name
-        self._stores: dict[str, SQLiteEmbeddingStore] | None = None
+        self._stores: dict[str, EmbeddingStore] | None = None
         self.timings: dict[str, float] = {}
         self._reload()
 
@@ -85,15 +86,14 @@ class Index(GraphState):
         return self._encoder
 
     @property
-    def stores(self) -> dict[str, SQLiteEmbeddingStore]:
+    def stores(self) -> dict[str, EmbeddingStore]:
         if self._stores is None:
             dim = self.db.get_meta("dim")
             dim = int(dim) if dim is not None else self.encoder.dim
             with loading(f"index vectors from {self.db.path}", self.config.show_progress and len(self) > 0):
-                self._stores = {ns: SQLiteEmbeddingStore(self.db, ns, dim,
-                                                         vector_dtype=self.config.embedding_storage_dtype,
-                                                         mmap=self.config.embedding_mmap)
-                                for ns in ("passage", "entity", "fact")}
+                self._stores = {ns: self.db.embedding_store(ns, dim, vector_dtype=self.config.embedding_storage_dtype,
+                                                            mmap=self.config.embedding_mmap)
+                                for ns in STORE_NAMES}
         return self._stores
 
     @property
@@ -131,17 +131,17 @@ class Index(GraphState):
         return _graph_input(self.passage_triples, self.passage_hyperedges)
 
     def _passage_ids(self) -> list[str]:
-        return [r[0] for r in self.db.conn.execute("SELECT id FROM store_passage")]
+        return self.db.passage_ids()
 
     def _build_graph(self) -> GraphData:
         triples, weights = self.graph_triples()
         return build_graph(self._passage_ids(), triples, self.synonymy, weights)
 
     def has_passage(self, pid: str) -> bool:
-        return self.db.conn.execute("SELECT 1 FROM store_passage WHERE id=?", (pid,)).fetchone() is not None
+        return self.db.has_passage(pid)
 
     def __len__(self) -> int:
-        return self.db.conn.execute("SELECT COUNT(*) FROM store_passage").fetchone()[0]
+        return self.db.passage_count()
 
     # ------------------------------------------------------------------ mutation
     def check_extractor(self, extractor: str) -> None:
@@ -306,7 +306,7 @@ class Index(GraphState):
     #: texts encoded and written per step of ``add`` (bounds the new vectors held in memory)
     ENCODE_CHUNK = 131072
 
-    def _encode_into(self, store: SQLiteEmbeddingStore, keys: Sequence[str], texts: Sequence[str], what: str,
+    def _encode_into(self, store: EmbeddingStore, keys: Sequence[str], texts: Sequence[str], what: str,
                      tim: dict) -> None:
         n = len(keys)
         step = self.ENCODE_CHUNK

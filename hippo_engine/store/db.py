@@ -12,26 +12,23 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from hippo_engine.store.base import ALL_STORE_NAMES, IndexStore, StoreError, encode_entities, iter_chunks
 from hippo_engine.text import Hyperedge
 
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "1"
-STORE_NAMES = ("passage", "entity", "fact")
 
 
-class StoreError(RuntimeError):
-    """The on-disk index is unreadable or belongs to another configuration."""
-
-
-class IndexDB:
-    """The SQLite file behind an index, with a transaction context manager."""
+class IndexDB(IndexStore):
+    """The SQLite file behind an index (the default :class:`IndexStore`)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
+        self.location = str(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None,
@@ -71,19 +68,20 @@ class IndexDB:
             raise StoreError(f"{self.path} is a SQLite database but not a hippo-engine index (its tables: "
                              f"{shown}); nothing was written to it. Use another save_dir.")
 
-    _TABLES = ("meta", *(f"store_{ns}" for ns in STORE_NAMES), "passage_triples", "passage_hyperedges",
-               "synonymy")
+    _TABLES = ("meta", *(f"store_{ns}" for ns in ALL_STORE_NAMES), "passage_triples", "passage_hyperedges",
+               "synonymy", "documents", "communities", "community_reports")
 
     def _create(self) -> None:
         """Create what is missing, in one transaction (another process sees no half-made index);
         an index that has everything is only read."""
         c = self.conn
         have = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
-        if not (set(self._TABLES) | {"synonymy_dst"}) <= have or self.get_meta("schema_version") is None:
+        if not (set(self._TABLES) | {"synonymy_dst", "documents_passage"}) <= have or \
+                self.get_meta("schema_version") is None:
             c.execute("BEGIN IMMEDIATE")
             try:
                 c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-                for ns in STORE_NAMES:
+                for ns in ALL_STORE_NAMES:
                     c.execute(f"CREATE TABLE IF NOT EXISTS store_{ns} (id TEXT PRIMARY KEY, content TEXT NOT NULL,"
                               " vec BLOB NOT NULL)")
                 c.execute("CREATE TABLE IF NOT EXISTS passage_triples (passage_id TEXT NOT NULL, pos INTEGER "
@@ -94,6 +92,13 @@ class IndexDB:
                 c.execute("CREATE TABLE IF NOT EXISTS synonymy (src TEXT NOT NULL, dst TEXT NOT NULL, "
                           "score REAL NOT NULL, PRIMARY KEY (src, dst))")
                 c.execute("CREATE INDEX IF NOT EXISTS synonymy_dst ON synonymy (dst)")
+                c.execute("CREATE TABLE IF NOT EXISTS documents (doc_id TEXT NOT NULL, pos INTEGER NOT NULL, "
+                          "passage_id TEXT NOT NULL, PRIMARY KEY (doc_id, pos))")
+                c.execute("CREATE INDEX IF NOT EXISTS documents_passage ON documents (passage_id)")
+                c.execute("CREATE TABLE IF NOT EXISTS communities (id TEXT PRIMARY KEY, level INTEGER NOT NULL,"
+                          " parent TEXT, data TEXT NOT NULL)")
+                c.execute("CREATE TABLE IF NOT EXISTS community_reports (member_key TEXT PRIMARY KEY, "
+                          "report TEXT NOT NULL, source TEXT NOT NULL)")
                 if self.get_meta("schema_version") is None:
                     self.set_meta("schema_version", SCHEMA_VERSION)
                 c.execute("COMMIT")
@@ -160,6 +165,16 @@ class IndexDB:
     def set_meta(self, key: str, value: str) -> None:
         self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
+    # --- passages ---------------------------------------------------------------------------
+    def passage_ids(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT id FROM store_passage")]
+
+    def has_passage(self, pid: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM store_passage WHERE id=?", (pid,)).fetchone() is not None
+
+    def passage_count(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM store_passage").fetchone()[0])
+
     # --- passage -> normalised triples ---------------------------------------------------
     def load_passage_triples(self) -> dict[str, list[tuple[str, str, str]]]:
         out: dict[str, list[tuple[str, str, str]]] = {}
@@ -191,8 +206,7 @@ class IndexDB:
     def put_passage_hyperedges(self, pid: str, hyperedges: Sequence[Hyperedge]) -> None:
         self.conn.execute("DELETE FROM passage_hyperedges WHERE passage_id=?", (pid,))
         self.conn.executemany("INSERT INTO passage_hyperedges VALUES (?, ?, ?, ?)",
-                              [(pid, i, h.text, json.dumps(list(h.entities), ensure_ascii=False))
-                               for i, h in enumerate(hyperedges)])
+                              [(pid, i, h.text, encode_entities(h.entities)) for i, h in enumerate(hyperedges)])
 
     def delete_passage_hyperedges(self, pids: Iterable[str]) -> None:
         self.conn.executemany("DELETE FROM passage_hyperedges WHERE passage_id=?", [(p,) for p in pids])
@@ -209,6 +223,53 @@ class IndexDB:
         self.conn.executemany("DELETE FROM synonymy WHERE src=?", [(s,) for s in lists])
         self.conn.executemany("INSERT INTO synonymy VALUES (?, ?, ?)",
                               [(s, d, w) for s, nb in lists.items() for d, w in nb.items()])
+
+    # --- documents ------------------------------------------------------------------------
+    def put_documents(self, docs: Mapping[str, Sequence[str]]) -> None:
+        self.conn.executemany("DELETE FROM documents WHERE doc_id=?", [(d,) for d in docs])
+        self.conn.executemany("INSERT INTO documents VALUES (?, ?, ?)",
+                              [(d, i, p) for d, pids in docs.items() for i, p in enumerate(pids)])
+
+    def document_passages(self, doc_ids: Iterable[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for part in iter_chunks(list(dict.fromkeys(doc_ids)), 500):
+            marks = ",".join("?" * len(part))
+            for d, p in self.conn.execute(f"SELECT doc_id, passage_id FROM documents WHERE doc_id IN ({marks}) "
+                                          "ORDER BY doc_id, pos", list(part)):
+                out.setdefault(d, []).append(p)
+        return out
+
+    def passage_documents(self, pids: Iterable[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for part in iter_chunks(list(dict.fromkeys(pids)), 500):
+            marks = ",".join("?" * len(part))
+            for p, d in self.conn.execute(f"SELECT passage_id, doc_id FROM documents WHERE passage_id IN ({marks}) "
+                                          "ORDER BY passage_id, doc_id", list(part)):
+                out.setdefault(p, []).append(d)
+        return out
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> None:
+        self.conn.executemany("DELETE FROM documents WHERE doc_id=?", [(d,) for d in doc_ids])
+
+    # --- communities (HiRAG) -------------------------------------------------------------
+    def load_community_rows(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT data FROM communities ORDER BY level, id")]
+
+    def load_report_rows(self) -> list[tuple[str, str]]:
+        return [(k, r) for k, r in self.conn.execute("SELECT member_key, report FROM community_reports")]
+
+    def replace_communities(self, rows: Sequence[tuple[str, int, str | None, str]],
+                            reports: Sequence[tuple[str, str, str]]) -> None:
+        c = self.conn
+        c.execute("DELETE FROM communities")
+        c.executemany("INSERT INTO communities VALUES (?, ?, ?, ?)", list(rows))
+        c.execute("DELETE FROM community_reports")
+        c.executemany("INSERT INTO community_reports VALUES (?, ?, ?)", list(reports))
+
+    # --- vectors and lifetime ---------------------------------------------------------------
+    def embedding_store(self, namespace: str, dim: int, **options):
+        from hippo_engine.store.vectors import SQLiteEmbeddingStore
+        return SQLiteEmbeddingStore(self, namespace, dim, **options)
 
     def close(self) -> None:
         self.conn.close()

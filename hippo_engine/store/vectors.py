@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hippo_engine.store.db import STORE_NAMES, IndexDB, StoreError
+from hippo_engine.store.base import ALL_STORE_NAMES, StoreError
+from hippo_engine.store.db import IndexDB
 
 VECTOR_DTYPES = ("float32", "float16")
 
@@ -93,7 +94,7 @@ class SQLiteEmbeddingStore(EmbeddingStore):
 
     def __init__(self, db: IndexDB, namespace: str, dim: int, *, vector_dtype: str = "float32",
                  mmap: bool = False, mmap_dir: Path | None = None):
-        if namespace not in STORE_NAMES:
+        if namespace not in ALL_STORE_NAMES:
             raise ValueError(f"unknown store {namespace!r}")
         if vector_dtype not in VECTOR_DTYPES:
             raise ValueError(f"vector_dtype must be one of {VECTOR_DTYPES}, got {vector_dtype!r}")

@@ -1,0 +1,156 @@
+"""The storage interface an index is kept behind: :class:`IndexStore`.
+
+One ``IndexStore`` holds everything of one index but the graph (which is derived and rebuilt
+from it): metadata, each passage's facts (triples or hyperedges), the synonymy lists, which
+documents hold which passages, the communities and their reports, and, through
+:meth:`IndexStore.embedding_store`, the texts and vectors of passages, entities, facts and
+community reports (:class:`~hippo_engine.store.vectors.EmbeddingStore`).
+
+Implementations: :class:`~hippo_engine.store.db.IndexDB` (an embedded SQLite file, the
+default) and the PostgreSQL + pgvector backend. Writes happen inside :meth:`transaction`: one
+``index()`` or ``delete()`` is one transaction, so a crash leaves the previous state.
+"""
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from hippo_engine.text import Hyperedge
+
+Triple = tuple[str, str, str]
+
+#: the embedding stores of an index (``community``: the HiRAG report vectors)
+STORE_NAMES = ("passage", "entity", "fact")
+ALL_STORE_NAMES = (*STORE_NAMES, "community")
+
+
+class StoreError(RuntimeError):
+    """The stored index is unreadable or belongs to another configuration."""
+
+
+class IndexStore(ABC):
+    """Everything of one index but the graph. ``location`` names it in messages (a file path,
+    or a database and schema)."""
+
+    location: str
+
+    # ------------------------------------------------------------------ transactions
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[Any]:
+        """All writes inside are committed together or not at all (nesting allowed)."""
+
+    @abstractmethod
+    def snapshot(self) -> AbstractContextManager[Any]:
+        """Reads inside see one committed state, whatever other processes commit meanwhile."""
+
+    @abstractmethod
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the current transaction has committed (now, outside one); dropped if
+        the transaction rolls back."""
+
+    # ------------------------------------------------------------------ metadata
+    @abstractmethod
+    def get_meta(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    # ------------------------------------------------------------------ passages
+    @abstractmethod
+    def passage_ids(self) -> list[str]:
+        """Ids of the stored passages (any order)."""
+
+    @abstractmethod
+    def has_passage(self, pid: str) -> bool: ...
+
+    @abstractmethod
+    def passage_count(self) -> int: ...
+
+    # ------------------------------------------------------------------ facts
+    @abstractmethod
+    def load_passage_triples(self) -> dict[str, list[Triple]]:
+        """passage id -> its normalised triples, in stored order."""
+
+    @abstractmethod
+    def put_passage_triples(self, pid: str, triples: Sequence[Triple]) -> None: ...
+
+    @abstractmethod
+    def delete_passage_triples(self, pids: Iterable[str]) -> None: ...
+
+    @abstractmethod
+    def load_passage_hyperedges(self) -> dict[str, list[Hyperedge]]:
+        """passage id -> its hyperedges (sentences / n-ary facts with their entities), in order."""
+
+    @abstractmethod
+    def put_passage_hyperedges(self, pid: str, hyperedges: Sequence[Hyperedge]) -> None: ...
+
+    @abstractmethod
+    def delete_passage_hyperedges(self, pids: Iterable[str]) -> None: ...
+
+    # ------------------------------------------------------------------ synonymy
+    @abstractmethod
+    def load_synonymy(self) -> dict[str, dict[str, float]]:
+        """entity id -> {neighbour entity id: similarity}."""
+
+    @abstractmethod
+    def replace_synonymy_lists(self, lists: Mapping[str, Mapping[str, float]]) -> None:
+        """Overwrite the neighbour lists of the given sources (an empty dict clears one)."""
+
+    # ------------------------------------------------------------------ documents
+    @abstractmethod
+    def put_documents(self, docs: Mapping[str, Sequence[str]]) -> None:
+        """Record (or replace) which passages each document id holds, in order."""
+
+    @abstractmethod
+    def document_passages(self, doc_ids: Iterable[str]) -> dict[str, list[str]]:
+        """doc id -> its passage ids, for the ids that are stored (unknown ids are left out)."""
+
+    @abstractmethod
+    def passage_documents(self, pids: Iterable[str]) -> dict[str, list[str]]:
+        """passage id -> the ids of the documents holding it (passages without a recorded
+        document are left out)."""
+
+    @abstractmethod
+    def delete_documents(self, doc_ids: Iterable[str]) -> None: ...
+
+    # ------------------------------------------------------------------ communities (HiRAG)
+    @abstractmethod
+    def load_community_rows(self) -> list[str]:
+        """The stored communities as JSON texts, by (level, id)."""
+
+    @abstractmethod
+    def load_report_rows(self) -> list[tuple[str, str]]:
+        """(member key, report JSON) of the stored community reports."""
+
+    @abstractmethod
+    def replace_communities(self, rows: Sequence[tuple[str, int, str | None, str]],
+                            reports: Sequence[tuple[str, str, str]]) -> None:
+        """Replace all communities (``(id, level, parent, JSON)``) and keep exactly the reports
+        of ``reports`` (``(member key, report JSON, source)``). Call inside a transaction."""
+
+    # ------------------------------------------------------------------ vectors and lifetime
+    @abstractmethod
+    def embedding_store(self, namespace: str, dim: int, **options):
+        """The :class:`~hippo_engine.store.vectors.EmbeddingStore` of ``namespace`` (one of
+        :data:`ALL_STORE_NAMES`) in this index, ``dim``-dimensional."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+def encode_entities(entities: Sequence[str]) -> str:
+    """A hyperedge's entity list as stored (JSON)."""
+    return json.dumps(list(entities), ensure_ascii=False)
+
+
+def iter_chunks(items: Sequence, size: int) -> Iterator[Sequence]:
+    """``items`` in slices of ``size`` (for bounded ``IN (...)`` lists)."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+__all__ = ["ALL_STORE_NAMES", "STORE_NAMES", "IndexStore", "StoreError", "Triple", "encode_entities",
+           "iter_chunks"]
