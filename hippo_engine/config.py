@@ -254,10 +254,8 @@ class HippoConfig:
                               f"known fields: {', '.join(sorted(FLAT_FIELDS))}")
         for sec, cls in SECTIONS.items():
             try:
-                if sec in given:
-                    obj = given[sec].model_copy(update=per[sec]) if per[sec] else given[sec]
-                    if per[sec]:
-                        obj = cls(**obj.model_dump())
+                if sec in given:   # validate the changed values (never dump an unvalidated copy)
+                    obj = cls(**{**given[sec].model_dump(), **per[sec]}) if per[sec] else given[sec]
                 else:
                     obj = cls(**per[sec])
             except ValidationError as e:
