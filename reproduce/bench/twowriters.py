@@ -101,8 +101,8 @@ def reader(args: argparse.Namespace) -> int:
             if "is empty" not in str(e):
                 errors.append(f"{type(e).__name__}: {e}")
             else:
+                empty += 1
                 time.sleep(0.01)            # nothing committed yet: do not take a core from the writers
-            empty += 1
         except Exception as e:  # noqa: BLE001 - the finding itself
             errors.append(f"{type(e).__name__}: {e}")
         n += 1
