@@ -21,11 +21,16 @@ from hippo_engine.config import HippoConfig, QueryParam
 from hippo_engine.hirag.component import HiRAG
 from hippo_engine.hirag.context import HiContext
 from hippo_engine.hirag.modes import HI_MODES, MODE_SPECS, ModeTable, solution_from_context
-from hippo_engine.index.chunking import document_passages
+from hippo_engine.index.documents import (
+    DocumentBatch,
+    attach_ids,
+    delete_documents,
+    index_documents,
+    split_documents,
+)
 from hippo_engine.index.extractors import make_extractor
 from hippo_engine.index.graph import GraphData
 from hippo_engine.index.ner import NERExtractor
-from hippo_engine.index.openie import OpenIEError
 from hippo_engine.index.pipeline import Index
 from hippo_engine.inputs import check_queries, positive_count
 from hippo_engine.llm.base import LLMClient
@@ -131,11 +136,11 @@ class HippoRAG:
         return self._encoder
 
     # ------------------------------------------------------------------ documents
-    def _passages(self, docs: Sequence[str], *, what: str) -> dict[str, str]:
-        """Validate documents and turn them into ``{chunk_id: passage}`` (chunked if asked)."""
+    def _split(self, docs: Sequence[str], ids: Sequence[str] | None, what: str) -> DocumentBatch:
+        """Validate documents (and ids) and split them into passages (chunked if asked)."""
         cfg = self.config
         tokenizer = getattr(self.encoder, "tokenizer", None) if cfg.chunk_size else None
-        return document_passages(docs, what, cfg.chunk_size, cfg.chunk_overlap, tokenizer)
+        return split_documents(docs, ids, what, cfg.chunk_size, cfg.chunk_overlap, tokenizer)
 
     @property
     def openie_path(self) -> Path | None:
@@ -150,52 +155,34 @@ class HippoRAG:
                              f"{self.extractor.name!r}; OpenIE files apply to extractor='openie'")
         return self.extractor.import_file(path)
 
-    def index(self, docs: Sequence[str]) -> dict:
-        """Add documents to the memory. Re-indexing a document already present is a no-op.
+    def index(self, docs: Sequence[str], ids: Sequence[str] | None = None) -> dict:
+        """Add documents to the memory, with ``ids`` (unique non-empty strings, one per document)
+        or, without, ids derived from their texts (``"doc-" + md5(text)``). Re-indexing a
+        document already present is a no-op; a known id with another text replaces that
+        document (its passages no other document holds go). See :mod:`.index.documents`.
 
         Facts come from the configured ``extractor``: LLM OpenIE (``"openie"``, the paper),
         spaCy sentences with their entities (``"ner"``, no LLM) or LLM n-ary facts (``"nary"``).
         LLM results are saved as they come (a crash loses no LLM work). If the LLM fails for
-        some passages, the others are indexed and ``OpenIEError`` is raised afterwards naming
-        the failed ones; rerun to retry them. Returns a report with counts and per-stage timings.
+        some passages, the documents of the others are indexed and ``OpenIEError`` is raised
+        afterwards naming the failed ones; rerun to retry them. Returns a report with counts,
+        per-stage timings and ``documents``: ids added and replaced, how many unchanged (a call
+        that changes nothing returns ``{"added": 0}``).
         """
-        t0 = time.perf_counter()
-        passages = self._passages(docs, what="index")
-        if not passages:
-            logger.warning("index(): nothing to index")
-            return {"added": 0}
-        new = {k: v for k, v in passages.items() if not self.index_state.has_passage(k)}
-        if not new:
-            return {"added": 0}
-        self.index_state.check_extractor(self.extractor.name)
-        results = getattr(self.extractor, "results", None)    # LLM extractors keep results in a file
-        if results is not None:
-            todo = sum(1 for k in new if k not in results)
-            announce(f"{plural(len(new), 'new passage')}: {todo} without stored results go to the LLM "
-                     f"{self.llm_model_name!r} for {self.extractor.name} fact extraction")
-        t1 = time.perf_counter()
-        ex = self.extractor.extract(new)
-        t2 = time.perf_counter()
-        failed = ex.failed
-        ok = {k: v for k, v in new.items() if k in ex.passages}
-        report = self.index_state.add(ok, ex.triples, ex.hyperedges, extractor=self.extractor.name)
+        report = index_documents(self.index_state, self.extractor, self._split(docs, ids, "index"),
+                                 self.llm_model_name)
         self._retriever = None
-        report["timings"] = {"extract": t2 - t1, **self.index_state.timings, "total": time.perf_counter() - t0}
-        report["openie_llm_passages"] = ex.llm_passages
-        if failed:
-            raise OpenIEError(f"{self.extractor.name} fact extraction failed for {len(failed)} of {len(new)} new "
-                              f"passage(s); the other "
-                              f"{len(ok)} were indexed. Run index() again to retry. First error: "
-                              f"{next(iter(failed.values()))}", failed)
         return report
 
-    def delete(self, docs: Sequence[str]) -> dict:
-        """Remove documents; the index becomes exactly as if they had never been added."""
-        passages = self._passages(docs, what="delete")
-        report = self.index_state.remove(passages)
-        if report["removed"] < len(passages):
-            logger.warning("delete(): %d of %d document(s) were not in the index",
-                           len(passages) - report["removed"], len(passages))
+    def delete(self, docs: Sequence[str] | None = None, ids: Sequence[str] | None = None) -> dict:
+        """Remove documents, given by text (``docs``) or by id (``ids``), exactly one of them;
+        the index becomes exactly as if they had never been added. A passage another document
+        still holds stays. Unknown documents are logged and listed in the report's
+        ``documents`` (``unknown`` ids, ``unknown_docs`` positions), not an error."""
+        if (docs is None) == (ids is None):
+            raise TypeError("delete(): give exactly one of docs= (document texts) or ids= (document ids)")
+        batch = self._split(docs, None, "delete") if docs is not None else None
+        report = delete_documents(self.index_state, batch, ids)
         self._retriever = None
         return report
 
@@ -269,6 +256,7 @@ class HippoRAG:
         param = self._param(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"))
         queries = self._check_queries(queries, "retrieve")
         solutions = self._rankers(param.mode, queries, param)
+        attach_ids(solutions, self.index_state)
         return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
                                f"retrieve[{param.mode}]")
 
@@ -345,7 +333,9 @@ class HippoRAG:
 
     def _solution(self, question: str, order, scores, res=None) -> QuerySolution:
         st = self.index_state.stores["passage"]
-        return QuerySolution.from_ranking(question, [st.text(st.ids[i]) for i in order], scores, res)
+        sol = QuerySolution.from_ranking(question, [st.text(st.ids[i]) for i in order], scores, res)
+        sol.passage_ids = [str(st.ids[i]) for i in order]
+        return sol
 
     # ------------------------------------------------------------------ QA
     def qa(self, solutions: Sequence[QuerySolution], template=None, *, param: QueryParam | None = None) -> QAResult:
@@ -391,6 +381,7 @@ class HippoRAG:
         retrieval: dict = {}
         if MODE_SPECS[param.mode].reads_context:
             solutions, responses, metadata = self.hirag.answer(self._contexts(queries, param, "rag_qa"), template)
+            attach_ids(solutions, self.index_state)
             if gold_docs is not None:
                 retrieval = retrieval_metrics(solutions, gold_docs, f"rag_qa[{param.mode}]", cfg.retrieval_top_k)
         else:

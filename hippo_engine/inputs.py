@@ -61,4 +61,22 @@ def check_documents(docs, what: str) -> None:
     check_text_items(docs, what, "documents", "document", allow_blank=True)
 
 
-__all__ = ["check_documents", "check_queries", "check_text_items", "positive_count", "surrogate_at"]
+def check_document_ids(ids, n: int, what: str, *, arg: str = "ids") -> list[str]:
+    """``ids``: a list (or tuple) of ``n`` unique, non-blank strings of valid Unicode, one per
+    document (``n=None``: any length). Errors name the argument and the item."""
+    if isinstance(ids, str) or not isinstance(ids, (list, tuple)):
+        raise TypeError(f"{what}(): {arg} must be a list of strings, got {type(ids).__name__}")
+    if n is not None and len(ids) != n:
+        raise ValueError(f"{what}(): {arg} has {len(ids)} item(s) but there are {n} document(s); give one id per "
+                         f"document")
+    check_text_items(ids, what, arg, "id", allow_blank=False)
+    seen: dict[str, int] = {}
+    for i, d in enumerate(ids):
+        if d in seen:
+            raise ValueError(f"{what}(): {arg} item {i} ({d!r}) repeats item {seen[d]}; document ids must be unique")
+        seen[d] = i
+    return list(ids)
+
+
+__all__ = ["check_document_ids", "check_documents", "check_queries", "check_text_items", "positive_count",
+           "surrogate_at"]

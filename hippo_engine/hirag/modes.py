@@ -34,6 +34,7 @@ from hippo_engine.hirag.context import (  # noqa: F401 - re-exported
     token_counter,
 )
 from hippo_engine.qa.reader import QuerySolution
+from hippo_engine.text import mdhash_id
 
 H = TypeVar("H", bound=Callable)
 
@@ -84,8 +85,10 @@ class ModeTable(Generic[H]):
 
 
 def solution_from_context(ctx: HiContext) -> QuerySolution:
-    """A ``QuerySolution`` for a mode's context: its passage ranking, scored ``n/n, ..., 1/n``."""
+    """A ``QuerySolution`` for a mode's context: its passage ranking, scored ``n/n, ..., 1/n``, with
+    the passages' ids (``doc_ids`` are filled by the facade, which knows the documents)."""
     n = len(ctx.passages)
     scores = np.arange(n, 0, -1, dtype=np.float64) / max(n, 1)
     return QuerySolution(question=ctx.query, docs=list(ctx.passages), doc_scores=scores,
-                         seed_entities=list(ctx.entities))
+                         seed_entities=list(ctx.entities),
+                         passage_ids=[mdhash_id(p, "chunk-") for p in ctx.passages])

@@ -7,7 +7,7 @@ import numpy as np
 
 def snapshot_index(rag) -> dict:
     """Everything an index holds, in a comparable form: store rows (text, vector), graph nodes,
-    edges with weights, and synonymy lists."""
+    edges with weights, synonymy lists, and documents (doc id -> passage ids)."""
     st = rag.index_state.stores
     snap: dict = {}
     for ns, s in st.items():
@@ -16,6 +16,7 @@ def snapshot_index(rag) -> dict:
     snap["nodes"] = sorted(g.node_ids)
     snap["edges"] = g.edge_dict()
     snap["synonymy"] = {k: dict(v) for k, v in rag.index_state.synonymy.items()}
+    snap["documents"] = rag.index_state.all_documents()
     return snap
 
 
@@ -48,4 +49,8 @@ def diff_snapshots(a: dict, b: dict, vec_atol: float = 1e-6, weight_atol: float 
             out.append(f"edge weights differ by up to {worst:.2e}")
     if a["synonymy"] != b["synonymy"]:
         out.append("synonymy neighbour lists differ")
+    da, db = a.get("documents"), b.get("documents")
+    if da is not None and db is not None and da != db:
+        changed = sum(da.get(d) != db.get(d) for d in da.keys() | db.keys())
+        out.append(f"documents differ: {changed} document id(s) with other passages or only in one index")
     return out

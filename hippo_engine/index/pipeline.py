@@ -11,7 +11,9 @@ edges and the changed synonymy lists are merged into the sorted edge arrays), an
 synonymy kNN only runs the new entities against all entities, so an insert costs in
 proportion to what it adds. ``remove`` rebuilds the graph from the stored content. Either
 way the result is identical to building the index from scratch with the same passages, and
-deleting passages leaves the index exactly as if they had never been added.
+deleting passages leaves the index exactly as if they had never been added. Documents (which
+passages each document id holds) are kept in the same transactions by
+:class:`.documents.DocumentState` (``add_documents``, ``remove_documents``).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import numpy as np
 from hippo_engine.config import HippoConfig
 from hippo_engine.index.digest import META_KEY as DIGEST_KEY
 from hippo_engine.index.digest import ContentDigest, content_digest
+from hippo_engine.index.documents import DocumentState
 from hippo_engine.index.facts import graph_input as _graph_input
 from hippo_engine.index.facts import normalize_hyperedges, normalize_triples  # noqa: F401 (re-exported)
 from hippo_engine.index.graph import GraphData, build_graph
@@ -49,11 +52,11 @@ from hippo_engine.text import (
 logger = logging.getLogger(__name__)
 
 
-class Index(GraphState):
+class Index(GraphState, DocumentState):
     """Persistent HippoRAG index state. One writer at a time per folder (a lock file: other
     writers wait, then fail clearly; the writer removes orphaned temp files of interrupted
     writes); readers pick up a newer version with :meth:`refresh`. The graph and its file:
-    :class:`.graphstate.GraphState`."""
+    :class:`.graphstate.GraphState`; documents: :class:`.documents.DocumentState`."""
 
     def __init__(self, save_dir: Path, config: HippoConfig, encoder_factory: Callable[[], Encoder],
                  embedding_model_name: str):

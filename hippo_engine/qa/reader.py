@@ -37,7 +37,8 @@ class QuerySolution:
     ``seed_entities`` the entities that seeded the graph walk; ``used_fallback`` is True when no
     entity reached the graph and the dense ranking was returned. ``errors`` lists the LLM calls
     that failed for this query (recognition filter, reader): a fallback with errors is a failure,
-    not "nothing relevant".
+    not "nothing relevant". ``passage_ids`` are the passages' ids (``chunk-...``, same order as
+    ``docs``) and ``doc_ids`` for each passage the ids of the documents holding it.
     """
 
     question: str
@@ -51,6 +52,8 @@ class QuerySolution:
     seed_entities: list = field(default_factory=list)
     used_fallback: bool = False
     errors: list[str] = field(default_factory=list)
+    passage_ids: list[str] = field(default_factory=list)
+    doc_ids: list[list[str]] = field(default_factory=list)
 
     @classmethod
     def from_ranking(cls, question: str, docs: Sequence[str], scores, found: Any = None) -> QuerySolution:
@@ -67,6 +70,8 @@ class QuerySolution:
         return {
             "question": self.question,
             "docs": list(self.docs),
+            "passage_ids": list(self.passage_ids),
+            "doc_ids": [list(d) for d in self.doc_ids],
             "doc_scores": [float(s) for s in np.asarray(self.doc_scores, dtype=float).ravel()],
             "answer": self.answer,
             "gold_answers": None if self.gold_answers is None else list(self.gold_answers),

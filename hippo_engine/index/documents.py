@@ -1,0 +1,308 @@
+"""Document ids: which documents hold which passages.
+
+A document becomes one passage, or several with ``chunk_size``; one passage text may belong to
+several documents. Each document has an id: the caller's (``index(docs, ids=[...])``) or one
+derived from its text, ``"doc-" + md5(text)`` (:func:`document_id`). The store keeps
+``doc id -> [passage ids in order]`` (``IndexStore.put_documents``), written in the same
+transaction as the passages, so a crash never leaves passages without their document or the
+reverse.
+
+Semantics (:class:`DocumentState`, a mixin of ``Index``):
+
+* indexing an id with the passages it already holds is a no-op ("unchanged");
+* indexing a known id with another text replaces the document ("replaced"): its new passages are
+  added and its old passages that no other document holds are removed, in one transaction;
+* deleting ids removes the documents and each of their passages that no remaining document
+  holds, so the index equals one where those documents were never added; unknown ids are
+  reported, not an error.
+
+Passages indexed before document ids were recorded have no document rows. Each counts as its
+own document with the id its text would get, ``"doc-" + md5(passage text)``: the passage id
+``"chunk-<md5>"`` with the prefix swapped (:func:`legacy_document_id`), found without a scan.
+``delete(docs=[text])`` resolves a text to the documents holding exactly its passages (its
+derived id first), and, for such old passages, removes them as before.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from hippo_engine.index.chunking import chunk_text
+from hippo_engine.inputs import check_document_ids, check_documents
+from hippo_engine.text import mdhash_id
+
+logger = logging.getLogger(__name__)
+
+DOC_PREFIX = "doc-"
+CHUNK_PREFIX = "chunk-"
+
+
+def document_id(text: str) -> str:
+    """The id of a document given without one: ``"doc-" + md5(text)``."""
+    return mdhash_id(text, DOC_PREFIX)
+
+
+def legacy_document_id(pid: str) -> str:
+    """The document id of a passage without document rows (indexed before ids were kept): the
+    id its text gets as a document, ``chunk-<md5>`` -> ``doc-<md5>``."""
+    return DOC_PREFIX + pid.removeprefix(CHUNK_PREFIX)
+
+
+def legacy_passage_id(doc_id: str) -> str | None:
+    """The passage a legacy document id stands for (None for ids not of the derived form)."""
+    return CHUNK_PREFIX + doc_id[len(DOC_PREFIX):] if doc_id.startswith(DOC_PREFIX) else None
+
+
+@dataclass
+class DocumentBatch:
+    """Documents split into passages: ``passages`` (chunk id -> text, each once), ``documents``
+    (doc id -> its chunk ids in order), ``skipped`` (positions of blank documents)."""
+
+    passages: dict[str, str] = field(default_factory=dict)
+    documents: dict[str, list[str]] = field(default_factory=dict)
+    skipped: list[int] = field(default_factory=list)
+
+
+def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, chunk_size: int | None,
+                    chunk_overlap: int = 0, tokenizer=None) -> DocumentBatch:
+    """Validate ``docs`` (and ``ids``: unique non-empty strings, one per document) and split
+    them into passages. Blank documents are skipped with a warning; documents given twice
+    without ids collapse into one (same text, same derived id)."""
+    check_documents(docs, what)
+    if ids is not None:
+        ids = check_document_ids(ids, len(docs), what)
+    out = DocumentBatch()
+    for i, d in enumerate(docs):
+        if not d.strip():
+            out.skipped.append(i)
+            continue
+        doc_id = ids[i] if ids is not None else document_id(d)
+        if doc_id in out.documents:
+            continue
+        pids = []
+        for p in (chunk_text(d, chunk_size, chunk_overlap, tokenizer) if chunk_size else [d]):
+            pid = mdhash_id(p, CHUNK_PREFIX)
+            out.passages.setdefault(pid, p)
+            pids.append(pid)
+        out.documents[doc_id] = list(dict.fromkeys(pids))
+    if out.skipped:
+        logger.warning("%s(): skipping %d empty or whitespace-only document(s) at positions %s",
+                       what, len(out.skipped), out.skipped[:10])
+    dup = len(docs) - len(out.skipped) - len(out.documents)
+    if dup > 0:
+        logger.info("%s(): %d duplicate document(s) collapsed", what, dup)
+    return out
+
+
+@dataclass
+class DocumentPlan:
+    """How a batch of documents compares with the stored ones: ids ``added`` (new), ``replaced``
+    (stored with other passages), ``unchanged``; ``writes`` are the rows to put (new, replaced
+    and legacy documents getting their rows), ``stale`` the replaced documents' old passages."""
+
+    added: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    writes: dict[str, list[str]] = field(default_factory=dict)
+    stale: set[str] = field(default_factory=set)
+
+    def report(self) -> dict:
+        """The ``documents`` part of an index report."""
+        return {"added": list(self.added), "replaced": list(self.replaced), "unchanged": len(self.unchanged)}
+
+
+class DocumentState:
+    """Mixin of ``Index``: documents and their passages, kept with the passages in one
+    transaction. Uses ``self.db`` (an ``IndexStore``), ``self.lock``, ``self.refresh``,
+    ``self._reload``, ``self._add`` and ``self._remove`` of the ``Index``."""
+
+    def stored_documents(self, doc_ids: Iterable[str]) -> tuple[dict[str, list[str]], set[str]]:
+        """doc id -> its stored passage ids for the known ``doc_ids``, and which of them are
+        legacy documents (a passage without document rows, see :func:`legacy_document_id`)."""
+        doc_ids = list(dict.fromkeys(doc_ids))
+        found = self.db.document_passages(doc_ids)
+        maybe = {d: legacy_passage_id(d) for d in doc_ids if d not in found}
+        maybe = {d: p for d, p in maybe.items() if p is not None and self.db.has_passage(p)}
+        held = self.db.passage_documents(maybe.values())
+        legacy = {d for d, p in maybe.items() if p not in held}
+        found.update({d: [maybe[d]] for d in legacy})
+        return found, legacy
+
+    def document_plan(self, documents: Mapping[str, Sequence[str]]) -> DocumentPlan:
+        """Compare ``documents`` (doc id -> passage ids) with what is stored."""
+        stored, legacy = self.stored_documents(documents)
+        plan = DocumentPlan()
+        for d, pids in documents.items():
+            old = stored.get(d)
+            if old is None:
+                plan.added.append(d)
+            elif list(old) == list(pids):
+                plan.unchanged.append(d)
+            else:
+                plan.replaced.append(d)
+                plan.stale.update(p for p in old if p not in pids)
+            if old is None or d in legacy or list(old) != list(pids):
+                plan.writes[d] = list(pids)
+        new_pids = {p for pids in documents.values() for p in pids}
+        plan.stale -= new_pids
+        return plan
+
+    def add_documents(self, documents: Mapping[str, Sequence[str]], passages: Mapping[str, str],
+                      triples=None, hyperedges=None, *, extractor: str = "openie") -> dict:
+        """Add ``passages`` (those not stored yet) with their facts and record ``documents``,
+        replacing stored documents of the same ids, in one transaction under the writer lock.
+        Every passage of ``documents`` must be stored or among ``passages``. Returns the
+        ``Index.add`` report (plus ``removed*`` counts if replaced documents left passages
+        behind) with ``documents``: ids added and replaced, how many unchanged."""
+        with self.lock.held():
+            self.refresh()
+            try:
+                with self.db.transaction():
+                    plan = self.document_plan(documents)
+                    report = self._add(passages, triples, hyperedges, extractor)
+                    missing = [p for d in plan.writes for p in plan.writes[d] if not self.db.has_passage(p)]
+                    if missing:
+                        raise ValueError(f"documents refer to passages that are not stored: {missing[:5]}")
+                    if plan.writes:
+                        self.db.put_documents(plan.writes)
+                    report.update(self._remove(self._unheld(plan.stale)))
+            except BaseException:
+                self._reload()
+                raise
+        report["documents"] = plan.report()
+        return report
+
+    def remove_documents(self, doc_ids: Sequence[str] = (), texts: Sequence[tuple[str, list[str]]] = ()) -> dict:
+        """Remove documents by id, and by text (``(derived id, passage ids)`` per text: the
+        documents holding exactly those passages, or old passages without document rows), with
+        the passages no remaining document holds; one transaction under the writer lock.
+        Returns the ``Index.remove`` report with ``documents``: ids removed, ids unknown, and
+        for texts the positions of those not found (``unknown_docs``)."""
+        with self.lock.held():
+            self.refresh()
+            try:
+                with self.db.transaction():
+                    ids, loose, unknown_docs = self._resolve_texts(texts)
+                    ids = list(dict.fromkeys([*doc_ids, *ids]))
+                    stored, legacy = self.stored_documents(ids)
+                    self.db.delete_documents([d for d in stored if d not in legacy])
+                    gone = {p for pids in stored.values() for p in pids}
+                    report = self._remove(self._unheld(gone) | loose)
+            except BaseException:
+                self._reload()
+                raise
+        report["documents"] = {"removed": [d for d in ids if d in stored],
+                               "unknown": [d for d in doc_ids if d not in stored]}
+        if texts:
+            report["documents"]["unknown_docs"] = unknown_docs
+        return report
+
+    def _resolve_texts(self, texts: Sequence[tuple[str, list[str]]]) -> tuple[list[str], set[str], list[int]]:
+        """Doc ids for texts: the derived id if stored, else the documents whose passages are
+        exactly the text's; else the text's stored passages without document rows (legacy)."""
+        ids: list[str] = []
+        loose: set[str] = set()
+        unknown: list[int] = []
+        for i, (derived, pids) in enumerate(texts):
+            if derived in self.stored_documents([derived])[0]:
+                ids.append(derived)
+                continue
+            holders = self.db.passage_documents(pids[:1]).get(pids[0], []) if pids else []
+            same = [d for d, ps in self.db.document_passages(holders).items() if ps == pids]
+            if same:
+                ids.extend(same)
+                continue
+            bare = [p for p in pids if self.db.has_passage(p)]
+            bare = set(bare) - set(self.db.passage_documents(bare))
+            if bare:
+                loose.update(bare)
+            else:
+                unknown.append(i)
+        return ids, loose, unknown
+
+    def _unheld(self, pids: Iterable[str]) -> set[str]:
+        """Those of ``pids`` that no stored document holds (call after writing the rows)."""
+        pids = set(pids)
+        return pids - set(self.db.passage_documents(pids))
+
+    def documents_of(self, pids: Sequence[str]) -> list[list[str]]:
+        """For each passage id, the ids of the documents holding it (a passage without document
+        rows: its legacy id)."""
+        held = self.db.passage_documents(pids)
+        return [held.get(p) or [legacy_document_id(p)] for p in pids]
+
+    def all_documents(self) -> dict[str, list[str]]:
+        """Every document id with its passage ids (legacy passages included)."""
+        pids = self.db.passage_ids()
+        held = self.db.passage_documents(pids)
+        out = self.db.document_passages({d for ds in held.values() for d in ds})
+        out.update({legacy_document_id(p): [p] for p in pids if p not in held})
+        return out
+
+
+def index_documents(state, extractor, batch: DocumentBatch, llm_name: str = "") -> dict:
+    """``HippoRAG.index``: extract facts for the batch's new passages with ``extractor`` and add
+    the documents whose passages all have facts to ``state`` (an ``Index``); raises
+    ``OpenIEError`` naming the failed passages after indexing the other documents. A call that
+    changes nothing (every document unchanged) returns ``{"added": 0}``."""
+    from hippo_engine.index.openie import OpenIEError
+    from hippo_engine.progress import announce, plural
+    t0 = time.perf_counter()
+    if not batch.documents:
+        logger.warning("index(): nothing to index")
+        return {"added": 0}
+    new = {k: v for k, v in batch.passages.items() if not state.has_passage(k)}
+    if not new:
+        if not state.document_plan(batch.documents).writes:
+            return {"added": 0}   # nothing changes (the report callers compare with)
+        return state.add_documents(batch.documents, {}, extractor=extractor.name)
+    state.check_extractor(extractor.name)
+    results = getattr(extractor, "results", None)    # LLM extractors keep results in a file
+    if results is not None:
+        todo = sum(1 for k in new if k not in results)
+        announce(f"{plural(len(new), 'new passage')}: {todo} without stored results go to the LLM "
+                 f"{llm_name!r} for {extractor.name} fact extraction")
+    t1 = time.perf_counter()
+    ex = extractor.extract(new)
+    t2 = time.perf_counter()
+    done = {p for p in batch.passages if p not in new or p in ex.passages}
+    whole = {d: pids for d, pids in batch.documents.items() if all(p in done for p in pids)}
+    ok = {p: new[p] for pids in whole.values() for p in pids if p in new}
+    report = state.add_documents(whole, ok, ex.triples, ex.hyperedges, extractor=extractor.name)
+    report["timings"] = {"extract": t2 - t1, **state.timings, "total": time.perf_counter() - t0}
+    report["openie_llm_passages"] = ex.llm_passages
+    if ex.failed:
+        raise OpenIEError(f"{extractor.name} fact extraction failed for {len(ex.failed)} of {len(new)} new "
+                          f"passage(s); the other {len(ok)} were indexed. Run index() again to retry. First "
+                          f"error: {next(iter(ex.failed.values()))}", ex.failed)
+    return report
+
+
+def delete_documents(state: DocumentState, batch: DocumentBatch | None, ids: Sequence[str] | None) -> dict:
+    """``HippoRAG.delete``: remove the documents of ``batch`` (texts) or ``ids`` from ``state``;
+    unknown ones are logged and reported."""
+    if ids is not None:
+        report = state.remove_documents(check_document_ids(ids, None, "delete"))
+        missing, n = report["documents"]["unknown"], len(ids)
+    else:
+        texts = list(batch.documents.items())
+        report = state.remove_documents(texts=texts)
+        missing, n = report["documents"]["unknown_docs"], len(texts)
+    if missing:
+        logger.warning("delete(): %d of %d document(s) were not in the index: %s", len(missing), n, missing[:10])
+    return report
+
+
+def attach_ids(solutions: Sequence, index: DocumentState) -> None:
+    """Fill each ``QuerySolution``'s ``passage_ids`` (from its passages' texts where missing)
+    and ``doc_ids`` (the documents holding each passage)."""
+    for s in solutions:
+        if len(s.passage_ids) != len(s.docs):
+            s.passage_ids = [mdhash_id(d, CHUNK_PREFIX) for d in s.docs]
+        s.doc_ids = index.documents_of(s.passage_ids)
+
+
+__all__ = ["DocumentBatch", "DocumentPlan", "DocumentState", "attach_ids", "delete_documents", "document_id",
+           "index_documents", "legacy_document_id", "legacy_passage_id", "split_documents"]
