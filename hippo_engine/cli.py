@@ -8,92 +8,11 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from hippo_engine import __version__
 from hippo_engine.config import ConfigError
+from hippo_engine.inputs import read_corpus, read_documents, read_ids, read_queries  # noqa: F401 (re-exported)
 from hippo_engine.progress import cli_handler
-
-
-def read_corpus(path: str | Path) -> list[str]:
-    """Documents from JSON (a list) or JSONL (one item per line). Items are strings or
-    ``{"title", "text"}`` records, which become ``"title\\ntext"``."""
-    items = _read_items(path)
-    docs = []
-    for n, it in enumerate(items):
-        if isinstance(it, str):
-            docs.append(it)
-        elif isinstance(it, dict) and isinstance(it.get("text"), str):
-            title = it.get("title")
-            docs.append(f"{title}\n{it['text']}" if isinstance(title, str) and title else it["text"])
-        else:
-            raise ValueError(f"{path}: item {n} is neither a string nor a {{'title','text'}} record")
-    return docs
-
-
-def read_queries(path: str | Path) -> tuple[list[str], list | None, list | None]:
-    """Queries from JSON/JSONL: strings, or records with ``question`` (and optionally
-    ``answers``/``answer``+``answer_aliases`` and ``gold_docs``, or MuSiQue-style
-    ``paragraphs`` with ``is_supporting``). Returns (questions, gold_docs, gold_answers)."""
-    items = _read_items(path)
-    qs, gd, ga = [], [], []
-    for n, it in enumerate(items):
-        if isinstance(it, str):
-            qs.append(it)
-            gd.append(None)
-            ga.append(None)
-            continue
-        if not isinstance(it, dict) or not isinstance(it.get("question"), str):
-            raise ValueError(f"{path}: item {n} has no 'question' string")
-        qs.append(it["question"])
-        if "gold_docs" in it:
-            gd.append(list(it["gold_docs"]))
-        elif "paragraphs" in it:
-            gd.append([f"{p['title']}\n{p.get('paragraph_text', p.get('text', ''))}"
-                       for p in it["paragraphs"] if p.get("is_supporting", True)])
-        else:
-            gd.append(None)
-        if "answers" in it:
-            ga.append(list(it["answers"]))
-        elif "answer" in it:
-            ga.append([it["answer"], *it.get("answer_aliases", [])])
-        else:
-            ga.append(None)
-    gold_docs = gd if gd and all(g is not None for g in gd) else None
-    gold_answers = ga if ga and all(g is not None for g in ga) else None
-    return qs, gold_docs, gold_answers
-
-
-def _read_items(path: str | Path) -> list[Any]:
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"file not found: {path}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e})") from None
-    if path.suffix == ".jsonl":
-        items = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    items.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}, line {n}: not valid JSON ({e.msg}, column {e.colno})") from None
-        return items
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        hint = (" (a corpus is a JSON list of strings or {title, text} records, or JSONL: one per line)"
-                if path.suffix not in (".json", ".jsonl") else "")
-        raise ValueError(f"{path}, line {e.lineno}, column {e.colno}: not valid JSON ({e.msg}){hint}") from None
-    if isinstance(data, dict):
-        for key in ("corpus", "docs", "questions", "data"):
-            if isinstance(data.get(key), list):
-                return data[key]
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list (or JSONL)")
-    return data
 
 
 def _positive(text: str) -> int:
@@ -172,7 +91,8 @@ def _print_solution(sol, k: int, with_answer: bool = False) -> None:
     for rank, (doc, score) in enumerate(zip(sol.docs[:k], sol.doc_scores[:k], strict=False), 1):
         title, _, body = doc.partition("\n")
         mark = " *" if sol.gold_docs and doc in sol.gold_docs else ""
-        print(f"  {rank:>2}. [{score:.4f}] {title}{mark}")
+        ids = f"  ({', '.join(sol.doc_ids[rank - 1])})" if len(sol.doc_ids) >= rank else ""
+        print(f"  {rank:>2}. [{score:.4f}] {title}{mark}{ids}")
 
 
 def _llm_failures(sols) -> int:
@@ -193,24 +113,32 @@ def _print_metrics(name: str, metrics: dict) -> None:
 # ------------------------------------------------------------------ commands
 def cmd_index(args) -> int:
     """Index a corpus file (optionally seeding OpenIE results first)."""
-    docs = read_corpus(args.corpus)        # read before anything is created: a bad file leaves no index
+    docs, ids = read_documents(args.corpus)   # read before anything is created: a bad file leaves no index
     rag = _make_rag(args)
     if args.openie:
         n = rag.import_openie(args.openie)
         print(f"imported OpenIE results for {n} passages from {args.openie}")
     t = time.perf_counter()
-    report = rag.index(docs)
+    report = rag.index(docs, ids=ids)
+    d = report.get("documents", {})
     print(f"indexed {report.get('added', 0)} new passage(s) in {time.perf_counter() - t:.1f}s "
-          f"({report.get('openie_llm_passages', 0)} sent to the LLM for fact extraction)")
+          f"({report.get('openie_llm_passages', 0)} sent to the LLM for fact extraction); documents: "
+          f"{len(d.get('added', ()))} added, {len(d.get('replaced', ()))} replaced, "
+          f"{d.get('unchanged', len(docs) if not d else 0)} unchanged")
     print(json.dumps(rag.graph_stats(), indent=2))
     return 0
 
 
 def cmd_delete(args) -> int:
-    """Remove the documents of a corpus file from the index."""
+    """Remove documents from the index: by id (``--ids``, ``--ids-file``, or the ids of a corpus
+    file's records) or by text (a corpus file without ids)."""
+    if sum(x is not None for x in (args.corpus, args.ids, args.ids_file)) != 1:
+        raise ValueError("delete: give one of a corpus file, --ids ID [ID ...] or --ids-file FILE")
+    docs, ids = (None, args.ids) if args.ids is not None else \
+        (None, read_ids(args.ids_file)) if args.ids_file is not None else read_documents(args.corpus)
     _existing_index(args)
     rag = _make_rag(args)
-    report = rag.delete(read_corpus(args.corpus))
+    report = rag.delete(ids=ids) if ids is not None else rag.delete(docs)
     print(json.dumps(report, indent=2))
     print(json.dumps(rag.graph_stats(), indent=2))
     return 0
@@ -338,14 +266,19 @@ def build_parser() -> argparse.ArgumentParser:
                              "existing index keeps its own")
 
     sp = sub.add_parser("index", help="add documents to an index")
-    sp.add_argument("corpus", help="JSON or JSONL of strings or {title,text} records")
+    sp.add_argument("corpus", help="JSON or JSONL of strings or {title,text} records; records with an \"id\" "
+                    "are indexed under it (a known id with another text replaces that document)")
     sp.add_argument("--openie", default=None, help="seed OpenIE results from this file (reference or v1 format); "
                     "passages it covers make no LLM call")
     common(sp)
     sp.set_defaults(func=cmd_index)
 
     sp = sub.add_parser("delete", help="remove documents from an index")
-    sp.add_argument("corpus", help="JSON or JSONL of the documents to remove")
+    sp.add_argument("corpus", nargs="?", default=None, help="JSON or JSONL of the documents to remove (by "
+                    "their \"id\"s if the records have them, else by text)")
+    sp.add_argument("--ids", nargs="+", default=None, metavar="ID", help="ids of the documents to remove")
+    sp.add_argument("--ids-file", default=None, metavar="FILE", help="a file of document ids to remove: one per "
+                    "line, or a JSON/JSONL list of ids or {id, ...} records")
     common(sp)
     sp.set_defaults(func=cmd_delete)
 
@@ -369,7 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how queries reach the graph (default auto: fact, or ner_fact on an extractor=ner index)")
         sp.add_argument("--dense-first", type=int, default=None, metavar="N",
                         help="rank fusion: the N best dense passages first, then the graph ranking (default 0)")
-        sp.add_argument("--output", default=None, help="write solutions and metrics as JSON here")
+        sp.add_argument("--output", default=None, help="write solutions (with passage_ids and doc_ids) and "
+                        "metrics as JSON here")
         common(sp)
         sp.set_defaults(func=func)
 

@@ -24,6 +24,8 @@ def test_index_retrieve_stats_with_ner_extractor(tmp_path, capsys):
                  "--output", str(out)]) == 0
     sol = json.loads(out.read_text())["solutions"][0]
     assert sol["docs"][0].startswith("Barack Obama") and not sol["used_fallback"]
+    from hippo_engine.index.documents import document_id  # records without "id": ids from their texts
+    assert sol["doc_ids"][0] == [document_id(sol["docs"][0])]
     capsys.readouterr()
     assert main(["stats", "--save-dir", idx]) == 0
     stats = json.loads(capsys.readouterr().out)
@@ -110,3 +112,52 @@ def test_llm_flags_reach_the_server_and_announcements_say_the_llm_calls(tmp_path
         with pytest.raises(SystemExit) as e:
             main(["stats", "--save-dir", idx, *bad])
         assert e.value.code == 2
+
+
+def test_document_ids_index_retrieve_and_delete_by_id(tmp_path, capsys, monkeypatch):
+    """Corpus records with "id": indexed under them, printed beside each passage and written to
+    --output; ``delete --ids`` / ``--ids-file`` / a corpus with ids remove by id (fakes: no models)."""
+    from helpers import CORPUS, make_rag
+
+    import hippo_engine.cli as cli
+
+    monkeypatch.setattr(cli, "_make_rag", lambda args, **kw: make_rag(args.save_dir))
+    records = [{"id": f"doc{i}", "title": d.split("\n")[0], "text": d.split("\n", 1)[1]} for i, d in enumerate(CORPUS)]
+    corpus, queries, out = tmp_path / "c.jsonl", tmp_path / "q.json", tmp_path / "out.json"
+    corpus.write_text("\n".join(json.dumps(r) for r in records))
+    queries.write_text(json.dumps(["Who mapped Lake Veloria?"]))
+    idx = str(tmp_path / "idx")
+    assert main(["index", str(corpus), "--save-dir", idx]) == 0
+    assert "documents: 8 added, 0 replaced, 0 unchanged" in capsys.readouterr().out
+    assert main(["retrieve", "--save-dir", idx, "--queries", str(queries), "--top-k", "2", "--no-filter",
+                 "--output", str(out)]) == 0
+    sol = json.loads(out.read_text())["solutions"][0]
+    assert sol["doc_ids"][0] == [f"doc{CORPUS.index(sol['docs'][0])}"] and len(sol["passage_ids"]) == 2
+    assert f"({sol['doc_ids'][0][0]})" in capsys.readouterr().out
+    assert main(["delete", "--save-dir", idx, "--ids", "doc0", "doc1", "nope"]) == 0
+    report = json.loads(capsys.readouterr().out.split("\n}\n")[0] + "\n}")
+    assert report["documents"] == {"removed": ["doc0", "doc1"], "unknown": ["nope"]} and report["removed"] == 2
+    (tmp_path / "ids.txt").write_text("doc2\n\ndoc3\n")
+    assert main(["delete", "--save-dir", idx, "--ids-file", str(tmp_path / "ids.txt")]) == 0
+    (tmp_path / "part.json").write_text(json.dumps(records[4:6]))
+    assert main(["delete", str(tmp_path / "part.json"), "--save-dir", idx]) == 0
+    assert make_rag(idx).index_state.stored_documents([r["id"] for r in records])[0].keys() == {"doc6", "doc7"}
+    capsys.readouterr()
+    assert main(["delete", str(corpus), "--ids", "doc6", "--save-dir", idx]) == 2
+    assert "give one of a corpus file, --ids" in capsys.readouterr().err
+
+
+def test_corpus_ids_must_be_all_or_none(tmp_path):
+    from hippo_engine.inputs import read_documents, read_ids
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps([{"id": 7, "text": "a"}, {"id": "b", "title": "T", "text": "x"}]))
+    assert read_documents(f) == (["a", "T\nx"], ["7", "b"])
+    f.write_text(json.dumps([{"id": "a", "text": "a"}, "plain"]))
+    with pytest.raises(ValueError, match="item 1 has no 'id' but item 0 has one"):
+        read_documents(f)
+    f.write_text(json.dumps([{"id": ["x"], "text": "a"}]))
+    with pytest.raises(ValueError, match="item 0 has an 'id' that is neither"):
+        read_documents(f)
+    f.write_text(json.dumps(["a", {"id": "b"}, 3]))
+    with pytest.raises(ValueError, match="item 2 is neither an id string"):
+        read_ids(f)

@@ -120,13 +120,16 @@ def test_query_solution_to_dict_is_json():
     s = QuerySolution("q?", DOCS[:2], np.array([0.5, 0.25], dtype=np.float32), answer="Cetra",
                       gold_answers=["Cetra"], gold_docs=[DOCS[1]],
                       candidate_facts=[("a", "b", "c")], kept_facts=[("a", "b", "c")],
-                      seed_entities=[("a", np.float32(0.5))], used_fallback=False)
+                      seed_entities=[("a", np.float32(0.5))], used_fallback=False,
+                      passage_ids=["chunk-1", "chunk-2"], doc_ids=[["d1"], ("d2", "d3")])
     d = json.loads(json.dumps(s.to_dict()))
+    assert d["passage_ids"] == ["chunk-1", "chunk-2"] and d["doc_ids"] == [["d1"], ["d2", "d3"]]
     assert d["doc_scores"] == [0.5, 0.25]
     assert d["candidate_facts"] == [["a", "b", "c"]]
     assert d["seed_entities"] == [["a", 0.5]]
     assert d["answer"] == "Cetra" and d["used_fallback"] is False
     fresh = QuerySolution("q", [], [])
+    assert fresh.passage_ids == [] and fresh.doc_ids == [] and fresh.to_dict()["doc_ids"] == []
     assert fresh.candidate_facts == [] and fresh.candidate_facts is not QuerySolution("r", [], []).candidate_facts
 
 
