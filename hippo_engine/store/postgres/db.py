@@ -1,0 +1,423 @@
+"""The index in a PostgreSQL schema: :class:`PostgresIndexStore`.
+
+One schema per index, so one database holds several indexes. The tables mirror the SQLite
+layout of :class:`~hippo_engine.store.db.IndexDB` (``meta``, ``passage_triples``,
+``passage_hyperedges``, ``synonymy``, ``documents``, ``communities``, ``community_reports``) and
+each embedding store is a table ``store_<namespace>`` with a pgvector column
+(:mod:`hippo_engine.store.postgres.vectors`). Ids are ``text COLLATE "C"``, so ``ORDER BY id`` is
+the bytewise order Python's sort and SQLite give, whatever the database's locale.
+
+Writers: the outermost :meth:`PostgresIndexStore.transaction` takes a transaction-scoped advisory
+lock derived from the schema name, so writers of one index serialise across processes and hosts
+and a writer that dies releases it with its connection. Readers take no lock;
+:meth:`PostgresIndexStore.snapshot` is a REPEATABLE READ transaction.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import socket
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+
+from hippo_engine.store.base import IndexStore, StoreError, Triple, encode_entities
+from hippo_engine.store.lock import IndexLockedError
+from hippo_engine.store.postgres.server import INSTALL_HINT
+from hippo_engine.text import Hyperedge
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = "1"
+#: first key of every advisory lock this backend takes ("Hi"); the second is derived from the schema
+LOCK_CLASS = 0x4869
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+_TABLES = {
+    "meta": 'key text COLLATE "C" PRIMARY KEY, value text NOT NULL',
+    "passage_triples": 'passage_id text COLLATE "C" NOT NULL, pos integer NOT NULL, subj text NOT NULL, '
+                       'pred text NOT NULL, obj text NOT NULL, PRIMARY KEY (passage_id, pos)',
+    "passage_hyperedges": 'passage_id text COLLATE "C" NOT NULL, pos integer NOT NULL, text text NOT NULL, '
+                          'entities text NOT NULL, PRIMARY KEY (passage_id, pos)',
+    "synonymy": 'src text COLLATE "C" NOT NULL, dst text COLLATE "C" NOT NULL, score double precision NOT NULL, '
+                'PRIMARY KEY (src, dst)',
+    "documents": 'doc_id text COLLATE "C" NOT NULL, pos integer NOT NULL, passage_id text COLLATE "C" NOT NULL, '
+                 'PRIMARY KEY (doc_id, pos)',
+    "communities": 'id text COLLATE "C" PRIMARY KEY, level integer NOT NULL, parent text, data text NOT NULL',
+    "community_reports": 'member_key text COLLATE "C" PRIMARY KEY, report text NOT NULL, source text NOT NULL',
+}
+_INDEXES = {"synonymy_dst": "synonymy (dst)", "documents_passage": "documents (passage_id)"}
+
+
+def _psycopg():
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError(f"the PostgreSQL backend needs psycopg; install it with: {INSTALL_HINT}") from None
+    return psycopg
+
+
+def lock_key(schema: str) -> tuple[int, int]:
+    """The advisory lock (two int4 keys) that writers of ``schema`` take."""
+    return LOCK_CLASS, zlib.crc32(schema.encode("utf-8")) & 0x7FFFFFFF
+
+
+def describe_dsn(dsn: str) -> str:
+    """``postgresql <db> on <host>`` for messages (never the password)."""
+    try:
+        info = _psycopg().conninfo.conninfo_to_dict(dsn)
+    except Exception:  # noqa: BLE001 - only for a message
+        return "postgresql (unparsable DSN)"
+    return f"postgresql database {info.get('dbname') or '?'} on {info.get('host') or 'the default host'}"
+
+
+class PostgresIndexStore(IndexStore):
+    """An index kept in schema ``schema`` of the PostgreSQL database at ``dsn``.
+
+    The schema is created if missing (with a ``schema_version`` row in ``meta``); a schema that
+    holds other tables is refused, naming it, before anything is written. ``lock_timeout``:
+    seconds a writer waits for another writer of the same index before
+    :class:`~hippo_engine.store.lock.IndexLockedError` (None: wait as long as it takes).
+    """
+
+    def __init__(self, dsn: str, schema: str, *, lock_timeout: float | None = None):
+        psycopg = _psycopg()
+        if not _SCHEMA_NAME.match(schema):
+            raise StoreError(f"schema name {schema!r}: use letters, digits and '_' (at most 63, not starting "
+                             "with a digit)")
+        self.dsn, self.schema, self.lock_timeout = dsn, schema, lock_timeout
+        self.q = f'"{schema}"'            # the quoted schema, to qualify table names
+        try:
+            self.conn = psycopg.connect(dsn, autocommit=True, application_name=(
+                f"hippo-engine pid {os.getpid()} host {socket.gethostname()}")[:63])
+        except psycopg.Error as e:
+            raise StoreError(f"cannot connect to {describe_dsn(dsn)} for index schema {schema}: {e}") from e
+        self.location = f"postgresql {self.conn.info.dbname} schema {schema}"
+        self._depth = 0
+        self._in_snapshot = False
+        self._after_commit: list[Callable[[], None]] = []
+        try:
+            self._setup()
+        except BaseException:
+            self.conn.close()
+            raise
+
+    # ------------------------------------------------------------------ setup
+    def _setup(self) -> None:
+        """Make sure pgvector is there, then create (or check) this index's schema."""
+        c = self.conn
+        ext = c.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname='vector'").fetchone()
+        if ext is None:
+            try:
+                with self._tx():
+                    c.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_CLASS,))
+                    c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except _psycopg().Error as e:
+                raise StoreError(f"{self.location}: the pgvector extension is not installed in this database "
+                                 f"and could not be created: {e}") from e
+            ext = c.execute("SELECT extnamespace::regnamespace::text FROM pg_extension "
+                            "WHERE extname='vector'").fetchone()
+        c.execute(f"SET search_path = {ext[0]}, pg_catalog")
+        with self._tx():
+            c.execute("SELECT pg_advisory_xact_lock(%s, %s)", lock_key(self.schema))
+            self._refuse_foreign()
+            c.execute(f"CREATE SCHEMA IF NOT EXISTS {self.q}")
+            for name, cols in _TABLES.items():
+                c.execute(f"CREATE TABLE IF NOT EXISTS {self.q}.{name} ({cols})")
+            for name, on in _INDEXES.items():
+                c.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {self.q}.{on}")
+            c.execute(f"INSERT INTO {self.q}.meta VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
+                      (SCHEMA_VERSION,))
+        have = self.get_meta("schema_version")
+        if have != SCHEMA_VERSION:
+            raise StoreError(f"{self.location} has schema version {have}, this hippo-engine reads {SCHEMA_VERSION}")
+        from pgvector.psycopg import register_vector
+        register_vector(c)
+
+    def _refuse_foreign(self) -> None:
+        """Fail, before writing anything, on a schema that holds tables but is not an index."""
+        tables = sorted(r[0] for r in self.conn.execute("SELECT tablename FROM pg_tables WHERE schemaname=%s",
+                                                        (self.schema,)))
+        ours = "meta" in tables and self.conn.execute(
+            f"SELECT 1 FROM {self.q}.meta WHERE key='schema_version'").fetchone() is not None
+        if tables and not ours:
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StoreError(f"schema {self.schema} of postgresql database {self.conn.info.dbname} holds tables "
+                             f"({shown}) but is not a hippo-engine index; nothing was written to it. "
+                             "Use another schema.")
+
+    def table_exists(self, name: str) -> bool:
+        """Whether table ``name`` exists in this index's schema."""
+        return self.conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{self.q}.{name}",)).fetchone()[0]
+
+    # ------------------------------------------------------------------ transactions
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[None]:
+        """A plain transaction on the autocommit connection (no lock, no nesting)."""
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self._rollback()
+            raise
+        self.conn.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        if not self.conn.closed:
+            with contextlib.suppress(Exception):
+                self.conn.execute("ROLLBACK")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[object]:
+        """All writes inside are committed together or not at all (nesting allowed: an inner
+        block joins the outer one). The outermost block takes the index's advisory lock."""
+        if self._in_snapshot:
+            raise StoreError(f"{self.location}: a write transaction cannot start inside a snapshot")
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self.conn
+            finally:
+                self._depth -= 1
+            return
+        self.conn.execute("BEGIN")
+        self._depth = 1
+        try:
+            self._take_lock()
+            yield self.conn
+        except BaseException:
+            self._depth = 0
+            self._after_commit.clear()
+            self._rollback()
+            raise
+        self._depth = 0
+        try:
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self._after_commit.clear()
+            raise
+        self._run_after_commit()
+
+    def _take_lock(self) -> None:
+        psycopg = _psycopg()
+        if self.lock_timeout is None:
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", lock_key(self.schema))
+            return
+        self.conn.execute(f"SET LOCAL lock_timeout = '{max(1, int(self.lock_timeout * 1000))}ms'")
+        try:
+            self.conn.execute("SAVEPOINT hippo_lock")
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", lock_key(self.schema))
+        except psycopg.errors.LockNotAvailable:
+            self.conn.execute("ROLLBACK TO SAVEPOINT hippo_lock")
+            raise IndexLockedError(f"the index in {self.location} is being written by {self.lock_holder()}; gave "
+                                   f"up after waiting {self.lock_timeout:g} s. One writer at a time; readers need "
+                                   "no lock.") from None
+        self.conn.execute("RELEASE SAVEPOINT hippo_lock")
+        self.conn.execute("SET LOCAL lock_timeout = 0")
+
+    def lock_holder(self) -> str:
+        """Who holds this index's write lock (its connection's application name), if anyone."""
+        row = self.conn.execute(
+            "SELECT a.application_name, a.backend_start FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            lock_key(self.schema)).fetchone()
+        if row is None:
+            return "nobody (now)"
+        return f"{row[0] or 'an unnamed client'} (connected since {row[1]:%Y-%m-%d %H:%M:%S})"
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[object]:
+        """Reads inside see one committed state (a REPEATABLE READ transaction; within a write
+        transaction, that transaction's state), whatever other processes commit meanwhile."""
+        if self._depth or self._in_snapshot:
+            yield self.conn
+            return
+        self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        self._in_snapshot = True
+        try:
+            yield self.conn
+        except BaseException:
+            self._in_snapshot = False
+            self._rollback()
+            raise
+        self._in_snapshot = False
+        self.conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def ddl(self) -> Iterator[object]:
+        """Schema changes (a store's table, an index): under the writer lock, inside the current
+        transaction or snapshot if there is one."""
+        if self._depth:
+            yield self.conn
+        elif self._in_snapshot:
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", lock_key(self.schema))
+            yield self.conn
+        else:
+            with self.transaction():
+                yield self.conn
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the current transaction has committed (now, outside one).
+        Dropped if the transaction rolls back."""
+        if self._depth == 0:
+            fn()
+        elif fn not in self._after_commit:
+            self._after_commit.append(fn)
+
+    def _run_after_commit(self) -> None:
+        todo, self._after_commit = self._after_commit, []
+        for fn in todo:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - derived data only; the commit stands
+                logger.warning("after-commit step %r failed: %s", fn, e)
+
+    # ------------------------------------------------------------------ helpers
+    def _copy_in(self, table: str, columns: str, rows: Iterable[Sequence]) -> None:
+        """Append rows to a table of this schema (COPY, text format)."""
+        with self.conn.cursor() as cur, cur.copy(f"COPY {self.q}.{table} ({columns}) FROM STDIN") as cp:
+            for row in rows:
+                cp.write_row(row)
+
+    def _delete_any(self, table: str, column: str, keys: Iterable[str]) -> None:
+        keys = list(dict.fromkeys(keys))
+        if keys:
+            self.conn.execute(f"DELETE FROM {self.q}.{table} WHERE {column} = ANY(%s)", (keys,))
+
+    # ------------------------------------------------------------------ metadata
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute(f"SELECT value FROM {self.q}.meta WHERE key=%s", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction():
+            self.conn.execute(f"INSERT INTO {self.q}.meta (key, value) VALUES (%s, %s) ON CONFLICT (key) "
+                              "DO UPDATE SET value = EXCLUDED.value", (key, value))
+
+    # ------------------------------------------------------------------ passages
+    def passage_ids(self) -> list[str]:
+        if not self.table_exists("store_passage"):
+            return []
+        return [r[0] for r in self.conn.execute(f"SELECT id FROM {self.q}.store_passage ORDER BY id")]
+
+    def has_passage(self, pid: str) -> bool:
+        return self.table_exists("store_passage") and self.conn.execute(
+            f"SELECT 1 FROM {self.q}.store_passage WHERE id=%s", (pid,)).fetchone() is not None
+
+    def passage_count(self) -> int:
+        if not self.table_exists("store_passage"):
+            return 0
+        return int(self.conn.execute(f"SELECT count(*) FROM {self.q}.store_passage").fetchone()[0])
+
+    # ------------------------------------------------------------------ facts
+    def load_passage_triples(self) -> dict[str, list[Triple]]:
+        out: dict[str, list[Triple]] = {}
+        for pid, s, p, o in self.conn.execute(
+                f"SELECT passage_id, subj, pred, obj FROM {self.q}.passage_triples ORDER BY passage_id, pos"):
+            out.setdefault(pid, []).append((s, p, o))
+        return out
+
+    def put_passage_triples(self, pid: str, triples: Sequence[Triple]) -> None:
+        with self.transaction():
+            self._delete_any("passage_triples", "passage_id", [pid])
+            self._copy_in("passage_triples", "passage_id, pos, subj, pred, obj",
+                          ((pid, i, s, p, o) for i, (s, p, o) in enumerate(triples)))
+
+    def delete_passage_triples(self, pids: Iterable[str]) -> None:
+        with self.transaction():
+            self._delete_any("passage_triples", "passage_id", pids)
+
+    def load_passage_hyperedges(self) -> dict[str, list[Hyperedge]]:
+        out: dict[str, list[Hyperedge]] = {}
+        for pid, text, ents in self.conn.execute(
+                f"SELECT passage_id, text, entities FROM {self.q}.passage_hyperedges ORDER BY passage_id, pos"):
+            try:
+                entities = tuple(json.loads(ents))
+            except ValueError as e:
+                raise StoreError(f"{self.location}: unreadable entity list of a fact of passage {pid}: {e}") from e
+            out.setdefault(pid, []).append(Hyperedge(text, entities))
+        return out
+
+    def put_passage_hyperedges(self, pid: str, hyperedges: Sequence[Hyperedge]) -> None:
+        with self.transaction():
+            self._delete_any("passage_hyperedges", "passage_id", [pid])
+            self._copy_in("passage_hyperedges", "passage_id, pos, text, entities",
+                          ((pid, i, h.text, encode_entities(h.entities)) for i, h in enumerate(hyperedges)))
+
+    def delete_passage_hyperedges(self, pids: Iterable[str]) -> None:
+        with self.transaction():
+            self._delete_any("passage_hyperedges", "passage_id", pids)
+
+    # ------------------------------------------------------------------ synonymy
+    def load_synonymy(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for s, d, w in self.conn.execute(f"SELECT src, dst, score FROM {self.q}.synonymy ORDER BY src, dst"):
+            out.setdefault(s, {})[d] = w
+        return out
+
+    def replace_synonymy_lists(self, lists: Mapping[str, Mapping[str, float]]) -> None:
+        """Overwrite the neighbour lists of the given sources (an empty dict clears one)."""
+        with self.transaction():
+            self._delete_any("synonymy", "src", lists)
+            self._copy_in("synonymy", "src, dst, score",
+                          ((s, d, float(w)) for s, nb in lists.items() for d, w in nb.items()))
+
+    # ------------------------------------------------------------------ documents
+    def put_documents(self, docs: Mapping[str, Sequence[str]]) -> None:
+        with self.transaction():
+            self._delete_any("documents", "doc_id", docs)
+            self._copy_in("documents", "doc_id, pos, passage_id",
+                          ((d, i, p) for d, pids in docs.items() for i, p in enumerate(pids)))
+
+    def document_passages(self, doc_ids: Iterable[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for d, p in self.conn.execute(f"SELECT doc_id, passage_id FROM {self.q}.documents WHERE doc_id = ANY(%s) "
+                                      "ORDER BY doc_id, pos", (list(dict.fromkeys(doc_ids)),)):
+            out.setdefault(d, []).append(p)
+        return out
+
+    def passage_documents(self, pids: Iterable[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for p, d in self.conn.execute(f"SELECT passage_id, doc_id FROM {self.q}.documents WHERE passage_id = "
+                                      "ANY(%s) ORDER BY passage_id, doc_id", (list(dict.fromkeys(pids)),)):
+            out.setdefault(p, []).append(d)
+        return out
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> None:
+        with self.transaction():
+            self._delete_any("documents", "doc_id", doc_ids)
+
+    # ------------------------------------------------------------------ communities (HiRAG)
+    def load_community_rows(self) -> list[str]:
+        return [r[0] for r in self.conn.execute(f"SELECT data FROM {self.q}.communities ORDER BY level, id")]
+
+    def load_report_rows(self) -> list[tuple[str, str]]:
+        return [(k, r) for k, r in self.conn.execute(
+            f"SELECT member_key, report FROM {self.q}.community_reports ORDER BY member_key")]
+
+    def replace_communities(self, rows: Sequence[tuple[str, int, str | None, str]],
+                            reports: Sequence[tuple[str, str, str]]) -> None:
+        with self.transaction():
+            self.conn.execute(f"DELETE FROM {self.q}.communities")
+            self._copy_in("communities", "id, level, parent, data", rows)
+            self.conn.execute(f"DELETE FROM {self.q}.community_reports")
+            self._copy_in("community_reports", "member_key, report, source", reports)
+
+    # ------------------------------------------------------------------ vectors and lifetime
+    def embedding_store(self, namespace: str, dim: int, **options):
+        """The :class:`~hippo_engine.store.postgres.vectors.PostgresEmbeddingStore` of
+        ``namespace`` (options: see that class)."""
+        from hippo_engine.store.postgres.vectors import PostgresEmbeddingStore
+        return PostgresEmbeddingStore(self, namespace, dim, **options)
+
+    def close(self) -> None:
+        if not self.conn.closed:
+            if self._depth or self._in_snapshot:
+                self._rollback()
+            self.conn.close()
+
+
+__all__ = ["LOCK_CLASS", "PostgresIndexStore", "SCHEMA_VERSION", "describe_dsn", "lock_key"]
