@@ -3,7 +3,7 @@ fresh schema per test (skipped where the PostgreSQL extra is not installed)."""
 from __future__ import annotations
 
 import os
-import shutil
+import subprocess
 import tempfile
 import uuid
 from pathlib import Path
@@ -19,6 +19,31 @@ def pg_base_dir(prefix: str = "hippo-pgtest-") -> Path:
     if os.geteuid() == 0:
         base.chmod(0o711)
     return base
+
+
+def remove_soon(path: Path) -> None:
+    """Remove a data directory without waiting: deleting files that were synced to disk takes
+    seconds on file systems mounted with ``discard``; nothing uses the folder any more."""
+    subprocess.Popen(["rm", "-rf", "--", str(path)], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def pg_dirs():
+    """A factory of folders for PostgreSQL data directories (see :func:`pg_base_dir`); at the end
+    of the test, servers left running in them are stopped and the folders removed."""
+    made: list[Path] = []
+
+    def make() -> Path:
+        made.append(pg_base_dir())
+        return made[-1]
+
+    yield make
+    from hippo_engine.store.postgres.server import EmbeddedPostgres
+    for base in made:
+        for pid_file in base.rglob("postmaster.pid"):
+            EmbeddedPostgres(pid_file.parent).stop(force=True, mode="immediate")
+        remove_soon(base)
 
 
 @pytest.fixture(scope="session")
@@ -38,7 +63,7 @@ def pg_server():
         yield server
     finally:
         server.stop(mode="immediate")   # the data is thrown away: no shutdown checkpoint
-        shutil.rmtree(base, ignore_errors=True)
+        remove_soon(base)
 
 
 @pytest.fixture
