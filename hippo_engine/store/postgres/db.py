@@ -120,16 +120,18 @@ class PostgresIndexStore(IndexStore):
             ext = c.execute("SELECT extnamespace::regnamespace::text FROM pg_extension "
                             "WHERE extname='vector'").fetchone()
         c.execute(f"SET search_path = {ext[0]}, pg_catalog")
-        with self._tx():
-            c.execute("SELECT pg_advisory_xact_lock(%s, %s)", lock_key(self.schema))
-            self._refuse_foreign()
-            c.execute(f"CREATE SCHEMA IF NOT EXISTS {self.q}")
-            for name, cols in _TABLES.items():
-                c.execute(f"CREATE TABLE IF NOT EXISTS {self.q}.{name} ({cols})")
-            for name, on in _INDEXES.items():
-                c.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {self.q}.{on}")
-            c.execute(f"INSERT INTO {self.q}.meta VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
-                      (SCHEMA_VERSION,))
+        self._refuse_foreign()
+        if not self._complete():           # create what is missing, under the writer lock
+            with self._tx():
+                self._take_lock()
+                self._refuse_foreign()
+                c.execute(f"CREATE SCHEMA IF NOT EXISTS {self.q}")
+                for name, cols in _TABLES.items():
+                    c.execute(f"CREATE TABLE IF NOT EXISTS {self.q}.{name} ({cols})")
+                for name, on in _INDEXES.items():
+                    c.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {self.q}.{on}")
+                c.execute(f"INSERT INTO {self.q}.meta VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
+                          (SCHEMA_VERSION,))
         have = self.get_meta("schema_version")
         if have != SCHEMA_VERSION:
             raise StoreError(f"{self.location} has schema version {have}, this hippo-engine reads {SCHEMA_VERSION}")
@@ -147,6 +149,12 @@ class PostgresIndexStore(IndexStore):
             raise StoreError(f"schema {self.schema} of postgresql database {self.conn.info.dbname} holds tables "
                              f"({shown}) but is not a hippo-engine index; nothing was written to it. "
                              "Use another schema.")
+
+    def _complete(self) -> bool:
+        """Whether every table and index of the schema exists, with its version row."""
+        have = {r[0] for r in self.conn.execute(
+            "SELECT relname FROM pg_class WHERE relnamespace = to_regnamespace(%s)", (self.q,))}
+        return (set(_TABLES) | set(_INDEXES)) <= have and self.get_meta("schema_version") is not None
 
     def table_exists(self, name: str) -> bool:
         """Whether table ``name`` exists in this index's schema."""
