@@ -289,9 +289,12 @@ class PostgresEmbeddingStore(EmbeddingStore):
         best_rows = np.take_along_axis(best_rows, order, 1)
         return ids[best_rows] if k else np.zeros((len(q), 0), object), np.take_along_axis(best, order, 1)
 
-    def _nearest_hnsw(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _wrap(self, qv: np.ndarray):
+        """A query vector as a parameter of this table's type."""
         from pgvector import HalfVector, Vector
-        wrap = Vector if self.kind == "vector" else HalfVector
+        return Vector(qv) if self.kind == "vector" else HalfVector(qv)
+
+    def _nearest_hnsw(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         ef = max(MIN_EF_SEARCH, k)
         out_ids = np.full((len(q), k), None, object)
         out_scores = np.full((len(q), k), -np.inf, np.float32)
@@ -299,7 +302,7 @@ class PostgresEmbeddingStore(EmbeddingStore):
         c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
         for i, qv in enumerate(q):
             rows = c.execute(f"SELECT id, vec FROM {self.table} ORDER BY vec <#> %s LIMIT %s",
-                             (wrap(qv), ef), binary=True).fetchall()
+                             (self._wrap(qv), ef), binary=True).fetchall()
             if not rows or not k:
                 continue
             rows.sort(key=lambda r: r[0])
