@@ -18,60 +18,25 @@ import contextlib
 import json
 import logging
 import os
-import re
 import socket
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from hippo_engine.store.base import IndexStore, StoreError, Triple, encode_entities
 from hippo_engine.store.lock import IndexLockedError
-from hippo_engine.store.postgres.server import INSTALL_HINT
+from hippo_engine.store.postgres.schema import (
+    SCHEMA_NAME,
+    SCHEMA_VERSION,
+    create_schema,
+    describe_dsn,
+    ensure_vector_extension,
+    lock_key,
+    psycopg_module,
+    refuse_foreign,
+    schema_complete,
+)
 from hippo_engine.text import Hyperedge
 
 logger = logging.getLogger(__name__)
-
-SCHEMA_VERSION = "1"
-#: first key of every advisory lock this backend takes ("Hi"); the second is derived from the schema
-LOCK_CLASS = 0x4869
-_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-
-_TABLES = {
-    "meta": 'key text COLLATE "C" PRIMARY KEY, value text NOT NULL',
-    "passage_triples": 'passage_id text COLLATE "C" NOT NULL, pos integer NOT NULL, subj text NOT NULL, '
-                       'pred text NOT NULL, obj text NOT NULL, PRIMARY KEY (passage_id, pos)',
-    "passage_hyperedges": 'passage_id text COLLATE "C" NOT NULL, pos integer NOT NULL, text text NOT NULL, '
-                          'entities text NOT NULL, PRIMARY KEY (passage_id, pos)',
-    "synonymy": 'src text COLLATE "C" NOT NULL, dst text COLLATE "C" NOT NULL, score double precision NOT NULL, '
-                'PRIMARY KEY (src, dst)',
-    "documents": 'doc_id text COLLATE "C" NOT NULL, pos integer NOT NULL, passage_id text COLLATE "C" NOT NULL, '
-                 'PRIMARY KEY (doc_id, pos)',
-    "communities": 'id text COLLATE "C" PRIMARY KEY, level integer NOT NULL, parent text, data text NOT NULL',
-    "community_reports": 'member_key text COLLATE "C" PRIMARY KEY, report text NOT NULL, source text NOT NULL',
-}
-_INDEXES = {"synonymy_dst": "synonymy (dst)", "documents_passage": "documents (passage_id)"}
-
-
-def _psycopg():
-    try:
-        import psycopg
-    except ImportError:
-        raise StoreError(f"the PostgreSQL backend needs psycopg; install it with: {INSTALL_HINT}") from None
-    return psycopg
-
-
-def lock_key(schema: str) -> tuple[int, int]:
-    """The advisory lock (two int4 keys) that writers of ``schema`` take."""
-    return LOCK_CLASS, zlib.crc32(schema.encode("utf-8")) & 0x7FFFFFFF
-
-
-def describe_dsn(dsn: str) -> str:
-    """``postgresql <db> on <host>`` for messages (never the password)."""
-    try:
-        info = _psycopg().conninfo.conninfo_to_dict(dsn)
-    except Exception:  # noqa: BLE001 - only for a message
-        return "postgresql (unparsable DSN)"
-    return f"postgresql database {info.get('dbname') or '?'} on {info.get('host') or 'the default host'}"
-
 
 class PostgresIndexStore(IndexStore):
     """An index kept in schema ``schema`` of the PostgreSQL database at ``dsn``.
@@ -83,8 +48,8 @@ class PostgresIndexStore(IndexStore):
     """
 
     def __init__(self, dsn: str, schema: str, *, lock_timeout: float | None = None):
-        psycopg = _psycopg()
-        if not _SCHEMA_NAME.match(schema):
+        psycopg = psycopg_module()
+        if not SCHEMA_NAME.match(schema):
             raise StoreError(f"schema name {schema!r}: use letters, digits and '_' (at most 63, not starting "
                              "with a digit)")
         self.dsn, self.schema, self.lock_timeout = dsn, schema, lock_timeout
@@ -108,53 +73,18 @@ class PostgresIndexStore(IndexStore):
     def _setup(self) -> None:
         """Make sure pgvector is there, then create (or check) this index's schema."""
         c = self.conn
-        ext = c.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname='vector'").fetchone()
-        if ext is None:
-            try:
-                with self._tx():
-                    c.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_CLASS,))
-                    c.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            except _psycopg().Error as e:
-                raise StoreError(f"{self.location}: the pgvector extension is not installed in this database "
-                                 f"and could not be created: {e}") from e
-            ext = c.execute("SELECT extnamespace::regnamespace::text FROM pg_extension "
-                            "WHERE extname='vector'").fetchone()
-        c.execute(f"SET search_path = {ext[0]}, pg_catalog")
-        self._refuse_foreign()
-        if not self._complete():           # create what is missing, under the writer lock
+        c.execute(f"SET search_path = {ensure_vector_extension(c, self.location)}, pg_catalog")
+        refuse_foreign(c, self.schema)
+        if not schema_complete(c, self.schema):     # create what is missing, under the writer lock
             with self._tx():
                 self._take_lock()
-                self._refuse_foreign()
-                c.execute(f"CREATE SCHEMA IF NOT EXISTS {self.q}")
-                for name, cols in _TABLES.items():
-                    c.execute(f"CREATE TABLE IF NOT EXISTS {self.q}.{name} ({cols})")
-                for name, on in _INDEXES.items():
-                    c.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {self.q}.{on}")
-                c.execute(f"INSERT INTO {self.q}.meta VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
-                          (SCHEMA_VERSION,))
+                refuse_foreign(c, self.schema)
+                create_schema(c, self.schema)
         have = self.get_meta("schema_version")
         if have != SCHEMA_VERSION:
             raise StoreError(f"{self.location} has schema version {have}, this hippo-engine reads {SCHEMA_VERSION}")
         from pgvector.psycopg import register_vector
         register_vector(c)
-
-    def _refuse_foreign(self) -> None:
-        """Fail, before writing anything, on a schema that holds tables but is not an index."""
-        tables = sorted(r[0] for r in self.conn.execute("SELECT tablename FROM pg_tables WHERE schemaname=%s",
-                                                        (self.schema,)))
-        ours = "meta" in tables and self.conn.execute(
-            f"SELECT 1 FROM {self.q}.meta WHERE key='schema_version'").fetchone() is not None
-        if tables and not ours:
-            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
-            raise StoreError(f"schema {self.schema} of postgresql database {self.conn.info.dbname} holds tables "
-                             f"({shown}) but is not a hippo-engine index; nothing was written to it. "
-                             "Use another schema.")
-
-    def _complete(self) -> bool:
-        """Whether every table and index of the schema exists, with its version row."""
-        have = {r[0] for r in self.conn.execute(
-            "SELECT relname FROM pg_class WHERE relnamespace = to_regnamespace(%s)", (self.q,))}
-        return (set(_TABLES) | set(_INDEXES)) <= have and self.get_meta("schema_version") is not None
 
     def table_exists(self, name: str) -> bool:
         """Whether table ``name`` exists in this index's schema."""
@@ -209,7 +139,7 @@ class PostgresIndexStore(IndexStore):
         self._run_after_commit()
 
     def _take_lock(self) -> None:
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
         if self.lock_timeout is None:
             self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", lock_key(self.schema))
             return
@@ -428,4 +358,4 @@ class PostgresIndexStore(IndexStore):
             self.conn.close()
 
 
-__all__ = ["LOCK_CLASS", "PostgresIndexStore", "SCHEMA_VERSION", "describe_dsn", "lock_key"]
+__all__ = ["PostgresIndexStore"]

@@ -1,0 +1,101 @@
+"""The tables of an index in its PostgreSQL schema, how they are created and checked, and the
+advisory lock its writers take (used by :class:`~hippo_engine.store.postgres.db.PostgresIndexStore`)."""
+from __future__ import annotations
+
+import re
+import zlib
+
+from hippo_engine.store.base import StoreError
+from hippo_engine.store.postgres.server import INSTALL_HINT
+
+SCHEMA_VERSION = "1"
+#: first key of every advisory lock this backend takes ("Hi"); the second is derived from the schema
+LOCK_CLASS = 0x4869
+SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+TABLES = {
+    "meta": 'key text COLLATE "C" PRIMARY KEY, value text NOT NULL',
+    "passage_triples": 'passage_id text COLLATE "C" NOT NULL, pos integer NOT NULL, subj text NOT NULL, '
+                       'pred text NOT NULL, obj text NOT NULL, PRIMARY KEY (passage_id, pos)',
+    "passage_hyperedges": 'passage_id text COLLATE "C" NOT NULL, pos integer NOT NULL, text text NOT NULL, '
+                          'entities text NOT NULL, PRIMARY KEY (passage_id, pos)',
+    "synonymy": 'src text COLLATE "C" NOT NULL, dst text COLLATE "C" NOT NULL, score double precision NOT NULL, '
+                'PRIMARY KEY (src, dst)',
+    "documents": 'doc_id text COLLATE "C" NOT NULL, pos integer NOT NULL, passage_id text COLLATE "C" NOT NULL, '
+                 'PRIMARY KEY (doc_id, pos)',
+    "communities": 'id text COLLATE "C" PRIMARY KEY, level integer NOT NULL, parent text, data text NOT NULL',
+    "community_reports": 'member_key text COLLATE "C" PRIMARY KEY, report text NOT NULL, source text NOT NULL',
+}
+INDEXES = {"synonymy_dst": "synonymy (dst)", "documents_passage": "documents (passage_id)"}
+
+
+def psycopg_module():
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError(f"the PostgreSQL backend needs psycopg; install it with: {INSTALL_HINT}") from None
+    return psycopg
+
+
+def lock_key(schema: str) -> tuple[int, int]:
+    """The advisory lock (two int4 keys) that writers of ``schema`` take."""
+    return LOCK_CLASS, zlib.crc32(schema.encode("utf-8")) & 0x7FFFFFFF
+
+
+def describe_dsn(dsn: str) -> str:
+    """``postgresql <db> on <host>`` for messages (never the password)."""
+    try:
+        info = psycopg_module().conninfo.conninfo_to_dict(dsn)
+    except Exception:  # noqa: BLE001 - only for a message
+        return "postgresql (unparsable DSN)"
+    return f"postgresql database {info.get('dbname') or '?'} on {info.get('host') or 'the default host'}"
+
+
+def ensure_vector_extension(conn, location: str) -> str:
+    """Create pgvector in the database if it is missing; returns the schema holding its types."""
+    find = "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname='vector'"
+    ext = conn.execute(find).fetchone()
+    if ext is None:
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_CLASS,))
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg_module().Error as e:
+            raise StoreError(f"{location}: the pgvector extension is not installed in this database and could "
+                             f"not be created: {e}") from e
+        ext = conn.execute(find).fetchone()
+    return ext[0]
+
+
+def refuse_foreign(conn, schema: str) -> None:
+    """Fail, before writing anything, on a schema that holds tables but is not an index."""
+    tables = sorted(r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname=%s", (schema,)))
+    ours = "meta" in tables and conn.execute(
+        f'SELECT 1 FROM "{schema}".meta WHERE key=\'schema_version\'').fetchone() is not None
+    if tables and not ours:
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreError(f"schema {schema} of postgresql database {conn.info.dbname} holds tables ({shown}) but is "
+                         "not a hippo-engine index; nothing was written to it. Use another schema.")
+
+
+def schema_complete(conn, schema: str) -> bool:
+    """Whether every table and index of the schema exists, with its version row."""
+    have = {r[0] for r in conn.execute("SELECT relname FROM pg_class WHERE relnamespace = to_regnamespace(%s)",
+                                       (f'"{schema}"',))}
+    return (set(TABLES) | set(INDEXES)) <= have and conn.execute(
+        f'SELECT 1 FROM "{schema}".meta WHERE key=\'schema_version\'').fetchone() is not None
+
+
+def create_schema(conn, schema: str) -> None:
+    """Create what is missing of the schema (inside the caller's transaction, under the lock)."""
+    q = f'"{schema}"'
+    conn.execute(f"CREATE SCHEMA IF NOT EXISTS {q}")
+    for name, cols in TABLES.items():
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {q}.{name} ({cols})")
+    for name, on in INDEXES.items():
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {q}.{on}")
+    conn.execute(f"INSERT INTO {q}.meta VALUES ('schema_version', %s) ON CONFLICT DO NOTHING", (SCHEMA_VERSION,))
+
+
+__all__ = ["INDEXES", "LOCK_CLASS", "SCHEMA_NAME", "SCHEMA_VERSION", "TABLES", "create_schema", "describe_dsn",
+           "ensure_vector_extension", "lock_key", "psycopg_module", "refuse_foreign", "schema_complete"]
