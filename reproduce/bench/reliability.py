@@ -142,7 +142,8 @@ def load_line() -> str:
 def write_reports(name: str, markdown: str, data: dict, out_dir: Path = RELIABILITY_DIR) -> tuple[Path, Path]:
     """``<out_dir>/<name>.md`` and ``<out_dir>/<name>.json``."""
     md = write_result(Path(out_dir) / f"{name}.md", markdown)
-    js = write_result(Path(out_dir) / f"{name}.json", json.dumps(data, indent=1, ensure_ascii=False))
+    # ASCII escapes: fuzz findings hold lone surrogates, which UTF-8 cannot encode
+    js = write_result(Path(out_dir) / f"{name}.json", json.dumps(data, indent=1, ensure_ascii=True))
     return md, js
 
 

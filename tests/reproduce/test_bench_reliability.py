@@ -74,3 +74,9 @@ def test_two_writers_and_memory_check_end_to_end(musique_dir, tmp_path):
     mc = json.loads((out / "memory_check.json").read_text())
     assert mc["calls_with_errors"] == 0 and len(mc["points"]) >= 3 and mc["rss_end_mb"] > 0
     assert "slope per 1,000 calls" in (out / "memory_check.md").read_text()
+
+
+def test_reports_with_lone_surrogates_are_written(tmp_path):
+    from reproduce.bench.reliability import write_reports
+    md, js = write_reports("x", "# x\n", {"input": "\ud800 and \udfff"}, out_dir=tmp_path)
+    assert json.loads(js.read_text())["input"] == "\ud800 and \udfff"
