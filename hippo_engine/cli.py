@@ -37,9 +37,23 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _storage(args) -> dict:
+    """Config overrides of --storage / --dsn (only those given)."""
+    out = {}
+    if getattr(args, "storage", None) is not None:
+        out["storage_backend"] = args.storage
+    if getattr(args, "dsn", None) is not None:
+        out["storage_backend"], out["postgres_dsn"] = "postgres", args.dsn
+    return out
+
+
 def _existing_index(args) -> None:
     """Commands that read an index refuse a folder that holds none (a typo would create it)."""
-    if not (Path(args.save_dir) / "index.sqlite").is_file():
+    from types import SimpleNamespace
+
+    from hippo_engine.store.opening import index_exists
+    st = {"storage_backend": "sqlite", "postgres_dsn": None, **_storage(args)}
+    if not index_exists(Path(args.save_dir), SimpleNamespace(**st)):
         raise FileNotFoundError(f"no index in {args.save_dir} (run `hippo-engine index CORPUS --save-dir "
                                 f"{args.save_dir}` first)")
 
@@ -59,7 +73,7 @@ def _llm_overrides(args) -> dict:
 
 def _make_rag(args, **extra):
     from hippo_engine.hipporag import HippoRAG
-    overrides = {**_llm_overrides(args), **extra}
+    overrides = {**_llm_overrides(args), **_storage(args), **extra}
     for name in ("linking", "extractor", "dense_first"):
         if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
@@ -73,7 +87,11 @@ def _make_rag(args, **extra):
         rag.close()   # an existing index keeps the extractor it was built with
         rag = HippoRAG(args.save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder,
                        **overrides, extractor=recorded)
+    _OPENED.append(rag)     # closed when the command ends (stops an embedded PostgreSQL server)
     return rag
+
+
+_OPENED: list = []
 
 
 def _print_solution(sol, k: int, with_answer: bool = False) -> None:
@@ -210,7 +228,9 @@ def cmd_demo(args) -> int:
     save_dir = Path(args.save_dir)
     print(f"hippo-engine demo: indexing {len(docs)} sample passages into {save_dir} "
           f"(offline models; the first run converts the packaged LLM once)")
-    rag = HippoRAG(save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **_llm_overrides(args))
+    rag = HippoRAG(save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **_llm_overrides(args),
+                   **_storage(args))
+    _OPENED.append(rag)
     t = time.perf_counter()
     from hippo_engine.index.openie import OpenIEError
     for attempt in (1, 2):
@@ -248,6 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--llm", default=None, help="LLM name: packaged default, a local dir / hub name, or a "
                         "model on --llm-base-url (default: packaged Qwen2.5-Coder-0.5B-Instruct)")
         sp.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server URL, usually ending in /v1")
+        sp.add_argument("--storage", choices=("sqlite", "postgres"), default=None,
+                        help="where the index lives: sqlite (a file in --save-dir, the default) or postgres "
+                             "(PostgreSQL + pgvector: an embedded server in --save-dir, or --dsn)")
+        sp.add_argument("--dsn", default=None, help="a PostgreSQL server for the index (postgresql://...; "
+                        "implies --storage postgres)")
         sp.add_argument("--api-key", default=None, help="API key for --llm-base-url (default: env OPENAI_API_KEY)")
         sp.add_argument("--llm-timeout", type=_positive_float, default=None, metavar="SECONDS",
                         help="seconds to wait for one LLM reply before giving up; a timed-out request is not "
@@ -318,6 +343,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return _run(args)
+    finally:
+        while _OPENED:
+            _OPENED.pop().close()
+
+
+def _run(args) -> int:
     try:
         with cli_handler(quiet=getattr(args, "quiet", False)):
             return args.func(args)

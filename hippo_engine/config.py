@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 LINKING_MODES = ("auto", "fact", "ner", "query", "ner_fact")
 EXTRACTORS = ("openie", "ner", "nary")
@@ -163,6 +163,21 @@ class StorageConfig(_Section):
     #: seconds a writer waits for another writer of the same index before failing
     write_lock_timeout: float = Field(600.0, ge=0.0)
     show_progress: bool = True
+    #: where the index lives: "sqlite" (``<save_dir>/index.sqlite`` + numpy, the default) or
+    #: "postgres" (PostgreSQL + pgvector: an embedded server under ``<save_dir>/postgres``, or the
+    #: server of ``postgres_dsn``)
+    storage_backend: Literal["sqlite", "postgres"] = "sqlite"
+    postgres_dsn: str | None = None
+    #: the PostgreSQL schema holding this index (None: ``hippo`` on the embedded server; on a
+    #: ``postgres_dsn`` server ``hippo_<save_dir name>``); one schema per index
+    postgres_schema: str | None = Field(None, pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+
+    @field_validator("postgres_dsn")
+    @classmethod
+    def _dsn(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("postgresql://", "postgres://")) and "=" not in v:
+            raise ValueError("postgres_dsn must be a postgresql:// URL or a key=value connection string")
+        return v
 
 
 class HiRAGConfig(_Section):

@@ -60,6 +60,9 @@ class HippoRAG:
     all-MiniLM-L6-v2 for embeddings. Pass ``llm_model_name`` / ``embedding_model_name`` (and
     ``llm_base_url=...`` for an OpenAI-compatible server) to use others. Keyword overrides are
     ``HippoConfig`` field names: ``HippoRAG(dir, use_filter=False, damping=0.5)``.
+    ``storage="postgres"`` keeps the index in PostgreSQL + pgvector (an embedded server under
+    ``save_dir``, started here and stopped by ``close()``; ``dsn="postgresql://..."`` for a server
+    of yours); the default is an SQLite file in ``save_dir``.
 
     Models are loaded lazily, on first use: opening an index to read statistics costs nothing.
     Components: ``index_state`` (the ``Index``), ``hirag`` (the ``HiRAG`` component), the
@@ -68,8 +71,11 @@ class HippoRAG:
 
     def __init__(self, save_dir: str | Path, llm_model_name: str | None = None,
                  embedding_model_name: str | None = None, config: HippoConfig | None = None,
-                 *, llm: LLMClient | None = None, encoder: Encoder | None = None, **overrides):
+                 *, llm: LLMClient | None = None, encoder: Encoder | None = None, storage: str | None = None,
+                 dsn: str | None = None, **overrides):
         config = config or HippoConfig()
+        if storage is not None or dsn is not None:   # storage="postgres" (embedded), dsn= (a server)
+            overrides = {**overrides, "storage_backend": storage or "postgres", "postgres_dsn": dsn}
         if overrides:
             config = config.replace(**overrides)
         self._config = config
@@ -421,7 +427,8 @@ class HippoRAG:
         return self.index_state.graph
 
     def close(self) -> None:
-        """Close the index's database (the object is unusable afterwards)."""
+        """Close the index's database, and stop the embedded PostgreSQL server this object started
+        (the object is unusable afterwards)."""
         self.index_state.close()
 
     def __enter__(self) -> HippoRAG:

@@ -35,10 +35,11 @@ from hippo_engine.index.graphstate import GraphState
 from hippo_engine.index.synonymy import rows_of, update_synonymy
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.progress import announce, loading
-from hippo_engine.store import EmbeddingStore, IndexDB, StoreError
-from hippo_engine.store.base import STORE_NAMES
+from hippo_engine.store import EmbeddingStore, StoreError
+from hippo_engine.store.base import STORE_NAMES, IndexStore
 from hippo_engine.store.files import remove_orphan_temps
 from hippo_engine.store.lock import WriterLock
+from hippo_engine.store.opening import open_index_store
 from hippo_engine.text import (
     Hyperedge,
     Triple,
@@ -64,7 +65,7 @@ class Index(GraphState, DocumentState):
         self.config = config
         self._encoder_factory = encoder_factory
         self._encoder: Encoder | None = None
-        self.db = IndexDB(self.save_dir / "index.sqlite")
+        self.db: IndexStore = open_index_store(self.save_dir, config)
         self.lock = WriterLock(self.save_dir, config.write_lock_timeout,
                                on_acquire=lambda: remove_orphan_temps(self.save_dir))
         known = self.db.get_meta("embedding_model")
@@ -93,7 +94,7 @@ class Index(GraphState, DocumentState):
         if self._stores is None:
             dim = self.db.get_meta("dim")
             dim = int(dim) if dim is not None else self.encoder.dim
-            with loading(f"index vectors from {self.db.path}", self.config.show_progress and len(self) > 0):
+            with loading(f"index vectors from {self.db.location}", self.config.show_progress and len(self) > 0):
                 self._stores = {ns: self.db.embedding_store(ns, dim, vector_dtype=self.config.embedding_storage_dtype,
                                                             mmap=self.config.embedding_mmap)
                                 for ns in STORE_NAMES}

@@ -47,6 +47,8 @@ class PostgresIndexStore(IndexStore):
     :class:`~hippo_engine.store.lock.IndexLockedError` (None: wait as long as it takes).
     """
 
+    owned_server = None       # the EmbeddedPostgres to stop on close (set by open_index_store)
+
     def __init__(self, dsn: str, schema: str, *, lock_timeout: float | None = None):
         psycopg = psycopg_module()
         if not SCHEMA_NAME.match(schema):
@@ -352,10 +354,15 @@ class PostgresIndexStore(IndexStore):
         return PostgresEmbeddingStore(self, namespace, dim, **options)
 
     def close(self) -> None:
+        """Close the connection, and stop the embedded server this store was opened with
+        (``owned_server``, set by :func:`hippo_engine.store.opening.open_index_store`)."""
         if not self.conn.closed:
             if self._depth or self._in_snapshot:
                 self._rollback()
             self.conn.close()
+        server, self.owned_server = self.owned_server, None
+        if server is not None:
+            server.stop()
 
 
 __all__ = ["PostgresIndexStore"]
