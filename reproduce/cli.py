@@ -19,7 +19,7 @@ from hippo_engine.llm.base import LLMClient
 
 from . import build_filter_demos, check_index, communities
 from . import tables as tables_pkg
-from .bench import fuzzparsers, killharness, memcheck, twowriters
+from .bench import backends, fuzzparsers, killharness, memcheck, twowriters
 from .bench import musique as bench_musique
 from .bench import suite as bench_suite
 from .tables import cli as tables
@@ -54,6 +54,10 @@ RELIABILITY: dict[str, tuple[ModuleType, str]] = {
     "memory-check": (memcheck, "reliability: RSS over thousands of retrieve calls on a MuSiQue index"),
     "two-writers": (twowriters, "reliability: two processes index halves of one corpus at once, a third retrieves"),
 }
+#: The storage benchmarks (issue 14), same interface: name -> (module, help line).
+STORAGE: dict[str, tuple[ModuleType, str]] = {
+    "backends": (backends, "storage: SQLite vs PostgreSQL + pgvector on the MuSiQue subset (index, retrieval, HNSW)"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=HELP[name], description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
-    for name, (module, line) in RELIABILITY.items():
+    for name, (module, line) in {**RELIABILITY, **STORAGE}.items():
         p = sub.add_parser(name, help=line, description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
@@ -83,6 +87,6 @@ def main(argv: Sequence[str] | None = None, *, llm: LLMClient | None = None, enc
     args = build_parser().parse_args(argv)
     if args.command in tables.TABLES:
         return tables.run(args, argv, llm=llm, encoder=encoder)
-    module = COMMANDS[args.command] if args.command in COMMANDS else RELIABILITY[args.command][0]
+    module = COMMANDS[args.command] if args.command in COMMANDS else {**RELIABILITY, **STORAGE}[args.command][0]
     run: Callable[[argparse.Namespace, Sequence[str]], int] = module.run
     return run(args, argv)
