@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -104,7 +105,8 @@ def reader(args: argparse.Namespace) -> int:
                 empty += 1
                 time.sleep(0.01)            # nothing committed yet: do not take a core from the writers
         except Exception as e:  # noqa: BLE001 - the finding itself
-            errors.append(f"{type(e).__name__}: {e}")
+            where = traceback.format_exc(limit=-4) if len(errors) < 3 else ""
+            errors.append(f"{type(e).__name__}: {e} (at call {n}, index size {len(rag.index_state)}){where}")
         n += 1
     final = {}
     try:
