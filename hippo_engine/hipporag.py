@@ -107,7 +107,7 @@ class HippoRAG:
         """(Re)build the components that hold the configuration."""
         self.hirag = HiRAG(self.index_state, self._config, encoder=lambda: self.encoder, llm=lambda: self.llm)
         self._retriever: Retriever | None = None
-        self._retriever_generation = -1
+        self._retriever_key: tuple | None = None
         self._filter = None
 
     @property
@@ -197,14 +197,16 @@ class HippoRAG:
     def retriever(self) -> Retriever:
         """The ``Retriever`` of the current index (and communities, with ``use_community_nodes``);
         rebuilt after an index change. Public for benchmarks and research on the ranking itself."""
-        if self.index_state.refresh():     # another process wrote a newer version
-            self._retriever = None
-        if self._retriever is None or self._retriever_generation != self.hirag.generation:
-            graph, sources = self.index_state.graph, []
+        state = self.index_state
+        state.refresh()                    # another process wrote a newer version: reload
+        _ = state.stores                   # vectors first: loading them may reload a newer state
+        key = (state.loaded_version, self.hirag.generation)
+        if self._retriever is None or self._retriever_key != key:
+            graph, sources = state.graph, []
             if self.config.use_community_nodes:
                 graph, sources = self.hirag.seeded_graph(graph)
-            self._retriever = Retriever.from_index(self.config, self.index_state, graph, sources)
-            self._retriever_generation = self.hirag.generation
+            self._retriever = Retriever.from_index(self.config, state, graph, sources)
+            self._retriever_key = key
         return self._retriever
 
     @property

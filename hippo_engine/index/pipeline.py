@@ -94,11 +94,20 @@ class Index(GraphState, DocumentState):
         if self._stores is None:
             dim = self.db.get_meta("dim")
             dim = int(dim) if dim is not None else self.encoder.dim
-            with loading(f"index vectors from {self.db.location}", self.config.show_progress and len(self) > 0):
+            with loading(f"index vectors from {self.db.location}", self.config.show_progress and len(self) > 0), \
+                    self.db.snapshot():
                 self._stores = {ns: self.db.embedding_store(ns, dim, vector_dtype=self.config.embedding_storage_dtype,
                                                             mmap=self.config.embedding_mmap)
                                 for ns in STORE_NAMES}
+                moved_on = self.version != self._loaded_version
+            if moved_on:   # another process wrote since the facts were loaded: load both again, together
+                self._reload()
         return self._stores
+
+    @property
+    def loaded_version(self) -> str:
+        """The index version whose state is held in memory (``version`` is the stored one)."""
+        return self._loaded_version
 
     @property
     def version(self) -> str:
@@ -135,7 +144,10 @@ class Index(GraphState, DocumentState):
         return _graph_input(self.passage_triples, self.passage_hyperedges)
 
     def _passage_ids(self) -> list[str]:
-        return self.db.passage_ids()
+        """The passage ids of the loaded state (never newer than the facts held in memory)."""
+        if self._stores is not None:
+            return list(self._stores["passage"].ids)
+        return list(self._pids)
 
     def _build_graph(self) -> GraphData:
         triples, weights = self.graph_triples()
@@ -417,6 +429,7 @@ class Index(GraphState, DocumentState):
             self.passage_triples: dict[str, list[Triple]] = self.db.load_passage_triples()
             self.passage_hyperedges: dict[str, list[Hyperedge]] = self.db.load_passage_hyperedges()
             self.synonymy: dict[str, dict[str, float]] = self.db.load_synonymy()
+            self._pids = self.db.passage_ids()
             self._loaded_version = self.version
             stored = self.db.get_meta(DIGEST_KEY)
             self._digest = stored or content_digest(self._passage_ids(), self.passage_triples,

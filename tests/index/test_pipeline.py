@@ -184,3 +184,20 @@ def test_facts_by_id_one_entry_per_fact():
     t1, t2 = ("a", "likes", "b"), ("b", "owns", "c")
     got = facts_by_id({"p1": [t1, t2], "p2": [t1]})
     assert got == {mdhash_id(fact_text(t1), "fact-"): t1, mdhash_id(fact_text(t2), "fact-"): t2}
+
+
+def test_vectors_loaded_after_another_writer_committed_bring_the_facts_along(tmp_path):
+    """A reader whose facts were loaded at version v, and whose vectors are first loaded after a
+    writer committed v+1, must not pair v+1 vectors with v facts (found racing two writers and a
+    reader: KeyError in Retriever.from_index)."""
+    writer = make_rag(tmp_path / "idx", use_filter=False)
+    writer.index(CORPUS[:3])
+    reader = make_rag(tmp_path / "idx", use_filter=False)
+    state = reader.index_state
+    assert state._stores is None                        # facts loaded, vectors not yet
+    writer.index(CORPUS[3:6])
+    stores = state.stores                               # vectors now at the newer version
+    assert state.loaded_version == state.version        # ... and the facts followed them
+    assert len(stores["passage"]) == 6 == len(state.passage_triples)
+    assert state.graph.stats()["passage_nodes"] == 6
+    assert len(reader.retrieve(["Who founded Tamsin College?"])[0].docs) == 6
