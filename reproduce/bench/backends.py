@@ -254,18 +254,35 @@ def run_child(args, backend: str, save: Path) -> dict:
 
 # ------------------------------------------------------------------ the run
 def measure(args, encoder=None, log=print) -> dict:
-    """Every figure of the report (see the module documentation)."""
+    """Every figure of the report (see the module documentation). On an error, the engines
+    opened are closed (stopping the embedded server) and a temporary folder is removed."""
+    work, opened = work_dir(args.work), []
+    try:
+        return _measure(args, encoder, log, work, opened)
+    except BaseException:
+        for rag in opened:
+            try:
+                rag.close()
+            except Exception:  # noqa: BLE001 - already closed, or the error being raised broke it
+                pass
+        if args.work is None and not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _measure(args, encoder, log, work: Path, opened: list) -> dict:
+    """The run of :func:`measure`; every engine it opens is appended to ``opened``."""
     from hippo_engine.evaluation.datasets import load_dataset
     ds = load_dataset(args.data)
     docs, questions = list(ds.docs), list(ds.questions)
     gold = [list(dict.fromkeys(g)) for g in ds.gold_docs]
-    work = work_dir(args.work)
     if encoder is None:
         encoder = real_encoder() if args.encoder == "real" else make_encoder(args.encoder)
     enc = MemoEncoder(encoder)
     res = {"data": {"passages": len(docs), "questions": len(questions), "openie": ds.openie_file.name},
            "encoder": repr(encoder), "load_start": load_average(), "index": {}}
     prime = engine(work / "prime_sqlite", enc, "sqlite")
+    opened.append(prime)
     prime.import_openie(ds.openie_file)
     l0 = load1()
     rep, s = timed(prime.index, docs)
@@ -279,6 +296,7 @@ def measure(args, encoder=None, log=print) -> dict:
     for b in BACKENDS:
         l0 = load1()
         rags[b], ctor = timed(engine, saves[b], enc, b)
+        opened.append(rags[b])
         rags[b].import_openie(ds.openie_file)
         rep, s = timed(rags[b].index, docs)
         t = rep["timings"]
