@@ -196,6 +196,11 @@ def json_depth(text: str) -> int:
 MAX_JSON_DEPTH = 64
 
 
+#: longer replies are not handed to ``json_repair`` (about 4 s at 640k characters of an unterminated
+#: string, growing faster than linearly); model replies are a few thousand characters
+MAX_REPAIR_CHARS = 100_000
+
+
 def parse_json_lenient(text: str) -> Any:
     """Parse JSON from model output: code fences, leading prose, truncation and the usual
     malformations tolerated (truncation: cut after the last complete item and close what is
@@ -235,6 +240,8 @@ def parse_json_lenient(text: str) -> Any:
         # other malformations (single quotes, trailing commas, bare keys, comments): json_repair.
         # It runs last because it keeps a truncated final item ("Ca" of "Cairo"), which the
         # truncation rule above drops.
+        if len(body) > MAX_REPAIR_CHARS:   # json_repair is superlinear on long unterminated strings
+            continue
         try:
             value = json_repair.loads(body)
         except Exception:  # noqa: BLE001 - a third-party parser on arbitrary text: any failure (it has

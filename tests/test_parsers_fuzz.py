@@ -79,3 +79,18 @@ def test_the_whole_recognition_filter_never_raises_on_a_reply(recognition, text)
     llm.reply = text
     kept, info = flt.filter("Who founded Arvel?", [("ada quell", "founded", "arvel"), ("arvel", "lies north of", "b")])
     assert isinstance(kept, list) and info["reason"] in ("kept", "none_selected", "no_match", "parse_error", "error")
+
+
+def test_json_repair_is_not_given_replies_longer_than_the_cap(monkeypatch):
+    """json_repair grows faster than linearly on long unterminated strings (seconds at 640k
+    characters, found by the fuzz benchmark); such replies skip it."""
+    import hippo_engine.text as text
+
+    def guarded(body, *a, **kw):
+        assert len(body) <= text.MAX_REPAIR_CHARS, "json_repair got an over-long reply"
+        return {}
+
+    monkeypatch.setattr(text.json_repair, "loads", guarded)
+    long_garbage = "{'a': " + "y" * (text.MAX_REPAIR_CHARS + 10)
+    with pytest.raises(ValueError):
+        text.parse_json_lenient(long_garbage)
