@@ -64,13 +64,13 @@ def test_interleaving_and_slope():
 
 def test_two_writers_and_memory_check_end_to_end(musique_dir, tmp_path):
     out = tmp_path / "out"
-    main(["two-writers", "--passages", "16", "--trials", "1", "--batch", "4", "--encoder", "fake",
-          "--work", str(tmp_path / "tw"), "--out-dir", str(out)])
-    trial = json.loads((out / "two_writers.json").read_text())["trials"][0]
-    assert trial["exit"] == {"a": 0, "b": 0, "reader": 0} and trial["diff"] == [], trial
-    assert trial["reader"]["final_passages"] == 16 and trial["reader"]["final_returned"] == 16, trial
-    # reader errors during the writes are counted, not asserted here: a stale-graph KeyError in a reader
-    # racing the writers (issue 13) shows in about a quarter of such runs (tests/reliability/pending_reader_race.py)
+    rc = main(["two-writers", "--passages", "16", "--trials", "2", "--batch", "4", "--encoder", "fake",
+               "--work", str(tmp_path / "tw"), "--out-dir", str(out)])
+    for trial in json.loads((out / "two_writers.json").read_text())["trials"]:
+        assert trial["exit"] == {"a": 0, "b": 0, "reader": 0} and trial["diff"] == [], trial
+        assert trial["reader"]["final_passages"] == 16 and trial["reader"]["final_returned"] == 16, trial
+        assert trial["reader"]["errors"] == [], trial["reader"]["errors"][:1]   # the stale-graph race (1d2611a)
+    assert rc == 0
     assert main(["memory-check", "--passages", "16", "--calls", "40", "--warmup", "10", "--checkpoints", "3",
                  "--encoder", "fake", "--work", str(tmp_path / "mc"), "--out-dir", str(out)]) == 0
     mc = json.loads((out / "memory_check.json").read_text())
