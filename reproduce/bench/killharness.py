@@ -68,6 +68,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     "an operation (default 10; drawn up to 1.1 x the time of an earlier operation of its kind)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--encoder", choices=ENCODERS, default="real", help="real (the engine's) or fake (tests)")
+    ap.add_argument("--storage", choices=("sqlite", "postgres"), default="sqlite",
+                    help="the index's backend: sqlite (default) or postgres (an embedded server in the index "
+                         "folder, started by the child and left running when it is killed)")
     ap.add_argument("--compare-every", type=int, default=1, help="clean-build comparison every N kills (default 1)")
     ap.add_argument("--work", type=Path, default=Path("outputs/kill_harness"), help="work folder (emptied first)")
     ap.add_argument("--name", default="kill_harness", help="report name under reproduce/results/reliability/")
@@ -85,7 +88,7 @@ def _journal(path: Path, entry: dict) -> None:
 def child_main(cfg: dict) -> None:
     """Index and delete random batches until killed (runs in the forked child)."""
     docs = json.loads(Path(cfg["docs"]).read_text(encoding="utf-8"))
-    rag = open_engine(Path(cfg["save_dir"]), make_encoder(cfg["encoder"]))
+    rag = open_engine(Path(cfg["save_dir"]), make_encoder(cfg["encoder"]), storage_backend=cfg["storage"])
     rag.encoder.encode(["warm-up"])                    # the model is loaded before the kills start
     ids = [passage_id(d) for d in docs]
     present = {i for i, pid in enumerate(ids) if rag.index_state.has_passage(pid)}
@@ -135,7 +138,9 @@ def read_journal(path: Path) -> tuple[set[int], dict | None, list[str]]:
 
 def orphans(folder: Path) -> list[str]:
     """Temporary files in an index folder (a write cut between the temp file and the rename)."""
-    return sorted(p.name for p in folder.rglob("*") if p.is_file() and (".tmp" in p.name or p.name.endswith("~")))
+    from hippo_engine.store.opening import POSTGRES_DIR
+    return sorted(p.name for p in folder.rglob("*") if p.is_file() and (".tmp" in p.name or p.name.endswith("~"))
+                  and POSTGRES_DIR not in p.relative_to(folder).parts[:1])
 
 
 class Harness:
@@ -163,12 +168,13 @@ class Harness:
         self.orphan_names: set[str] = set()     # temporary files still there after an open
 
     def open(self, path: Path):
-        return open_engine(path, self.encoder)
+        return open_engine(path, self.encoder, storage_backend=self.args.storage)
 
     def child_cfg(self, run: int) -> dict:
         return {"docs": str(self.work / "docs.json"), "save_dir": str(self.save_dir), "encoder": self.args.encoder,
                 "seed": self.args.seed * 100_003 + run, "journal": str(self.journal), "run": run,
-                "ready": str(self.work / f"ready.{run}"), "max_batch": self.args.max_batch}
+                "ready": str(self.work / f"ready.{run}"), "max_batch": self.args.max_batch,
+                "storage": self.args.storage}
 
     def present(self, rag) -> set[int]:
         return {i for i, pid in enumerate(self.ids) if rag.index_state.has_passage(pid)}
@@ -255,6 +261,10 @@ class Harness:
                 print(f"    unreadable after kill {run}: {row.get('error')}", flush=True)
                 break
         self.counts["orphan_tmp_left_at_end"] = len(self.final_orphans())
+        if args.storage == "postgres":   # the last child's server outlived it: stop it
+            from hippo_engine.store.opening import POSTGRES_DIR
+            from hippo_engine.store.postgres import EmbeddedPostgres
+            EmbeddedPostgres(self.save_dir / POSTGRES_DIR).stop(force=True)
         return self.summary(time.perf_counter() - t0)
 
     def final_orphans(self) -> list[str]:
@@ -330,6 +340,7 @@ class Harness:
                 "child_startup_s_median": sorted(starts)[len(starts) // 2] if starts else None,
                 "orphan_files_seen": sorted(self.orphan_names)[:50],
                 "passages": self.args.passages, "encoder": self.args.encoder, "seed": self.args.seed,
+                "storage": self.args.storage,
                 "rows": self.rows}
 
 
