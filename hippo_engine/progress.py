@@ -35,16 +35,31 @@ def loading(what: str, show: bool) -> Iterator[None]:
     announcement; nothing on screen when ``show`` is False."""
     announce(f"loading {what}")
     bar = tqdm(total=1, desc=f"Loading {what}", disable=not show, bar_format="{desc}: {elapsed}")
+    restore = _silence_transformers() if not show else None
     t0 = time.perf_counter()
     try:
         yield
         bar.update(1)
     finally:
         bar.close()
+        if restore is not None:
+            restore()
     logger.debug("loaded %s in %.1fs", what, time.perf_counter() - t0)
 
 
-@contextmanager
+def _silence_transformers():
+    """Switch off ``transformers``' own bars ("Loading weights") while a quiet load runs; returns
+    how to switch them back (None when ``transformers`` is not installed)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return None
+    if not hf_logging.is_progress_bar_enabled():
+        return None
+    hf_logging.disable_progress_bar()
+    return hf_logging.enable_progress_bar
+
+
 def cli_handler(quiet: bool) -> Iterator[None]:
     """Within the block, announcements go to stderr as plain lines (the command line's view), or
     nowhere when ``quiet``; the logger is restored afterwards."""

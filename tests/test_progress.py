@@ -44,3 +44,13 @@ def test_cli_handler_prints_plain_lines_or_nothing_and_restores(capsys):
         log.info("reader: 3 LLM calls")
     assert capsys.readouterr().err == ""
     assert (list(log.handlers), log.propagate, log.level) == before
+
+
+def test_a_quiet_load_also_silences_transformers_bars():
+    from transformers.utils import logging as hf_logging
+    assert hf_logging.is_progress_bar_enabled()
+    with loading("quiet model", show=False):
+        assert not hf_logging.is_progress_bar_enabled()      # no "Loading weights" bar under --quiet
+    assert hf_logging.is_progress_bar_enabled()
+    with loading("shown model", show=True):
+        assert hf_logging.is_progress_bar_enabled()
