@@ -60,6 +60,7 @@ def _silence_transformers():
     return hf_logging.enable_progress_bar
 
 
+@contextmanager
 def cli_handler(quiet: bool) -> Iterator[None]:
     """Within the block, announcements go to stderr as plain lines (the command line's view), or
     nowhere when ``quiet``; the logger is restored afterwards."""
