@@ -71,3 +71,16 @@ def crash_mid_index(rag, docs, monkeypatch) -> None:
     with pytest.raises(RuntimeError, match="simulated crash"):
         rag.index(docs)
     monkeypatch.undo()
+
+
+def require_postgres() -> None:
+    """Skip the calling test where the PostgreSQL extra (psycopg, pgvector, the embedded server's
+    binaries) is not installed."""
+    import pytest
+    pytest.importorskip("psycopg")
+    pytest.importorskip("pgvector")
+    from hippo_engine.store.postgres.server import ServerError, bin_dir
+    try:
+        bin_dir()
+    except ServerError as e:
+        pytest.skip(str(e))

@@ -3,7 +3,7 @@ encoder: both backends indexed, compared, HNSW measured, reopened in a second pr
 import json
 
 import pytest
-from helpers import CORPUS, toy_entities
+from helpers import CORPUS, require_postgres, toy_entities
 from toy_tables import make_dataset
 
 from reproduce.bench import backends
@@ -13,13 +13,7 @@ from reproduce.cli import main
 @pytest.fixture(scope="module")
 def postgres_available():
     """Skip where the PostgreSQL extra is not installed."""
-    pytest.importorskip("psycopg")
-    pytest.importorskip("pgvector")
-    from hippo_engine.store.postgres.server import ServerError, bin_dir
-    try:
-        bin_dir()
-    except ServerError as e:
-        pytest.skip(str(e))
+    require_postgres()
 
 
 def toy_openie(folder):

@@ -8,19 +8,13 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import pytest
+from helpers import require_postgres
 
 from reproduce.bench import pg_scale, pg_scale_report
 
 
 def _server_available() -> None:
-    pytest.importorskip("psycopg")
-    pytest.importorskip("pgvector")
-    from hippo_engine.store.postgres.server import ServerError, bin_dir
-    try:
-        bin_dir()
-    except ServerError as e:
-        pytest.skip(str(e))
+    require_postgres()
 
 
 def _base_index(path: Path, dim: int) -> None:

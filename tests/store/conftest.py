@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from helpers import require_postgres
 
 
 def pg_base_dir(prefix: str = "hippo-pgtest-") -> Path:
@@ -49,13 +50,8 @@ def pg_dirs():
 @pytest.fixture(scope="session")
 def pg_server():
     """An embedded PostgreSQL server shared by the session's tests (stopped at the end)."""
-    pytest.importorskip("psycopg")
-    pytest.importorskip("pgvector")
-    from hippo_engine.store.postgres.server import EmbeddedPostgres, ServerError, bin_dir
-    try:
-        bin_dir()
-    except ServerError as e:
-        pytest.skip(str(e))
+    require_postgres()
+    from hippo_engine.store.postgres.server import EmbeddedPostgres
     base = pg_base_dir()
     server = EmbeddedPostgres(base / "pg")
     try:
