@@ -292,26 +292,7 @@ class SQLiteEmbeddingStore(EmbeddingStore):
                                  [(k, t, v.tobytes()) for k, t, v in zip(keys, texts, stored, strict=False)])
         # memory: the values a reload would give (rounded to the storage dtype, as float32)
         self._to_ram()
-        last: dict[str, int] = {}
-        for i, k in enumerate(keys):  # a repeated key: the last one wins, as in SQLite
-            last[k] = i
-        new_keys = []
-        for k, i in last.items():
-            self._texts[k] = texts[i]
-            if k in self._row:
-                self._mat[self._row[k]] = stored[i]
-            else:
-                new_keys.append(k)
-        if new_keys:
-            new_keys.sort()
-            src = np.fromiter((last[k] for k in new_keys), np.int64, len(new_keys))
-            new_ids = np.array(new_keys, dtype=object)
-            pos = np.searchsorted(self._ids, new_ids) if len(self._ids) else np.zeros(len(new_keys), np.int64)
-            # one allocation for the merged matrix (np.insert keeps the old rows' order and
-            # places the sorted new rows before the old row at each position)
-            self._mat = np.insert(self._mat, pos, stored[src].astype(np.float32), axis=0)
-            self._ids = np.insert(self._ids, pos, new_ids)
-            self._row = {k: i for i, k in enumerate(self._ids)}
+        upsert_mirror(self, last_positions(keys), texts, stored)
         self._after_write()
 
     def delete(self, keys: Iterable[str]) -> None:
@@ -327,6 +308,34 @@ class SQLiteEmbeddingStore(EmbeddingStore):
         self._ids, self._mat = self._ids[keep], np.ascontiguousarray(self._mat[keep])
         self._row = {k: i for i, k in enumerate(self._ids)}
         self._after_write()
+
+
+def last_positions(keys: Sequence[str]) -> dict[str, int]:
+    """Each key's last position in ``keys`` (a repeated key: the last one wins, as in SQL)."""
+    return {k: i for i, k in enumerate(keys)}
+
+
+def upsert_mirror(store, last: dict[str, int], texts: Sequence[str], stored: np.ndarray) -> None:
+    """Bring a store's in-memory mirror (``_ids`` sorted, ``_row``, ``_mat`` float32, ``_texts``) up to
+    date after an upsert: ``last`` maps each key to its row of ``texts``/``stored`` (the stored
+    dtype's values, so the mirror equals what a reload would give)."""
+    new_keys = []
+    for k, i in last.items():
+        store._texts[k] = texts[i]
+        if k in store._row:
+            store._mat[store._row[k]] = stored[i]
+        else:
+            new_keys.append(k)
+    if new_keys:
+        new_keys.sort()
+        src = np.fromiter((last[k] for k in new_keys), np.int64, len(new_keys))
+        new_ids = np.array(new_keys, dtype=object)
+        pos = np.searchsorted(store._ids, new_ids) if len(store._ids) else np.zeros(len(new_keys), np.int64)
+        # one allocation for the merged matrix (np.insert keeps the old rows' order and places
+        # the sorted new rows before the old row at each position)
+        store._mat = np.insert(store._mat, pos, stored[src].astype(np.float32), axis=0)
+        store._ids = np.insert(store._ids, pos, new_ids)
+        store._row = {k: i for i, k in enumerate(store._ids)}
 
 
 def _written_by_live_process(path: Path) -> bool:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from hippo_engine.store.base import ALL_STORE_NAMES, StoreError
-from hippo_engine.store.vectors import VECTOR_DTYPES, EmbeddingStore
+from hippo_engine.store.vectors import VECTOR_DTYPES, EmbeddingStore, last_positions, upsert_mirror
 
 logger = logging.getLogger(__name__)
 
@@ -194,9 +194,7 @@ class PostgresEmbeddingStore(EmbeddingStore):
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ValueError(f"vectors must have shape (n, {self.dim})")
         stored = np.ascontiguousarray(vectors, dtype=self.vector_dtype)
-        last: dict[str, int] = {}
-        for i, k in enumerate(keys):
-            last[k] = i
+        last = last_positions(keys)
         order = list(last.values())
         tmp = f"hippo_upsert_{self.kind}"
         with self.db.transaction() as c:
@@ -209,25 +207,7 @@ class PostgresEmbeddingStore(EmbeddingStore):
                     cp.write_row((keys[i], texts[i], blob))
             c.execute(f"INSERT INTO {self.table} (id, content, vec) SELECT id, content, vec FROM {tmp} "
                       "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, vec = EXCLUDED.vec")
-            self._upsert_in_memory(last, texts, stored)
-
-    def _upsert_in_memory(self, last: dict[str, int], texts: Sequence[str], stored: np.ndarray) -> None:
-        """The mirror after an upsert: the values a reload would give (float32 of the stored dtype)."""
-        new_keys = []
-        for k, i in last.items():
-            self._texts[k] = texts[i]
-            if k in self._row:
-                self._mat[self._row[k]] = stored[i]
-            else:
-                new_keys.append(k)
-        if new_keys:
-            new_keys.sort()
-            src = np.fromiter((last[k] for k in new_keys), np.int64, len(new_keys))
-            new_ids = np.array(new_keys, dtype=object)
-            pos = np.searchsorted(self._ids, new_ids) if len(self._ids) else np.zeros(len(new_keys), np.int64)
-            self._mat = np.insert(self._mat, pos, stored[src].astype(np.float32), axis=0)
-            self._ids = np.insert(self._ids, pos, new_ids)
-            self._row = {k: i for i, k in enumerate(self._ids)}
+            upsert_mirror(self, last, texts, stored)
 
     def delete(self, keys: Iterable[str]) -> None:
         """Remove the rows of ``keys`` (unknown keys are ignored)."""
