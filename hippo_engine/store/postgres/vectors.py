@@ -245,8 +245,9 @@ class PostgresEmbeddingStore(EmbeddingStore):
         if q.shape[1] != self.dim:
             raise ValueError(f"query vectors must have {self.dim} dimensions, got {q.shape[1]}")
         with self.db.snapshot() as c:
-            n = int(c.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
-            kk = min(int(k), n)
+            # min(k, rows) by reading at most k rows: a full count(*) was half of a query's time at 1.35M rows
+            kk = int(c.execute(f"SELECT count(*) FROM (SELECT 1 FROM {self.table} LIMIT %s) AS s",
+                               (max(int(k), 0),)).fetchone()[0])
             if exact:
                 return self._nearest_exact(q, kk)
             return self._nearest_hnsw(q, kk)
