@@ -146,7 +146,8 @@ class HippoRAG:
         """Validate documents (and ids) and split them into passages (chunked if asked)."""
         cfg = self.config
         tokenizer = getattr(self.encoder, "tokenizer", None) if cfg.chunk_size else None
-        return split_documents(docs, ids, what, cfg.chunk_size, cfg.chunk_overlap, tokenizer)
+        return split_documents(docs, ids, what, cfg.chunk_size, cfg.chunk_overlap, tokenizer,
+                               no_nul=cfg.storage_backend == "postgres")
 
     @property
     def openie_path(self) -> Path | None:

@@ -66,11 +66,17 @@ class DocumentBatch:
 
 
 def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, chunk_size: int | None,
-                    chunk_overlap: int = 0, tokenizer=None) -> DocumentBatch:
+                    chunk_overlap: int = 0, tokenizer=None, *, no_nul: bool = False) -> DocumentBatch:
     """Validate ``docs`` (and ``ids``: unique non-empty strings, one per document) and split
     them into passages. Blank documents are skipped with a warning; documents given twice
-    without ids collapse into one (same text, same derived id)."""
+    without ids collapse into one (same text, same derived id). ``no_nul``: refuse NUL
+    characters (PostgreSQL text cannot hold them)."""
     check_documents(docs, what)
+    if no_nul:
+        bad = [i for i, d in enumerate(docs) if "\x00" in d]
+        if bad:
+            raise ValueError(f"{what}(): documents {bad[:10]} contain NUL characters (\\x00), which PostgreSQL "
+                             f"text cannot store; remove them first")
     if ids is not None:
         ids = check_document_ids(ids, len(docs), what)
     out = DocumentBatch()

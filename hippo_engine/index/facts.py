@@ -22,8 +22,9 @@ def normalize_hyperedges(hyperedges: Iterable[Hyperedge], mode: str) -> list[Hyp
     out = []
     for h in hyperedges:
         ents = tuple(dict.fromkeys(e for e in (normalize_phrase(x, mode) for x in h.entities) if e))
-        if ents and h.text.strip():
-            out.append(Hyperedge(h.text.strip(), ents))
+        text = h.text.replace("\x00", " ").strip()   # NUL: never meaningful, and PostgreSQL cannot store it
+        if ents and text:
+            out.append(Hyperedge(text, ents))
     return out
 
 

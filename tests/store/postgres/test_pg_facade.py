@@ -79,3 +79,30 @@ def test_cli_index_stats_and_delete_by_id_on_postgres(pg_dirs, capsys, monkeypat
     assert main(["stats", "--save-dir", str(base / "typo"), "--storage", "postgres"]) == 2   # no index there
     from hippo_engine.store.postgres.server import EmbeddedPostgres
     assert not EmbeddedPostgres(base / "idx" / "postgres").running()       # every command stopped it
+
+
+def test_nul_characters_are_refused_at_the_door_and_dropped_from_model_output(tmp_path, pg_dsn, pg_schema):
+    """PostgreSQL text cannot hold NUL: a document with one is refused naming it (nothing written);
+    NUL inside model output (entities, triples) never reaches the database."""
+    import json as _json
+
+    import pytest
+    from fakes import ScriptedLLM
+
+    from hippo_engine.index.facts import normalize_hyperedges
+    from hippo_engine.text import Hyperedge
+
+    def respond(messages):
+        if "Named entities:" in messages[-1]["content"]:
+            return _json.dumps({"triples": [["Ilse\x00 Marrow", "born\x00in", "Velor\x00"]]})
+        return _json.dumps({"named_entities": ["Ilse\x00 Marrow", "Velor"]})
+
+    rag = make_rag(tmp_path / "pg", llm=ScriptedLLM(respond), storage_backend="postgres", postgres_dsn=pg_dsn,
+                   postgres_schema=pg_schema, use_filter=False)
+    with pytest.raises(ValueError, match=r"documents \[1\] contain NUL"):
+        rag.index([CORPUS[0], "Broken\nA text with a \x00 inside."])
+    assert len(rag.index_state) == 0
+    rag.index(CORPUS[1:2])                                   # model output with NULs is stored cleanly
+    assert rag.graph_stats()["passage_nodes"] == 1 and rag.graph_stats()["entity_nodes"] >= 2
+    assert normalize_hyperedges([Hyperedge("a\x00b", ("X",))], "unicode")[0].text == "a b"
+    rag.close()
