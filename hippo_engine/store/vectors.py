@@ -61,7 +61,43 @@ class EmbeddingStore(ABC):
     def delete(self, keys: Iterable[str]) -> None: ...
 
 
-class SQLiteEmbeddingStore(EmbeddingStore):
+class MirroredStore(EmbeddingStore):
+    """An ``EmbeddingStore`` that keeps a mirror of its rows in memory: ``_ids`` (sorted, an object
+    array), ``_row`` (id -> row), ``_mat`` ((len, dim), rows in the order of ``_ids``: float32 in
+    RAM, or a read-only memmap of the stored dtype) and ``_texts`` (id -> text). Subclasses load it
+    and keep it in step with their writes (:func:`upsert_mirror`)."""
+
+    _ids: np.ndarray
+    _row: dict[str, int]
+    _mat: np.ndarray
+    _texts: dict[str, str]
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._row
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self._ids
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """(len, dim) matrix, rows in the order of ``ids``."""
+        return self._mat
+
+    def row(self, key: str) -> int:
+        return self._row[key]
+
+    def text(self, key: str) -> str:
+        return self._texts[key]
+
+    def texts(self, keys: Iterable[str]) -> list[str]:
+        return [self._texts[k] for k in keys]
+
+
+class SQLiteEmbeddingStore(MirroredStore):
     """An ``EmbeddingStore`` in one table of an ``IndexDB``, mirrored in memory.
 
     Rows of :attr:`matrix` are sorted by id, so the same content gives the same matrix whatever
@@ -246,31 +282,6 @@ class SQLiteEmbeddingStore(EmbeddingStore):
         self._remove_sidecars(keep=path)
 
     # ------------------------------------------------------------------ reading
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._row
-
-    @property
-    def ids(self) -> np.ndarray:
-        return self._ids
-
-    @property
-    def matrix(self) -> np.ndarray:
-        """(len, dim) matrix, rows in the order of ``ids``: float32 in RAM, or a read-only
-        memmap of dtype ``vector_dtype`` when the store is memory-mapped."""
-        return self._mat
-
-    def row(self, key: str) -> int:
-        return self._row[key]
-
-    def text(self, key: str) -> str:
-        return self._texts[key]
-
-    def texts(self, keys: Iterable[str]) -> list[str]:
-        return [self._texts[k] for k in keys]
-
     def nbytes(self) -> dict[str, int]:
         """Bytes of the vectors: ``ram`` (anonymous memory), ``mapped`` (file-backed)."""
         mapped = isinstance(self._mat, np.memmap) or (

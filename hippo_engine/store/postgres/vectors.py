@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from hippo_engine.store.base import ALL_STORE_NAMES, StoreError
-from hippo_engine.store.vectors import VECTOR_DTYPES, EmbeddingStore, last_positions, upsert_mirror
+from hippo_engine.store.vectors import VECTOR_DTYPES, MirroredStore, last_positions, upsert_mirror
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ BLOCK_BYTES = 4 << 20
 HNSW_M, HNSW_EF_CONSTRUCTION, MIN_EF_SEARCH = 16, 64, 100
 
 
-class PostgresEmbeddingStore(EmbeddingStore):
+class PostgresEmbeddingStore(MirroredStore):
     """Texts and L2-normalised vectors of one namespace, in table ``store_<namespace>`` of a
     :class:`~hippo_engine.store.postgres.db.PostgresIndexStore`.
 
@@ -149,30 +149,6 @@ class PostgresEmbeddingStore(EmbeddingStore):
         return data[19 + int.from_bytes(data[15:19], "big"):]
 
     # ------------------------------------------------------------------ reading
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._row
-
-    @property
-    def ids(self) -> np.ndarray:
-        return self._ids
-
-    @property
-    def matrix(self) -> np.ndarray:
-        """(len, dim) float32 matrix, rows in the order of ``ids``."""
-        return self._mat
-
-    def row(self, key: str) -> int:
-        return self._row[key]
-
-    def text(self, key: str) -> str:
-        return self._texts[key]
-
-    def texts(self, keys: Iterable[str]) -> list[str]:
-        return [self._texts[k] for k in keys]
-
     def nbytes(self) -> dict[str, int]:
         """Bytes of the vectors: ``ram`` (the in-memory matrix), ``mapped`` (always 0)."""
         return {"ram": int(self._mat.nbytes), "mapped": 0}
