@@ -13,12 +13,15 @@ default) and the PostgreSQL + pgvector backend. Writes happen inside :meth:`tran
 from __future__ import annotations
 
 import json
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from hippo_engine.text import Hyperedge
+
+logger = logging.getLogger(__name__)
 
 Triple = tuple[str, str, str]
 
@@ -46,10 +49,26 @@ class IndexStore(ABC):
     def snapshot(self) -> AbstractContextManager[Any]:
         """Reads inside see one committed state, whatever other processes commit meanwhile."""
 
-    @abstractmethod
+    # implementations keep the transaction depth in ``_depth`` and the pending hooks in
+    # ``_after_commit``, and call ``_run_after_commit()`` after the outermost commit
+    _depth: int
+    _after_commit: list[Callable[[], None]]
+
     def after_commit(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` once the current transaction has committed (now, outside one); dropped if
         the transaction rolls back."""
+        if self._depth == 0:
+            fn()
+        elif fn not in self._after_commit:
+            self._after_commit.append(fn)
+
+    def _run_after_commit(self) -> None:
+        todo, self._after_commit = self._after_commit, []
+        for fn in todo:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - derived data only; the commit stands
+                logger.warning("after-commit step %r failed: %s", fn, e)
 
     # ------------------------------------------------------------------ metadata
     @abstractmethod

@@ -142,22 +142,6 @@ class IndexDB(IndexStore):
         finally:
             self.conn.execute("COMMIT")
 
-    def after_commit(self, fn: Callable[[], None]) -> None:
-        """Call ``fn`` once the current transaction has committed (now, outside one).
-        Dropped if the transaction rolls back."""
-        if self._depth == 0:
-            fn()
-        elif fn not in self._after_commit:
-            self._after_commit.append(fn)
-
-    def _run_after_commit(self) -> None:
-        todo, self._after_commit = self._after_commit, []
-        for fn in todo:
-            try:
-                fn()
-            except Exception as e:  # noqa: BLE001 - derived data only; the commit stands
-                logger.warning("after-commit step %r failed: %s", fn, e)
-
     def get_meta(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return None if row is None else row[0]

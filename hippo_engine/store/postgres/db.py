@@ -199,22 +199,6 @@ class PostgresIndexStore(IndexStore):
             with self.transaction():
                 yield self.conn
 
-    def after_commit(self, fn: Callable[[], None]) -> None:
-        """Call ``fn`` once the current transaction has committed (now, outside one).
-        Dropped if the transaction rolls back."""
-        if self._depth == 0:
-            fn()
-        elif fn not in self._after_commit:
-            self._after_commit.append(fn)
-
-    def _run_after_commit(self) -> None:
-        todo, self._after_commit = self._after_commit, []
-        for fn in todo:
-            try:
-                fn()
-            except Exception as e:  # noqa: BLE001 - derived data only; the commit stands
-                logger.warning("after-commit step %r failed: %s", fn, e)
-
     # ------------------------------------------------------------------ helpers
     def _copy_in(self, table: str, columns: str, rows: Iterable[Sequence]) -> None:
         """Append rows to a table of this schema (COPY, text format)."""
