@@ -171,6 +171,12 @@ class StorageConfig(_Section):
     #: the PostgreSQL schema holding this index (None: ``hippo`` on the embedded server; on a
     #: ``postgres_dsn`` server ``hippo_<save_dir name>``); one schema per index
     postgres_schema: str | None = Field(None, pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    #: how retrieval reads a PostgreSQL index: "hnsw" (the default: facts and entities are searched
+    #: in the database, top-k by pgvector's HNSW index and rescored exactly; the query process
+    #: holds only the passage vectors, the fact ids and the graph), "exact" (the same, with exact
+    #: scans in the database: the rankings of the SQLite backend, slower on large indexes) or
+    #: "memory" (every vector mirrored in RAM, as the SQLite backend does). Writers always mirror.
+    postgres_search: Literal["hnsw", "exact", "memory"] = "hnsw"
 
     @field_validator("postgres_dsn")
     @classmethod

@@ -200,7 +200,7 @@ class HippoRAG:
         rebuilt after an index change. Public for benchmarks and research on the ranking itself."""
         state = self.index_state
         state.refresh()                    # another process wrote a newer version: reload
-        _ = state.stores                   # vectors first: loading them may reload a newer state
+        _ = state.reader_stores            # vectors first: loading them may reload a newer state
         key = (state.loaded_version, self.hirag.generation)
         if self._retriever is None or self._retriever_key != key:
             graph, sources = state.graph, []
@@ -341,8 +341,8 @@ class HippoRAG:
         return [solution_from_context(c) for c in self._contexts(queries, param, "retrieve")]
 
     def _solution(self, question: str, order, scores, res=None) -> QuerySolution:
-        st = self.index_state.stores["passage"]
-        sol = QuerySolution.from_ranking(question, [st.text(st.ids[i]) for i in order], scores, res)
+        st = self.index_state.reader_stores["passage"]
+        sol = QuerySolution.from_ranking(question, st.texts([st.ids[i] for i in order]), scores, res)
         sol.passage_ids = [str(st.ids[i]) for i in order]
         return sol
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from hippo_engine.config import HippoConfig
+from hippo_engine.index.content import ContentState
 from hippo_engine.index.digest import META_KEY as DIGEST_KEY
 from hippo_engine.index.digest import ContentDigest, content_digest
 from hippo_engine.index.documents import DocumentState
@@ -53,7 +54,7 @@ from hippo_engine.text import (
 logger = logging.getLogger(__name__)
 
 
-class Index(GraphState, DocumentState):
+class Index(GraphState, DocumentState, ContentState):
     """Persistent HippoRAG index state. One writer at a time per folder (a lock file: other
     writers wait, then fail clearly; the writer removes orphaned temp files of interrupted
     writes); readers pick up a newer version with :meth:`refresh`. The graph and its file:
@@ -147,6 +148,7 @@ class Index(GraphState, DocumentState):
         """The passage ids of the loaded state (never newer than the facts held in memory)."""
         if self._stores is not None:
             return list(self._stores["passage"].ids)
+        self._load_content()
         return list(self._pids)
 
     def _build_graph(self) -> GraphData:
@@ -254,11 +256,14 @@ class Index(GraphState, DocumentState):
             self._reload()
             raise
         self._loaded_version, self._digest = marks
-        for p in new_ids:
-            if norm[p]:
-                self.passage_triples[p] = norm[p]
-            if hyper[p]:
-                self.passage_hyperedges[p] = hyper[p]
+        if self.content_loaded:
+            for p in new_ids:
+                if norm[p]:
+                    self._passage_triples[p] = norm[p]
+                if hyper[p]:
+                    self._passage_hyperedges[p] = hyper[p]
+                self._pids.append(p)
+            self._pids.sort()
         if self._fact_triples is not None:
             for p in new_ids:
                 for t in norm[p]:
@@ -271,6 +276,8 @@ class Index(GraphState, DocumentState):
         self._insert_into_graph(old_version, old_digest, new_ids, *_graph_input(norm, hyper), syn_changes)
         t8 = time.perf_counter()
         self._save_graph()
+        if self.lazy_reader and cfg.postgres_search == "hnsw":
+            stores["fact"].ensure_hnsw()   # built once, after the first batch; later rows go into it
         t9 = time.perf_counter()
         self.timings = {"prepare": t1 - t0, **tim, "synonymy": t6 - t5, "graph": t8 - t7, "save_graph": t9 - t8}
         return {"added": len(new_ids), "new_entities": len(eids), "new_facts": len(fids)}
@@ -311,6 +318,7 @@ class Index(GraphState, DocumentState):
         self._loaded_version, self._digest = marks
         self.passage_triples = remaining
         self.passage_hyperedges = remaining_h
+        self._pids = [p for p in self._pids if p not in gone_set]
         for cache in (self._fact_triples, self._fact_hyperedges):
             if cache is not None:
                 for f in dead_facts:
@@ -420,20 +428,22 @@ class Index(GraphState, DocumentState):
                     self.db.set_meta(DIGEST_KEY, self._digest)
             self._digest_stored = True
 
-    def _reload(self) -> None:
-        """(Re)read what is held in memory, all from one committed state of the database; an index
-        written before the content checksum was kept gets it computed."""
+    def _reload(self, read_content: bool = False) -> None:
+        """(Re)read what is held in memory, all from one committed state of the database: the
+        version, its checksum, the stores already loaded, and the facts and synonymy (on a lazy
+        PostgreSQL reader only if asked, else on first use: :class:`.content.ContentState`). An
+        index written before the content checksum was kept gets it computed (which reads the
+        content)."""
+        self._forget_content()
         with self.db.snapshot():
             for s in (self._stores or {}).values():
                 s.reload()
-            self.passage_triples: dict[str, list[Triple]] = self.db.load_passage_triples()
-            self.passage_hyperedges: dict[str, list[Hyperedge]] = self.db.load_passage_hyperedges()
-            self.synonymy: dict[str, dict[str, float]] = self.db.load_synonymy()
-            self._pids = self.db.passage_ids()
             self._loaded_version = self.version
             stored = self.db.get_meta(DIGEST_KEY)
-            self._digest = stored or content_digest(self._passage_ids(), self.passage_triples,
-                                                    self.passage_hyperedges, self.synonymy)
+            if read_content or stored is None or not self.lazy_reader:
+                self._read_content()
+            self._digest = stored or content_digest(self._passage_ids(), self._passage_triples,
+                                                    self._passage_hyperedges, self._synonymy)
         self._digest_stored = stored is not None
         self._graph: GraphData | None = None
         self._short_entities: set[str] | None = None   # entities too short to be synonymy queries

@@ -27,6 +27,7 @@ import numpy as np
 from hippo_engine.config import HippoConfig
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
 from hippo_engine.retrieve import seeding
+from hippo_engine.retrieve.facts import FactLookup, MatrixSearch, StoreSearch
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and dense_column re-exported
     dense_column,
@@ -41,7 +42,7 @@ from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and d
     top_k,
 )
 from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds  # noqa: F401
-from hippo_engine.text import Triple, hyperedge_triple, mdhash_id
+from hippo_engine.text import Triple, mdhash_id
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +73,14 @@ class Retriever:
     from an ``Index``."""
 
     def __init__(self, config: HippoConfig, graph: GraphData, passage_ids: np.ndarray, passage_mat: np.ndarray,
-                 fact_ids: np.ndarray, fact_mat: np.ndarray, entity_ids: np.ndarray, entity_mat: np.ndarray,
-                 entity_text: Callable[[str], str], fact_triples: Mapping[str, Triple],
+                 fact_ids: np.ndarray, fact_mat: np.ndarray | None, entity_ids: np.ndarray | None,
+                 entity_mat: np.ndarray | None, entity_text: Callable[[str], str],
+                 fact_triples: Mapping[str, Triple] | None,
                  fact_entities: Mapping[str, Sequence[str]] | None = None, *,
-                 seed_sources: Sequence[SeedSource] = (), linking: str | None = None):
+                 seed_sources: Sequence[SeedSource] = (), linking: str | None = None,
+                 fact_search: MatrixSearch | StoreSearch | None = None,
+                 entity_search: MatrixSearch | StoreSearch | None = None, facts: FactLookup | None = None,
+                 entity_texts: Callable[[Sequence[str]], list[str]] | None = None):
         self.config = config
         #: the linking in effect (``config.linking`` with ``"auto"`` resolved; see ``from_index``)
         self.linking = linking or (config.linking if config.linking != "auto" else "fact")
@@ -87,20 +92,24 @@ class Retriever:
         self.seed_sources = list(seed_sources)
         self.passage_mat, self.fact_mat, self.entity_mat = passage_mat, fact_mat, entity_mat
         self.entity_ids = entity_ids
-        self.fact_ids = np.asarray(fact_ids, dtype=object)
+        #: fact ids by row: an object array, or a bytes array (``S``) on a lazy PostgreSQL reader
+        self.fact_ids = fact_ids if getattr(fact_ids, "dtype", None) is not None and fact_ids.dtype.kind == "S" \
+            else np.asarray(fact_ids, dtype=object)
         self.passage_nodes = self._nodes_of(passage_ids, entities=False, required=True)
-        self.entity_nodes = self._nodes_of(entity_ids, entities=True, required=False)
+        self.entity_nodes = (self._nodes_of(entity_ids, entities=True, required=False) if entity_ids is not None
+                             else np.zeros(0, np.int64))
         self.entity_text = entity_text
-        self._fact_map = fact_triples
-        self._fact_entities = fact_entities
+        self.entity_texts = entity_texts or (lambda keys: [entity_text(k) for k in keys])
+        #: where fact candidates and entity neighbours come from (see :mod:`.facts`)
+        self.fact_search = fact_search if fact_search is not None else MatrixSearch(fact_mat)
+        self.entity_search = entity_search if entity_search is not None else MatrixSearch(entity_mat)
+        self.facts = facts if facts is not None else FactLookup(known=fact_triples, entities=fact_entities)
         self._fact_row_nodes: dict[int, np.ndarray] = {}
         # passages per entity node = its context edges
         ctx = (graph.kinds & KIND_CONTEXT) > 0
         self.passage_counts = (np.bincount(graph.src[ctx], minlength=graph.num_nodes)
                                + np.bincount(graph.dst[ctx], minlength=graph.num_nodes)).astype(np.float64)
         self.kernel = PPRKernel.from_graph(graph, config.ppr_dtype) if config.ppr_backend == "power" else None
-        self._fact_norm: float | None = None
-        self._entity_norm: float | None = None
         self._igraph = None
 
     def _nodes_of(self, ids: np.ndarray, entities: bool, required: bool) -> np.ndarray:
@@ -119,47 +128,53 @@ class Retriever:
     @classmethod
     def from_index(cls, config: HippoConfig, index, graph: GraphData | None = None,
                    seed_sources: Sequence[SeedSource] = ()) -> Retriever:
-        """The retriever of an ``Index``'s current version (``graph``: an augmented graph)."""
-        st = index.stores
+        """The retriever of an ``Index``'s current version (``graph``: an augmented graph). On a
+        lazy PostgreSQL reader (``index.reader_stores`` hold no fact or entity vectors) facts and
+        entities are searched in the database (``postgres_search``: ``"hnsw"`` or ``"exact"``)."""
+        st = index.reader_stores
         linking = config.linking
         if linking == "auto":
             linking = "ner_fact" if index.extractor == "ner" else "fact"
-        if index.passage_hyperedges:
-            hyper = index.fact_hyperedges
-            triples = {f: hyperedge_triple(h) for f, h in hyper.items()}
-            entities = {f: h.entities for f, h in hyper.items()}
-        else:
-            triples, entities = index.fact_triples, None
-        return cls(config, graph if graph is not None else index.graph, st["passage"].ids, st["passage"].matrix,
-                   st["fact"].ids, st["fact"].matrix, st["entity"].ids, st["entity"].matrix, st["entity"].text,
-                   triples, entities, seed_sources=seed_sources, linking=linking)
+        graph = graph if graph is not None else index.graph
+        if hasattr(st["fact"], "extremes"):
+            exact = config.postgres_search == "exact"
+            return cls(config, graph, st["passage"].ids, st["passage"].matrix, st["fact"].ids, None, None, None,
+                       st["entity"].text, None, seed_sources=seed_sources, linking=linking,
+                       fact_search=StoreSearch(st["fact"], exact), entity_search=StoreSearch(st["entity"], exact),
+                       facts=FactLookup(fetch=index.db.facts_of), entity_texts=st["entity"].texts)
+        known = index.fact_hyperedges if index.passage_hyperedges else index.fact_triples
+        return cls(config, graph, st["passage"].ids, st["passage"].matrix, st["fact"].ids, st["fact"].matrix,
+                   st["entity"].ids, st["entity"].matrix, st["entity"].text, known, seed_sources=seed_sources,
+                   linking=linking, entity_texts=st["entity"].texts)
 
     @property
     def fact_map(self) -> Mapping[str, Triple]:
-        """Fact id -> the triple shown for it."""
-        return self._fact_map
+        """Fact id -> the triple shown for it (facts read so far, on a lazy reader)."""
+        return {f: self.facts.triple(f) for f in self.facts.known_ids()}
+
+    def _fid(self, row: int) -> str:
+        f = self.fact_ids[row]
+        return f.decode() if isinstance(f, bytes) else f
 
     def fact_triple(self, row: int) -> Triple:
         """The triple of fact store row ``row``."""
-        return tuple(self.fact_map[self.fact_ids[row]])
+        return self.facts.triple(self._fid(row))
 
     @property
     def fact_triples(self) -> list[Triple]:
         """Triples of all fact rows (built on demand; not used on the query path)."""
+        self.facts.prefetch([self._fid(i) for i in range(len(self.fact_ids))])
         return [self.fact_triple(i) for i in range(len(self.fact_ids))]
 
     def _entities_of_row(self, row: int) -> Sequence[str]:
-        fid = self.fact_ids[row]
-        if self._fact_entities is not None:
-            return self._fact_entities[fid]
-        t = self._fact_map[fid]
-        return (t[0], t[2])
+        return self.facts.entities(self._fid(row))
 
     def fact_links(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Entity nodes of fact rows: (entities per row, their nodes concatenated in row order;
         -1: not in the graph). A triple links its subject then its object."""
         missing = [r for r in dict.fromkeys(int(r) for r in rows) if r not in self._fact_row_nodes]
         if missing:
+            self.facts.prefetch([self._fid(r) for r in missing])
             ents = [[mdhash_id(e, "entity-") for e in self._entities_of_row(r)] for r in missing]
             nodes = self.graph.node_index([e for es in ents for e in es], entities=True)
             ends = np.cumsum([len(es) for es in ents])
@@ -183,14 +198,16 @@ class Retriever:
         return dense_scores(self.passage_mat, q_pass)
 
     def top_facts(self, q_fact: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Each query's ``k`` best facts and their exact min-max normalised scores, (rows,
-        scores) of shape (n_queries, min(k, n_facts)); see ``scoring.top_fact_rows``."""
-        if self._fact_norm is None:
-            self._fact_norm = max_row_norm(self.fact_mat)
-        return top_fact_rows(self.fact_mat, self._fact_norm, q_fact, k)
+        """Each query's ``k`` best facts and their min-max normalised scores, (rows, scores) of
+        shape (n_queries, min(k, n_facts)): exact from a matrix (``scoring.top_fact_rows``), or
+        from the database (:class:`.facts.StoreSearch`)."""
+        return self.fact_search.top_normalised(q_fact, k)
 
     def fact_scores(self, q_fact: np.ndarray) -> np.ndarray:
-        """(n_facts, n_queries) min-max normalised scores of every fact (not on the query path)."""
+        """(n_facts, n_queries) min-max normalised scores of every fact (not on the query path;
+        needs the fact matrix in memory)."""
+        if self.fact_mat is None:
+            raise ValueError("fact_scores needs the fact vectors in memory (postgres_search='memory')")
         q = np.atleast_2d(np.asarray(q_fact, dtype=np.float32))
         if len(self.fact_mat) == 0:
             return np.zeros((0, q.shape[0]))
@@ -215,19 +232,24 @@ class Retriever:
                 linked.append((int(node), float(fact_scores[r])))
         return linked
 
+    def _nearest_entities(self, vectors: np.ndarray, per_vector: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each vector's ``per_vector`` nearest entities as (graph nodes, -1 if not in the graph;
+        cosine scores), best first, from the matrix or from the database."""
+        search = self.entity_search
+        if isinstance(search, StoreSearch):
+            return [(self.graph.node_index(ids, entities=True), sims)
+                    for ids, sims in search.nearest_ids(vectors, per_vector)]
+        return [(self.entity_nodes[rows], sims) for rows, sims in search.nearest(vectors, per_vector)]
+
     def link_entities(self, vectors: np.ndarray, per_vector: int) -> list[tuple[int, float]]:
         """Each vector linked to its ``per_vector`` nearest entity nodes by cosine."""
-        if len(self.entity_mat) == 0 or vectors is None or len(vectors) == 0:
+        if len(self.entity_search) == 0 or vectors is None or len(vectors) == 0:
             return []
-        v32 = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
-        sims = np.empty((len(self.entity_mat), v32.shape[0]), np.float32)
-        for s, e in row_blocks(len(self.entity_mat)):
-            sims[s:e] = row_scores(self.entity_mat, s, e, v32).T
         linked = []
-        for j in range(sims.shape[1]):
-            for r in top_k(sims[:, j], per_vector):
-                if self.entity_nodes[r] >= 0:
-                    linked.append((int(self.entity_nodes[r]), float(max(sims[r, j], 0.0))))
+        for nodes, sims in self._nearest_entities(vectors, per_vector):
+            for n, w in zip(nodes.tolist(), np.asarray(sims).tolist(), strict=True):
+                if n >= 0:
+                    linked.append((int(n), float(max(w, 0.0))))
         return linked
 
     # --- graph search ------------------------------------------------------------------------
@@ -301,6 +323,8 @@ class Retriever:
     def _filter(self, queries, blocks, cands, results, filter_many, tim) -> list[np.ndarray]:
         """Candidate and kept facts of every query (one ``filter_many`` call); kept masks per block."""
         masks, asked, asked_cands = [], [], []
+        self.facts.prefetch([self._fid(r) for r in np.unique(np.concatenate(
+            [rows.ravel() for rows, _ in cands] or [np.zeros(0, np.int64)])).tolist()])
         for (s, _), (rows, _) in zip(blocks, cands, strict=True):
             masks.append(np.ones(rows.shape, bool))
             triples = {int(r): self.fact_triple(int(r)) for r in np.unique(rows).tolist()}
@@ -371,8 +395,11 @@ class Retriever:
             for src, scores in zip(self.seed_sources, extra, strict=True):
                 src.add_seeds(R, scores[:, s:e], graph_cols)
             ids = self.graph.node_ids
+            names = self.entity_texts(list(dict.fromkeys(ids[n] for c in range(len(graph_cols)) for n, _ in seeds[c])))
+            name_of = dict(zip(dict.fromkeys(ids[n] for c in range(len(graph_cols)) for n, _ in seeds[c]), names,
+                               strict=True))
             for c, j in enumerate(graph_cols.tolist()):
-                results[s + j].seed_entities = [(self.entity_text(ids[n]), float(w)) for n, w in seeds[c]]
+                results[s + j].seed_entities = [(name_of[ids[n]], float(w)) for n, w in seeds[c]]
         t2 = time.perf_counter()
         tim["seeding"] += t2 - t1
         if len(graph_cols):
@@ -389,13 +416,13 @@ class Retriever:
         vector linked to its nearest entity node (one scan of the entity store for the block)."""
         vecs = [np.atleast_2d(v) for v in (ner_vectors or []) if v is not None and len(v)]
         owner = [j for j, v in enumerate(ner_vectors or []) if v is not None and len(v) for _ in range(len(v))]
-        if not vecs or len(self.entity_mat) == 0:
+        if not vecs or len(self.entity_search) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-        if self._entity_norm is None:
-            self._entity_norm = max_row_norm(self.entity_mat)
-        rows, sims = nearest_rows(self.entity_mat, self._entity_norm, np.concatenate(vecs))
-        nodes = self.entity_nodes[rows]
-        ok = nodes >= 0
+        found = self._nearest_entities(np.concatenate(vecs), 1)
+        has = np.array([len(n) > 0 for n, _ in found], bool)
+        nodes = np.array([int(n[0]) if len(n) else -1 for n, _ in found], np.int64)
+        sims = np.array([float(w[0]) if len(w) else 0.0 for _, w in found])
+        ok = (nodes >= 0) & has
         return seeding.ner_seed_table(np.asarray(owner, np.int64)[ok], nodes[ok], sims[ok], self.passage_counts)
 
     def _hybrid_reset(self, lq, ln, ls, ner_table, dense, cols) -> tuple[np.ndarray, list]:

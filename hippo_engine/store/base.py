@@ -109,6 +109,25 @@ class IndexStore(ABC):
     @abstractmethod
     def delete_passage_hyperedges(self, pids: Iterable[str]) -> None: ...
 
+    def facts_of(self, fact_ids: Iterable[str]) -> dict[str, Triple | Hyperedge]:
+        """The stored triple or hyperedge of each fact id (``fact-`` + md5 of its text; unknown
+        ids are left out). This default reads every fact; a backend with a fact-id index
+        answers from it."""
+        from hippo_engine.text import fact_text, mdhash_id
+        want = set(fact_ids)
+        out: dict[str, Triple | Hyperedge] = {}
+        for ts in self.load_passage_triples().values():
+            for t in ts:
+                fid = mdhash_id(fact_text(t), "fact-")
+                if fid in want:
+                    out.setdefault(fid, tuple(t))
+        for hs in self.load_passage_hyperedges().values():
+            for h in hs:
+                fid = mdhash_id(h.text, "fact-")
+                if fid in want:
+                    out.setdefault(fid, h)
+        return out
+
     # ------------------------------------------------------------------ synonymy
     @abstractmethod
     def load_synonymy(self) -> dict[str, dict[str, float]]:
@@ -155,6 +174,11 @@ class IndexStore(ABC):
     def embedding_store(self, namespace: str, dim: int, **options):
         """The :class:`~hippo_engine.store.vectors.EmbeddingStore` of ``namespace`` (one of
         :data:`ALL_STORE_NAMES`) in this index, ``dim``-dimensional."""
+
+    def reader_store(self, namespace: str, dim: int, *, keep: str, vector_dtype: str = "float32"):
+        """A read-only view of a store that keeps only ``keep`` in memory and searches in the
+        database; backends without one read their stores in full (``embedding_store``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no lazy reader; use postgres_search='memory'")
 
     @abstractmethod
     def close(self) -> None: ...

@@ -78,9 +78,11 @@ def work_dir(given: Path | None) -> Path:
     return base
 
 
-def engine(save: Path, encoder, backend: str):
-    """The engine on ``save`` with the given backend (no LLM, filter off)."""
-    return open_engine(save, encoder, **({"storage": "postgres"} if backend == "postgres" else {}))
+def engine(save: Path, encoder, backend: str, search: str = "exact"):
+    """The engine on ``save`` with the given backend (no LLM, filter off); PostgreSQL is read by
+    the lazy reader with exact search in the database unless ``search`` says otherwise."""
+    return open_engine(save, encoder, **({"storage": "postgres", "postgres_search": search}
+                                          if backend == "postgres" else {}))
 
 
 def pg_sizes(rag) -> dict:
@@ -163,7 +165,7 @@ def hnsw_vs_exact(rag, q_fact, q_pass, n_queries: int) -> dict:
                 else:
                     rows, s = timed(lambda qq, kk: top_k(r.dense_scores(qq)[:, 0], kk), q[j:j + 1], k)
                 ids_mem = (r.fact_ids if ns == "fact" else st["passage"].ids)[np.asarray(rows, np.int64)]
-                got["memory"].append(list(ids_mem))
+                got["memory"].append([x.decode() if isinstance(x, bytes) else x for x in ids_mem])
                 lat["memory"].append(s)
             loads.append(load1())
             rec = [len(set(h) & set(e)) / max(1, len(e)) for h, e in zip(got["hnsw"], got["exact"], strict=True)]
@@ -177,46 +179,25 @@ def hnsw_vs_exact(rag, q_fact, q_pass, n_queries: int) -> dict:
     return out
 
 
-def db_top_facts(r, store, exact: bool):
-    """A replacement for ``Retriever.top_facts`` whose candidates come from ``store.nearest``;
-    the scores are normalised as the retriever does (exact float64 products, min-max over all
-    facts, so only the candidate set differs), best first, ties to the lower row."""
-    from hippo_engine.retrieve.scoring import exact_dot
-    row_of = {x: i for i, x in enumerate(r.fact_ids)}
-    every = np.arange(len(r.fact_mat))
-
-    def top_facts(q, k):
-        q = np.atleast_2d(np.asarray(q, np.float32))
-        ids, _ = store.nearest(q, k, exact=exact)
-        rows = np.array([[row_of[x] for x in row if x is not None] for row in ids], np.int64)
-        scores = np.zeros(rows.shape)
-        for j in range(len(q)):
-            s = exact_dot(r.fact_mat, every, q[j])
-            mn, mx = s.min(), s.max()
-            sc = (s[rows[j]] - mn) / (mx - mn) if mx > mn else np.ones(rows.shape[1])
-            order = np.lexsort((rows[j], -sc))
-            rows[j], scores[j] = rows[j][order], sc[order]
-        return rows, scores
-    return top_facts
-
-
 def end_to_end(rag, questions, q_fact, q_pass, k, gold, reference) -> dict:
-    """Retrieval with the fact candidates from the database: exact scan (control) and HNSW."""
-    r = rag.retriever
-    store = rag.index_state.stores["fact"]
+    """The engine's own lazy PostgreSQL reader with ``postgres_search="hnsw"`` (fact candidates
+    and the normalisation minimum from the HNSW index, rescored exactly) against the reference
+    rankings (``postgres_search="exact"``, equal to SQLite)."""
     ref = top_passages(rag, reference)
-    out = {"memory": {"recall": recall(rag, reference, gold)}}
-    for mode in ("exact", "hnsw"):
-        r.top_facts = db_top_facts(r, store, exact=mode == "exact")
-        try:
-            (raw, _), s = timed(r.search, questions, q_fact, q_pass, k, None)
-        finally:
-            del r.top_facts
+    out = {"exact": {"recall": recall(rag, reference, gold)}}
+    exact_config = rag.config
+    rag.config = exact_config.replace(postgres_search="hnsw")
+    try:
+        (raw, _), s = timed(rag.retriever.search, questions, q_fact, q_pass, k, None)
         mine = top_passages(rag, raw)
-        out[mode] = {"recall": recall(rag, raw, gold), "search_s": round(s, 2),
-                     "same_top20_and_scores": sum(a == b for a, b in zip(mine, ref, strict=True)),
-                     "same_top20_ids": sum(a[0] == b[0] for a, b in zip(mine, ref, strict=True)),
-                     "same_top5_ids": sum(a[0][:5] == b[0][:5] for a, b in zip(mine, ref, strict=True))}
+        out["hnsw"] = {"recall": recall(rag, raw, gold), "search_s": round(s, 2),
+                       "same_top20_and_scores": sum(a == b for a, b in zip(mine, ref, strict=True)),
+                       "same_top20_ids": sum(a[0] == b[0] for a, b in zip(mine, ref, strict=True)),
+                       "same_top5_ids": sum(a[0][:5] == b[0][:5] for a, b in zip(mine, ref, strict=True)),
+                       "same_candidate_facts": sum(a.candidate_facts == b.candidate_facts
+                                                   for a, b in zip(raw, reference, strict=True))}
+    finally:
+        rag.config = exact_config
     return out
 
 

@@ -53,7 +53,7 @@ KEYS = ["entity-b", "entity-B", "entity-a", "entity-é", "entity-Z", "entity-_",
 # ---------------------------------------------------------------------------------------- metadata
 def test_meta_round_trip_and_overwrite(db):
     assert db.get_meta("version") is None
-    assert db.get_meta("schema_version") == "1"
+    assert db.get_meta("schema_version") == ("2" if type(db).__name__ == "PostgresIndexStore" else "1")
     db.set_meta("version", "1")
     with db.transaction():
         db.set_meta("version", "2")
@@ -97,6 +97,21 @@ def test_hyperedges_round_trip_replace_and_delete(db):
 
 
 # ---------------------------------------------------------------------------------------- synonymy
+def test_facts_by_id(db):
+    from hippo_engine.text import fact_text, mdhash_id
+    t1, t2 = ("ann", "met", "bob"), ("bob", "lives in", "paris ✓")
+    h = Hyperedge("Ann met Bob in Paris.", ("ann", "bob", "paris"))
+    db.put_passage_triples("p1", [t1, t2])
+    db.put_passage_triples("p2", [t2])                    # the same fact in two passages: once
+    db.put_passage_hyperedges("p3", [h])
+    ids = [mdhash_id(fact_text(t1), "fact-"), mdhash_id(fact_text(t2), "fact-"), mdhash_id(h.text, "fact-")]
+    got = db.facts_of(ids + ["fact-unknown"])
+    assert got == {ids[0]: t1, ids[1]: t2, ids[2]: h}
+    db.delete_passage_triples(["p1"])
+    assert db.facts_of(ids[:2]) == {ids[1]: t2}
+    assert db.facts_of([]) == {}
+
+
 def test_synonymy_replace_semantics(db):
     db.replace_synonymy_lists({"a": {"b": 0.91, "c": 0.875}, "b": {"a": 0.91}, "c": {"a": 0.875}})
     assert db.load_synonymy() == {"a": {"b": 0.91, "c": 0.875}, "b": {"a": 0.91}, "c": {"a": 0.875}}

@@ -30,11 +30,13 @@ from hippo_engine.store.postgres.schema import (
     describe_dsn,
     ensure_vector_extension,
     lock_key,
+    migrate_1_to_2,
     psycopg_module,
     refuse_foreign,
     schema_complete,
+    schema_version,
 )
-from hippo_engine.text import Hyperedge
+from hippo_engine.text import Hyperedge, fact_text, mdhash_id
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +79,12 @@ class PostgresIndexStore(IndexStore):
         c = self.conn
         c.execute(f"SET search_path = {ensure_vector_extension(c, self.location)}, pg_catalog")
         refuse_foreign(c, self.schema)
+        if schema_version(c, self.schema) == "1":
+            with self._tx():
+                self._take_lock()
+                if schema_version(c, self.schema) == "1":
+                    logger.info("%s: upgrading the schema from version 1 to 2 (fact ids)", self.location)
+                    migrate_1_to_2(c, self.schema)
         if not schema_complete(c, self.schema):     # create what is missing, under the writer lock
             with self._tx():
                 self._take_lock()
@@ -247,8 +255,9 @@ class PostgresIndexStore(IndexStore):
     def put_passage_triples(self, pid: str, triples: Sequence[Triple]) -> None:
         with self.transaction():
             self._delete_any("passage_triples", "passage_id", [pid])
-            self._copy_in("passage_triples", "passage_id, pos, subj, pred, obj",
-                          ((pid, i, s, p, o) for i, (s, p, o) in enumerate(triples)))
+            self._copy_in("passage_triples", "passage_id, pos, subj, pred, obj, fact_id",
+                          ((pid, i, s, p, o, mdhash_id(fact_text((s, p, o)), "fact-"))
+                           for i, (s, p, o) in enumerate(triples)))
 
     def delete_passage_triples(self, pids: Iterable[str]) -> None:
         with self.transaction():
@@ -268,12 +277,35 @@ class PostgresIndexStore(IndexStore):
     def put_passage_hyperedges(self, pid: str, hyperedges: Sequence[Hyperedge]) -> None:
         with self.transaction():
             self._delete_any("passage_hyperedges", "passage_id", [pid])
-            self._copy_in("passage_hyperedges", "passage_id, pos, text, entities",
-                          ((pid, i, h.text, encode_entities(h.entities)) for i, h in enumerate(hyperedges)))
+            self._copy_in("passage_hyperedges", "passage_id, pos, text, entities, fact_id",
+                          ((pid, i, h.text, encode_entities(h.entities), mdhash_id(h.text, "fact-"))
+                           for i, h in enumerate(hyperedges)))
 
     def delete_passage_hyperedges(self, pids: Iterable[str]) -> None:
         with self.transaction():
             self._delete_any("passage_hyperedges", "passage_id", pids)
+
+    def facts_of(self, fact_ids: Iterable[str]) -> dict[str, Triple | Hyperedge]:
+        """The stored triple or hyperedge of each fact id (unknown ids are left out), read by the
+        ``fact_id`` index: what a reader that keeps no fact in memory asks for its candidates."""
+        ids = list(dict.fromkeys(fact_ids))
+        if not ids:
+            return {}
+        out: dict[str, Triple | Hyperedge] = {}
+        for fid, s, p, o in self.conn.execute(
+                f"SELECT DISTINCT ON (fact_id) fact_id, subj, pred, obj FROM {self.q}.passage_triples "
+                "WHERE fact_id = ANY(%s) ORDER BY fact_id, passage_id, pos", (ids,)):
+            out[fid] = (s, p, o)
+        rest = [f for f in ids if f not in out]
+        if rest:
+            for fid, text, ents in self.conn.execute(
+                    f"SELECT DISTINCT ON (fact_id) fact_id, text, entities FROM {self.q}.passage_hyperedges "
+                    "WHERE fact_id = ANY(%s) ORDER BY fact_id, passage_id, pos", (rest,)):
+                try:
+                    out[fid] = Hyperedge(text, tuple(json.loads(ents)))
+                except ValueError as e:
+                    raise StoreError(f"{self.location}: unreadable entity list of fact {fid}: {e}") from e
+        return out
 
     # ------------------------------------------------------------------ synonymy
     def load_synonymy(self) -> dict[str, dict[str, float]]:
@@ -336,6 +368,12 @@ class PostgresIndexStore(IndexStore):
         ``namespace`` (options: see that class)."""
         from hippo_engine.store.postgres.vectors import PostgresEmbeddingStore
         return PostgresEmbeddingStore(self, namespace, dim, **options)
+
+    def reader_store(self, namespace: str, dim: int, *, keep: str, vector_dtype: str = "float32"):
+        """A read-only, memory-light view of a store for retrieval
+        (:class:`~hippo_engine.store.postgres.lazy.LazyPostgresStore`)."""
+        from hippo_engine.store.postgres.lazy import LazyPostgresStore
+        return LazyPostgresStore(self, namespace, dim, keep=keep, vector_dtype=vector_dtype)
 
     def close(self) -> None:
         """Close the connection, and stop the embedded server this store was opened with

@@ -8,7 +8,7 @@ import zlib
 from hippo_engine.store.base import StoreError
 from hippo_engine.store.postgres.server import INSTALL_HINT
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"   # 2: passage_triples / passage_hyperedges carry their fact_id
 #: first key of every advisory lock this backend takes ("Hi"); the second is derived from the schema
 LOCK_CLASS = 0x4869
 SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -16,9 +16,10 @@ SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 TABLES = {
     "meta": 'key text COLLATE "C" PRIMARY KEY, value text NOT NULL',
     "passage_triples": 'passage_id text COLLATE "C" NOT NULL, pos integer NOT NULL, subj text NOT NULL, '
-                       'pred text NOT NULL, obj text NOT NULL, PRIMARY KEY (passage_id, pos)',
+                       'pred text NOT NULL, obj text NOT NULL, fact_id text COLLATE "C" NOT NULL, '
+                       'PRIMARY KEY (passage_id, pos)',
     "passage_hyperedges": 'passage_id text COLLATE "C" NOT NULL, pos integer NOT NULL, text text NOT NULL, '
-                          'entities text NOT NULL, PRIMARY KEY (passage_id, pos)',
+                          'entities text NOT NULL, fact_id text COLLATE "C" NOT NULL, PRIMARY KEY (passage_id, pos)',
     "synonymy": 'src text COLLATE "C" NOT NULL, dst text COLLATE "C" NOT NULL, score double precision NOT NULL, '
                 'PRIMARY KEY (src, dst)',
     "documents": 'doc_id text COLLATE "C" NOT NULL, pos integer NOT NULL, passage_id text COLLATE "C" NOT NULL, '
@@ -26,7 +27,9 @@ TABLES = {
     "communities": 'id text COLLATE "C" PRIMARY KEY, level integer NOT NULL, parent text, data text NOT NULL',
     "community_reports": 'member_key text COLLATE "C" PRIMARY KEY, report text NOT NULL, source text NOT NULL',
 }
-INDEXES = {"synonymy_dst": "synonymy (dst)", "documents_passage": "documents (passage_id)"}
+INDEXES = {"synonymy_dst": "synonymy (dst)", "documents_passage": "documents (passage_id)",
+           "passage_triples_fact": "passage_triples (fact_id)",
+           "passage_hyperedges_fact": "passage_hyperedges (fact_id)"}
 
 
 def psycopg_module():
@@ -97,5 +100,37 @@ def create_schema(conn, schema: str) -> None:
     conn.execute(f"INSERT INTO {q}.meta VALUES ('schema_version', %s) ON CONFLICT DO NOTHING", (SCHEMA_VERSION,))
 
 
+def schema_version(conn, schema: str) -> str | None:
+    """The ``schema_version`` row of an index schema (None: none yet)."""
+    if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}".meta',)).fetchone()[0]:
+        row = conn.execute(f'SELECT value FROM "{schema}".meta WHERE key=\'schema_version\'').fetchone()
+        return None if row is None else row[0]
+    return None
+
+
+def migrate_1_to_2(conn, schema: str) -> None:
+    """Version 1 -> 2 (inside the caller's transaction, under the lock): add ``fact_id`` to the
+    fact tables, computed from the stored facts as the engine computes it."""
+    from hippo_engine.text import fact_text, mdhash_id
+    q = f'"{schema}"'
+    for table, cols, text_of in (("passage_triples", "subj, pred, obj", lambda r: fact_text(r)),
+                                 ("passage_hyperedges", "text", lambda r: r[0])):
+        conn.execute(f'ALTER TABLE {q}.{table} ADD COLUMN IF NOT EXISTS fact_id text COLLATE "C"')
+        conn.execute('CREATE TEMP TABLE hippo_fact_ids (passage_id text COLLATE "C", pos integer, '
+                     'fact_id text) ON COMMIT DROP')
+        rows = conn.execute(f"SELECT passage_id, pos, {cols} FROM {q}.{table}").fetchall()
+        with conn.cursor() as cur, cur.copy("COPY hippo_fact_ids FROM STDIN") as cp:
+            for r in rows:
+                cp.write_row((r[0], r[1], mdhash_id(text_of(tuple(r[2:])), "fact-")))
+        conn.execute(f"UPDATE {q}.{table} t SET fact_id = f.fact_id FROM hippo_fact_ids f "
+                     "WHERE t.passage_id = f.passage_id AND t.pos = f.pos")
+        conn.execute("DROP TABLE hippo_fact_ids")
+        conn.execute(f"ALTER TABLE {q}.{table} ALTER COLUMN fact_id SET NOT NULL")
+    for name, on in INDEXES.items():
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {q}.{on}")
+    conn.execute(f"UPDATE {q}.meta SET value = '2' WHERE key = 'schema_version'")
+
+
 __all__ = ["INDEXES", "LOCK_CLASS", "SCHEMA_NAME", "SCHEMA_VERSION", "TABLES", "create_schema", "describe_dsn",
-           "ensure_vector_extension", "lock_key", "psycopg_module", "refuse_foreign", "schema_complete"]
+           "ensure_vector_extension", "lock_key", "migrate_1_to_2", "psycopg_module", "refuse_foreign",
+           "schema_complete", "schema_version"]

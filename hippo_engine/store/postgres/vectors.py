@@ -103,9 +103,10 @@ class PostgresEmbeddingStore(MirroredStore):
         self._mat = mat
         self._row = {k: i for i, k in enumerate(self._ids)}
 
-    def _vector_blocks(self, query: str, params: Sequence = ()) -> Iterator[np.ndarray]:
-        """The vectors of ``query`` (one vector column) as float32 blocks of about 4 MiB, read
-        with binary COPY (fixed-width rows, parsed by numpy)."""
+    def _vector_blocks(self, query: str, params: Sequence = (), native: bool = False) -> Iterator[np.ndarray]:
+        """The vectors of ``query`` (one vector column) as float32 blocks of about 4 MiB (``native``:
+        in the stored dtype, float16 for ``halfvec``), read with binary COPY (fixed-width rows,
+        parsed by numpy)."""
         wire = np.dtype(_WIRE[self.kind])
         width = 4 + self.dim * wire.itemsize
         rowlen = 2 + 4 + width
@@ -121,7 +122,7 @@ class PostgresEmbeddingStore(MirroredStore):
             if n and not (raw[:, :10] == prefix).all():
                 raise StoreError(f"{self.db.location}: {self.name} holds a vector that is not {self.kind}({self.dim})")
             vals = np.ascontiguousarray(raw[:, 10:]).view(wire).reshape(n, self.dim)
-            return vals.astype(np.float32), data[n * rowlen:]
+            return vals.astype(self.vector_dtype if native else np.float32), data[n * rowlen:]
 
         with self.db.conn.cursor() as cur, cur.copy(f"COPY ({query}) TO STDOUT (FORMAT BINARY)", params) as cp:
             for chunk in cp:

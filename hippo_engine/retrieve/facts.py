@@ -1,0 +1,147 @@
+"""Where the retriever finds facts and entities for a query: small strategy objects.
+
+HippoRAG 2 scores every fact against the query, keeps the ``linking_top_k`` best and min-max
+normalises their scores over all facts (spec section 2). Two ways to get that:
+
+- :class:`MatrixSearch`: an in-memory matrix of every vector (the SQLite store, or a PostgreSQL
+  store mirrored in RAM): :func:`~hippo_engine.retrieve.scoring.top_fact_rows`, exact.
+- :class:`StoreSearch`: a :class:`~hippo_engine.store.postgres.lazy.LazyPostgresStore` that holds
+  no vectors. ``exact=True``: the database streams every vector once per query batch and the
+  scores are the same float64 numbers :class:`MatrixSearch` gives (so are the rankings).
+  ``exact=False``: the HNSW index nominates ``max(100, k)`` candidates for ``q``, rescored
+  exactly; the minimum of the normalisation is the lowest exact score among HNSW candidates for
+  ``-q`` (the facts least like the query). HNSW is approximate: a missed best fact changes the
+  candidates, a missed lowest fact makes the minimum slightly too high (scores of the kept
+  facts slightly lower, by the same affine map for all of them). The benchmarks report both.
+
+Both return rows of the store's sorted ids, so the retriever's row-based code is the same.
+:class:`FactLookup` gives the triple (or hyperedge) of a fact id: from the index's dicts in
+memory, or from the database, a batch of ids at a time, for a reader that loaded none.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from hippo_engine.retrieve.scoring import max_row_norm, nearest_rows, row_blocks, row_scores, top_fact_rows, top_k
+from hippo_engine.text import Hyperedge, Triple, hyperedge_triple
+
+
+class MatrixSearch:
+    """Top-k over an in-memory matrix whose rows follow the store's sorted ids."""
+
+    def __init__(self, mat: np.ndarray):
+        self.mat = mat
+        self._norm: float | None = None
+
+    def __len__(self) -> int:
+        return len(self.mat)
+
+    def _row_norm(self) -> float:
+        if self._norm is None:
+            self._norm = max_row_norm(self.mat)
+        return self._norm
+
+    def top_normalised(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each query's ``k`` best rows and their min-max normalised scores (see ``top_fact_rows``)."""
+        return top_fact_rows(self.mat, self._row_norm(), q, k)
+
+    def nearest(self, vecs: np.ndarray, per_vector: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each vector's ``per_vector`` nearest rows by cosine: (rows, float scores), best first.
+        One nearest row is exact (float64, ``nearest_rows``); more come from float32 scores."""
+        v = np.atleast_2d(np.asarray(vecs, np.float32))
+        if len(self.mat) == 0 or len(v) == 0:
+            return [(np.zeros(0, np.int64), np.zeros(0)) for _ in range(len(v))]
+        if per_vector == 1:
+            rows, sims = nearest_rows(self.mat, self._row_norm(), v)
+            return [(rows[j:j + 1], sims[j:j + 1]) for j in range(len(v))]
+        sims = np.empty((len(self.mat), len(v)), np.float32)
+        for s, e in row_blocks(len(self.mat)):
+            sims[s:e] = row_scores(self.mat, s, e, v).T
+        out = []
+        for j in range(len(v)):
+            rows = top_k(sims[:, j], per_vector)
+            out.append((rows, sims[rows, j]))
+        return out
+
+
+class StoreSearch:
+    """Top-k asked of the database (``store.extremes``); rows are positions in ``store.ids`` or,
+    for a store that keeps no ids (entities), the ids themselves are returned by :meth:`nearest_ids`."""
+
+    def __init__(self, store, exact: bool):
+        self.store, self.exact = store, bool(exact)
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def top_normalised(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        q = np.atleast_2d(np.asarray(q, np.float32))
+        kk = min(k, len(self.store))
+        if kk <= 0 or len(q) == 0:
+            return np.zeros((len(q), 0), np.int64), np.zeros((len(q), 0))
+        ids, scores, lows = self.store.extremes(q, kk, self.exact)
+        rows_out, scores_out = [], []
+        for j in range(len(q)):
+            rows = self.store.rows_of(ids[j])
+            ok = rows >= 0                     # rows of a newer version than this view: dropped
+            rows, s = rows[ok], scores[j, :len(ids[j])][ok]
+            hi, lo = (float(s[0]), float(lows[j])) if len(s) else (0.0, 0.0)
+            lo = min(lo, float(s.min())) if len(s) else lo
+            rows_out.append(rows)
+            scores_out.append((s - lo) / (hi - lo) if hi > lo else np.ones(len(s)))
+        width = min(len(r) for r in rows_out)  # a rectangle: every query gets the same count
+        return (np.array([r[:width] for r in rows_out], np.int64).reshape(len(q), width),
+                np.array([s[:width] for s in scores_out], np.float64).reshape(len(q), width))
+
+    def nearest_ids(self, vecs: np.ndarray, per_vector: int) -> list[tuple[list[str], np.ndarray]]:
+        """Each vector's ``per_vector`` nearest ids with their exact scores, best first."""
+        v = np.atleast_2d(np.asarray(vecs, np.float32))
+        if len(self.store) == 0 or len(v) == 0:
+            return [([], np.zeros(0)) for _ in range(len(v))]
+        ids, scores, _ = self.store.extremes(v, per_vector, self.exact)
+        return [(ids[j], scores[j, :len(ids[j])]) for j in range(len(v))]
+
+
+class FactLookup:
+    """Fact id -> what the retriever shows and links: the triple (a hyperedge is shown as its
+    pseudo-triple) and the entities. ``fetch(ids) -> {id: Triple | Hyperedge}`` reads a batch
+    (from the database); ``known`` is a dict already in memory. Fetched facts are kept (a
+    query touches a few dozen facts)."""
+
+    def __init__(self, fetch: Callable[[Iterable[str]], Mapping[str, Triple | Hyperedge]] | None = None,
+                 known: Mapping[str, Triple | Hyperedge] | None = None,
+                 entities: Mapping[str, Sequence[str]] | None = None):
+        self._fetch = fetch
+        self._facts: Mapping[str, Triple | Hyperedge] = known if known is not None else {}
+        if fetch is not None:
+            self._facts = dict(self._facts)
+        self._entities = entities    # overrides a triple's (subject, object)
+
+    def known_ids(self) -> list[str]:
+        """Ids of the facts at hand (all of them unless they are fetched on demand)."""
+        return list(self._facts)
+
+    def prefetch(self, ids: Sequence[str]) -> None:
+        missing = [i for i in ids if i not in self._facts]
+        if missing and self._fetch is not None:
+            self._facts.update(self._fetch(missing))   # a dict when fetching
+
+    def _get(self, fid: str) -> Triple | Hyperedge:
+        if fid not in self._facts:
+            self.prefetch([fid])
+        return self._facts[fid]
+
+    def triple(self, fid: str) -> Triple:
+        f = self._get(fid)
+        return hyperedge_triple(f) if isinstance(f, Hyperedge) else tuple(f)
+
+    def entities(self, fid: str) -> Sequence[str]:
+        if self._entities is not None:
+            return self._entities[fid]
+        f = self._get(fid)
+        return f.entities if isinstance(f, Hyperedge) else (f[0], f[2])
+
+
+__all__ = ["FactLookup", "MatrixSearch", "StoreSearch"]
