@@ -1,10 +1,14 @@
-"""Projection and README of the PostgreSQL scale benchmark (:mod:`reproduce.bench.pg_scale`).
+"""Projection, ranking agreement and README of the PostgreSQL scale benchmark
+(:mod:`reproduce.bench.pg_scale`).
 
     python -m reproduce.bench.pg_scale_report [scale.json] [README.md]
 
 :func:`add_projection` scales the measured sizes and rates to ``target`` passages (linear in
-the rows, except the HNSW build: N log N); :func:`render` writes the results as markdown (with the ``notes`` list of
-the JSON, hand-written findings, as a last section).
+the rows, except the HNSW build: N log N), the query process included: each part of the
+retriever it measured (passage matrix, fact ids, graph, node ids, PPR kernel) grows with the
+rows; :func:`compare_rankings` compares the rankings of the query processes;
+:func:`render` writes the results as markdown (with the ``notes`` list of the JSON,
+hand-written findings, as a last section).
 """
 from __future__ import annotations
 
@@ -16,6 +20,69 @@ from pathlib import Path
 from ..common import RESULTS_DIR
 
 GIB = 1024.0
+LIMIT_GIB = 8.0
+PAIRS = (("engine-lazy", "engine-exact"), ("engine-exact", "engine-memory"), ("engine-lazy", "engine-memory"))
+#: parts of the retriever's memory that grow with the rows (see ``pg_scale_probe.retriever_memory``)
+PARTS = ("passage_matrix", "fact_ids", "node_ids", "graph_arrays", "graph_other", "ppr_kernel")
+
+
+# ---------------------------------------------------------------------------- agreement
+def _agreement(a: list, b: list) -> dict:
+    n = min(len(a), len(b))
+    over, same, facts, fact_sets = [], 0, 0, 0
+    for x, y in zip(a[:n], b[:n], strict=True):
+        k = max(len(x["passages"]), len(y["passages"]), 1)
+        over.append(len(set(map(str, x["passages"])) & set(map(str, y["passages"]))) / k)
+        same += x["passages"] == y["passages"]
+        facts += x["facts"] == y["facts"]
+        fact_sets += {tuple(f) for f in x["facts"]} == {tuple(f) for f in y["facts"]}
+    if not n:
+        return {"queries": 0}
+    return {"queries": n, "top10_overlap_mean": round(sum(over) / n, 4), "top10_overlap_min": round(min(over), 2),
+            "top10_identical": round(same / n, 3), "candidate_facts_identical": round(facts / n, 3),
+            "candidate_facts_same_set": round(fact_sets / n, 3)}
+
+
+def compare_rankings(rankings: dict) -> dict:
+    """Agreement of each pair of query processes over their common queries (the first ones):
+    top-10 passage overlap (mean, min), queries whose top 10 (in order) and whose candidate
+    facts (top 5, in order; as a set) are identical."""
+    return {f"{a} vs {b}": _agreement(rankings[a], rankings[b]) for a, b in PAIRS
+            if rankings.get(a) and rankings.get(b)}
+
+
+# ---------------------------------------------------------------------------- projection
+def _query_process_projection(qp: dict, f: float, p: dict) -> None:
+    lazy = qp.get("engine-lazy", {})
+    mem = lazy.get("retriever_memory_mib")
+    if mem and "rss_after_queries_mib" in lazy:
+        base = lazy["rss_after_import_mib"]
+        grown = sum(mem.get(k, 0.0) for k in PARTS) + sum(mem.get("other", {}).values())
+        for k in PARTS:
+            if mem.get(k):
+                p[f"lazy_{k}_gib"] = round(mem[k] * f / GIB, 2)
+        after = lazy["rss_after_queries_mib"]
+        rss = after + grown * (f - 1)
+        p["lazy_rss_gib"] = round(rss / GIB, 2)
+        # the transient above the steady state (reading the matrix, the graph file) grows with the rows too
+        p["lazy_peak_gib"] = round((rss + max(0.0, lazy["peak_rss_mib"] - after) * f) / GIB, 2)
+        # bounds: everything above the imported libraries grows with the rows
+        p["lazy_rss_bound_gib"] = round((base + (after - base) * f) / GIB, 2)
+        p["lazy_peak_bound_gib"] = round((base + (lazy["peak_rss_mib"] - base) * f) / GIB, 2)
+        p["lazy_retriever_s"] = round(lazy["retriever_s"] * f, 1)
+        p["lazy_query_p50_ms_measured"] = lazy["query_p50_ms"]
+        p["lazy_peak_under_8gib_measured"] = lazy["peak_rss_mib"] / GIB < LIMIT_GIB
+        p["lazy_peak_under_8gib_projected"] = p["lazy_peak_gib"] < LIMIT_GIB
+        p["lazy_peak_bound_under_8gib"] = p["lazy_peak_bound_gib"] < LIMIT_GIB
+    exact = qp.get("engine-exact", {})
+    if "query_p50_ms" in exact and exact["query_p50_ms"] is not None:
+        p["exact_query_p50_ms"] = round(exact["query_p50_ms"] * f)
+    memory = qp.get("engine-memory", {})
+    if "rss_after_retriever_mib" in memory:
+        base = memory["rss_after_import_mib"]
+        p["memory_rss_gib"] = round((base + (memory["rss_after_retriever_mib"] - base) * f) / GIB, 1)
+        p["memory_peak_gib"] = round((base + (memory["peak_rss_mib"] - base) * f) / GIB, 1)
+        p["memory_open_s"] = round((memory["open_s"] + memory["retriever_s"]) * f)
 
 
 def add_projection(res: dict, target: int) -> None:
@@ -27,6 +94,10 @@ def add_projection(res: dict, target: int) -> None:
     if "load" in res:
         p["vectors"] = round(res["load"]["vectors"] * f)
         p["load_db_min"] = round(res["load"]["db_s"] * f / 60, 1)
+    if "graph" in res:
+        g = res["graph"]
+        p["graph_build_min"] = round(g["build_s"] * f / 60, 1)
+        p["graph_file_gib"] = round(g["file_mib"] * f / GIB, 2)
     for s, b in res.get("hnsw_build", {}).items():
         rows = b["rows"]
         p[f"hnsw_build_{s}_min"] = round(b["s"] * f * math.log(rows * f) / math.log(rows) / 60, 1)
@@ -40,26 +111,86 @@ def add_projection(res: dict, target: int) -> None:
         p["hnsw_gib"] = round(hnsw * f / GIB, 1)
         p["wal_gib_max"] = 2.0
         p["disk_total_gib"] = round(d["tables_total_mib"] * f / GIB + 2.0, 1)
-    qp = res.get("query_process", {})
-    eng, raw = qp.get("engine-open", {}), qp.get("raw", {})
-    if "rss_after_open_mib" in eng:
-        base = raw.get("rss_start_mib", 0.0)
-        p["engine_open_rss_gib"] = round((base + (eng["rss_after_open_mib"] - base) * f) / GIB, 1)
-        p["engine_open_peak_gib"] = round((base + (eng["peak_rss_mib"] - base) * f) / GIB, 1)
-        p["engine_open_s"] = round(eng["open_s"] * f)
-    if "ids_mib" in raw:
-        p["lazy_ids_gib"] = round(raw["ids_mib"] * f / GIB, 2)
-        p["lazy_passage_matrix_f16_gib"] = round(raw["passage_matrix_mib"] * f / GIB, 2)
-        # the HNSW query path does not grow with the index; ids and the passage matrix do
-        p["lazy_rss_gib"] = round((raw["peak_after_queries_mib"]
-                                   + (raw["ids_mib"] + raw["passage_matrix_mib"]) * f) / GIB, 2)
+    _query_process_projection(res.get("query_process", {}), f, p)
     res["projection"] = p
 
 
+# ---------------------------------------------------------------------------- markdown
 def _table(rows, head) -> list[str]:
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return out
+
+
+def _render_query_process(res: dict) -> list[str]:
+    qp = res.get("query_process")
+    if not qp:
+        return []
+    lines = ["## The engine's query process (fresh processes)", "",
+             "`HippoRAG(save_dir, storage=\"postgres\", dsn=..., postgres_schema=..., postgres_search=...)`, then "
+             "`rag.retriever` (the passage matrix in its stored dtype, the graph from `graph.npz`, the PPR kernel; "
+             "`memory`: every vector mirrored as float32, as the engine opened an index before the lazy reader), "
+             "then queries one per `Retriever.search` call (top 10, no recognition filter; query vectors given, "
+             "nothing encoded). `lazy` = `postgres_search=\"hnsw\"` (fact candidates from the HNSW index, rescored "
+             "exactly), `exact` = the lazy reader with exact scans in the database. RSS in MiB; peak = VmHWM; the "
+             "PostgreSQL server's memory (shared_buffers, the connection's backend) is not counted.", ""]
+    keys = (("postgres_search", "search"), ("open_s", "open s"), ("retriever_s", "retriever s"),
+            ("rss_after_import_mib", "RSS imports"), ("rss_after_open_mib", "RSS open"),
+            ("rss_after_retriever_mib", "RSS retriever"), ("rss_after_queries_mib", "RSS after queries"),
+            ("peak_rss_mib", "peak"), ("queries", "queries"), ("first_query_ms", "first query ms"),
+            ("query_p50_ms", "p50 ms"), ("query_p95_ms", "p95 ms"), ("fallback_queries", "fallback"), ("load", "load"))
+    ok = {m: r for m, r in qp.items() if "error" not in r}
+    if ok:
+        lines += _table([(m, *(r.get(k, "") for k, _ in keys)) for m, r in ok.items()],
+                        ("mode", *(h for _, h in keys))) + [""]
+        parts = sorted({k for r in ok.values() for k in r.get("query_parts_mean_ms", {})})
+        lines += ["Mean time per query by part (ms):", ""]
+        lines += _table([(m, *(r.get("query_parts_mean_ms", {}).get(k, "") for k in parts)) for m, r in ok.items()],
+                        ("mode", *parts)) + [""]
+        lines += ["What the retriever holds (MiB; object arrays with their elements, dicts estimated from a "
+                  "sample):", ""]
+        heads = [k for k in (*PARTS, "total") if any(k in r.get("retriever_memory_mib", {}) for r in ok.values())]
+        rows = []
+        for m, r in ok.items():
+            mm = r.get("retriever_memory_mib", {})
+            other = ", ".join(f"{k} {v}" for k, v in mm.get("other", {}).items()) or "-"
+            rows.append((m, *(mm.get(k, "") for k in heads), other))
+        lines += _table(rows, ("mode", *heads, "other attributes")) + [""]
+    for m, r in ok.items():
+        if r.get("graph_loaded") is False:
+            log = "; ".join(r.get("engine_log", []))[:800]
+            lines += [f"**`{m}` rebuilt the graph** instead of loading `graph.npz`: {log}", ""]
+    for m, r in qp.items():
+        if "error" in r:
+            lines += [f"`{m}` failed:", "", "```", r["error"].strip()[-1500:], "```", ""]
+    agree = res.get("ranking_agreement")
+    if agree:
+        lines += ["Agreement of the rankings (the first queries, common to both): top-10 passage overlap, queries "
+                  "whose top 10 (in order) and whose candidate facts (top 5, in order; as a set) are identical.", ""]
+        lines += _table([(pair, a.get("queries"), a.get("top10_overlap_mean"), a.get("top10_overlap_min"),
+                          a.get("top10_identical"), a.get("candidate_facts_identical"),
+                          a.get("candidate_facts_same_set")) for pair, a in agree.items()],
+                        ("pair", "queries", "overlap mean", "overlap min", "top 10 identical",
+                         "facts identical", "facts same set")) + [""]
+    return lines
+
+
+def _verdict(res: dict) -> list[str]:
+    p = res.get("projection", {})
+    lazy = res.get("query_process", {}).get("engine-lazy", {})
+    if "lazy_peak_under_8gib_measured" not in p:
+        return []
+    yes = {True: "stays under", False: "does NOT stay under"}
+    under = {True: "also under", False: "over"}
+    return [f"**Query process (engine-lazy) under {LIMIT_GIB:g} GiB:** at the measured size (peak "
+            f"{lazy['peak_rss_mib']} MiB) it {yes[p['lazy_peak_under_8gib_measured']]} {LIMIT_GIB:g} GiB; at "
+            f"{p['passages']:,} passages (projection) it {yes[p['lazy_peak_under_8gib_projected']]} "
+            f"{LIMIT_GIB:g} GiB: about {p['lazy_rss_gib']} GiB resident after queries with the measured parts "
+            f"scaled, peak about {p['lazy_peak_gib']} GiB (the transient above the steady state scaled too). "
+            f"Pessimistic bound, everything above the imported libraries growing with the rows: "
+            f"{p['lazy_rss_bound_gib']} GiB resident, peak {p['lazy_peak_bound_gib']} GiB "
+            f"({under[p['lazy_peak_bound_under_8gib']]} {LIMIT_GIB:g} GiB; from a small run this bound is "
+            "dominated by fixed costs multiplied by the factor).", ""]
 
 
 def render(res: dict) -> str:
@@ -67,10 +198,14 @@ def render(res: dict) -> str:
     a = res["args"]
     lines = [f"# PostgreSQL + pgvector at scale: {a['passages']:,} passages", "",
              "Command: `python -m reproduce.bench.pg_scale --passages {} --entities-per-passage {} "
-             "--facts-per-passage {} --dim {} --seed {}`".format(a["passages"], a["entities_per_passage"],
-                                                               a["facts_per_passage"], a["dim"], a["seed"]),
+             "--facts-per-passage {} --dim {} --seed {} --queries {} --exact-queries {}{}`".format(
+                 a["passages"], a["entities_per_passage"], a["facts_per_passage"], a["dim"], a["seed"],
+                 a.get("queries"), a.get("exact_queries"),
+                 " --skip-memory-probe" if a.get("skip_memory_probe") else ""),
              "", f"Vectors: synthetic, derived from {res['vectors_from']} (base rows {res['base_rows']}); "
-             "halfvec (float16) columns. Server settings: " + ", ".join(f"{k}={v}" for k, v in res["settings"].items())
+             "halfvec (float16) columns. Content consistent the way the engine builds an OpenIE index (entity "
+             "phrases, triples and their fact ids, passage ids from the texts; the vector of a row does not "
+             "depend on its text). Server settings: " + ", ".join(f"{k}={v}" for k, v in res["settings"].items())
              + f". {res['cpus']} shared CPU cores; the load average (1 min) is given with every timing.", ""]
     if "load" in res:
         ld = res["load"]
@@ -78,13 +213,22 @@ def render(res: dict) -> str:
                   f"triples, {ld['synonymy']:,} synonymy rows, in {len(ld['batches'])} write transactions. "
                   f"Database time {ld['db_s']} s ({ld['vectors_per_s']:,} vectors/s), wall {ld['wall_s']} s "
                   f"(with data generation), VACUUM ANALYZE {ld['vacuum_analyze_s']} s; loader peak RSS "
-                  f"{ld['loader_peak_rss_mib']} MiB (the stores mirror every vector as float32). Load avg at the end "
-                  f"{ld['load_avg']}.", ""]
+                  f"{ld['loader_peak_rss_mib']} MiB (the loader's stores mirror every vector as float32, and it keeps "
+                  f"the triples and synonymy lists for the graph). Load avg at the end {ld['load_avg']}.", ""]
+    if "graph" in res:
+        g = res["graph"]
+        lines += ["## Graph (`build_graph`, `content_digest`, `GraphData.save`)", "",
+                  f"Built in {g['build_s']} s, digest {g['digest_s']} s, meta and `graph.npz` ({g['file_mib']} MiB) "
+                  f"{g['meta_and_save_s']} s, PPR kernel {g['kernel_s']} s; loader RSS {g['rss_before_mib']} -> "
+                  f"{g['rss_with_graph_mib']} MiB with the graph, loader peak {g['loader_peak_rss_mib']} MiB. "
+                  f"Load {g['load']}.", ""]
+        lines += _table([(k, f"{v:,}" if isinstance(v, int) else v) for k, v in g["stats"].items()], ("graph", "value"))
+        lines += ["", "Memory (MiB):", ""] + _table(list(g["memory_mib"].items()), ("part", "MiB")) + [""]
     if "neighbour_profile" in res:
         rows = [(s, k, v["n1"], v["n10"], v["n100"], v["gap10_11"])
                 for s, d in res["neighbour_profile"].items() for k, v in d.items()]
         lines += ["Neighbour scores of the queries (mean #1, #10, #100, gap #10-#11): the synthetic table vs the "
-                  "real vectors the rows derive from (synthetic: a 200k-row sample of the table; queries: "
+                  "real vectors the rows derive from (synthetic: a sample of up to 200k rows of the table; queries: "
                   "perturbed real vectors, as in the query benchmark):", ""]
         lines += _table(rows, ("store", "vectors", "#1", "#10", "#100", "gap")) + [""]
     if "hnsw_build" in res:
@@ -95,8 +239,8 @@ def render(res: dict) -> str:
         rows = [(s, q["rows"], q["queries"], q["recall_at_10"], q["top10_identical"], q["hnsw_p50_ms"],
                  q["hnsw_p95_ms"], f"{q['exact_pg_scan_p50_ms']} / {q['exact_pg_scan_p95_ms']}",
                  q["exact_engine_scan_p50_ms"], q["load"]) for s, q in res["queries"].items()]
-        lines += ["## Queries: HNSW vs exact (top 10)", "",
-                  "HNSW = the engine's `nearest(q, 10)` (ef_search 100, candidates rescored in numpy); truth = "
+        lines += ["## Store queries: HNSW vs exact (top 10)", "",
+                  "HNSW = the store's `nearest(q, 10)` (ef_search 100, candidates rescored in numpy); truth = "
                   "`nearest(q, 10, exact=True)`. Exact PG = PostgreSQL's `ORDER BY vec <#> q LIMIT 10` with index "
                   "scans off; exact engine = `nearest(exact=True)` for one query (every vector read by COPY).", ""]
         lines += _table(rows, ("store", "rows", "queries", "recall@10", "top-10 identical", "HNSW p50 ms",
@@ -107,23 +251,18 @@ def render(res: dict) -> str:
         lines += ["## Disk (MiB)", ""] + _table(rows, ("table (with indexes)", "MiB")) + [
             "", f"Tables total {d['tables_total_mib']} MiB; database {d['database_mib']} MiB; data folder "
             f"{d['data_dir_mib']} MiB, of which WAL {d['wal_mib']} MiB.", ""]
-    qp = res.get("query_process")
-    if qp:
-        lines += ["## Memory of the query process (fresh processes, RSS)", ""]
-        for m, r in qp.items():
-            lines += [f"- `{m}`: " + ", ".join(f"{k} {v}" for k, v in r.items() if k != "mode")]
-        lines += ["", "`engine-open`: `PostgresIndexStore` + `embedding_store()` of the three stores, as the engine "
-                  "opens an index today (every vector mirrored in RAM as float32), then `nearest()` queries. "
-                  "`raw`: no store opened; HNSW queries through a plain connection (what a lazy store's `nearest` "
-                  "costs), then every id as a numpy bytes array and the passage matrix in float16 (what a lazy "
-                  "reader would still hold for dense passage scores).", ""]
+    lines += _render_query_process(res)
     if "projection" in res:
         p = res["projection"]
         lines += [f"## Projection to {p['passages']:,} passages (extrapolated, not measured; {p['basis']})", ""]
         lines += _table(sorted((k, v) for k, v in p.items() if k not in ("passages", "basis")), ("item", "value"))
         lines += ["", "Linear in the rows, except HNSW builds (N log N); HNSW latency is the measured one "
                   "(it grows about with log N, and with cache misses once the index outgrows shared_buffers and "
-                  "the page cache). WAL is bounded by max_wal_size (2GB here).", ""]
+                  "the page cache). WAL is bounded by max_wal_size (2GB here). Query process (`lazy_*`): each part "
+                  "of the retriever measured in the engine-lazy process (passage matrix, fact ids, node ids, graph "
+                  "arrays, PPR kernel, other attributes) scaled with the rows, added to its resident memory after "
+                  "the queries (`lazy_rss_gib`); the bounds scale everything above the imported libraries.", ""]
+        lines += _verdict(res)
     if res.get("notes"):
         lines += ["## Findings", ""] + [f"- {n}" for n in res["notes"]] + [""]
     return "\n".join(lines)
