@@ -44,6 +44,8 @@ def _storage(args) -> dict:
         out["storage_backend"] = args.storage
     if getattr(args, "dsn", None) is not None:
         out["storage_backend"], out["postgres_dsn"] = "postgres", args.dsn
+    if getattr(args, "postgres_search", None) is not None:
+        out["postgres_search"] = args.postgres_search
     return out
 
 
@@ -273,6 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "(PostgreSQL + pgvector: an embedded server in --save-dir, or --dsn)")
         sp.add_argument("--dsn", default=None, help="a PostgreSQL server for the index (postgresql://...; "
                         "implies --storage postgres)")
+        sp.add_argument("--postgres-search", choices=("hnsw", "exact", "memory"), default=None,
+                        help="how retrieval reads a PostgreSQL index: hnsw (default: top-k by the HNSW index, "
+                             "vectors stay in the database), exact (exact scans in the database) or memory "
+                             "(every vector loaded)")
         sp.add_argument("--api-key", default=None, help="API key for --llm-base-url (default: env OPENAI_API_KEY)")
         sp.add_argument("--llm-timeout", type=_positive_float, default=None, metavar="SECONDS",
                         help="seconds to wait for one LLM reply before giving up; a timed-out request is not "

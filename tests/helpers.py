@@ -62,7 +62,7 @@ def crash_mid_index(rag, docs, monkeypatch) -> None:
     embeddings, before the commit); checks that the error reaches the caller."""
     import pytest
 
-    import hippo_engine.index.pipeline as ix
+    import hippo_engine.index.synonymystate as ix
 
     def boom(*a, **k):
         raise RuntimeError("simulated crash")

@@ -33,7 +33,7 @@ from hippo_engine.index.facts import graph_input as _graph_input
 from hippo_engine.index.facts import normalize_hyperedges, normalize_triples  # noqa: F401 (re-exported)
 from hippo_engine.index.graph import GraphData, build_graph
 from hippo_engine.index.graphstate import GraphState
-from hippo_engine.index.synonymy import rows_of, update_synonymy
+from hippo_engine.index.synonymystate import SynonymyState
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.progress import announce, loading
 from hippo_engine.store import EmbeddingStore, StoreError
@@ -44,7 +44,6 @@ from hippo_engine.store.opening import open_index_store
 from hippo_engine.text import (
     Hyperedge,
     Triple,
-    alnum_count,
     fact_text,
     facts_by_id,
     hyperedges_by_id,
@@ -54,7 +53,7 @@ from hippo_engine.text import (
 logger = logging.getLogger(__name__)
 
 
-class Index(GraphState, DocumentState, ContentState):
+class Index(GraphState, DocumentState, ContentState, SynonymyState):
     """Persistent HippoRAG index state. One writer at a time per folder (a lock file: other
     writers wait, then fail clearly; the writer removes orphaned temp files of interrupted
     writes); readers pick up a newer version with :meth:`refresh`. The graph and its file:
@@ -360,39 +359,6 @@ class Index(GraphState, DocumentState, ContentState):
             vecs[i] = v / max(np.linalg.norm(v), 1e-12)
         st.upsert(done, [passages[p] for p in done], vecs)
         tim["embed_passages"] += time.perf_counter() - t
-
-    def _eligible(self, ids: np.ndarray, added: Sequence[str], removed: Sequence[str]) -> np.ndarray:
-        """Which entities (rows of ``ids``) act as synonymy queries. The short ones are kept in a
-        set updated with each change, so only new entities' texts are looked at."""
-        ents = self.stores["entity"]
-        minc = self.config.synonymy_min_alnum_chars
-        if self._short_entities is None:
-            self._short_entities = {e for e in ents.ids if alnum_count(ents.text(e)) < minc}
-        else:
-            self._short_entities.difference_update(removed)
-            self._short_entities.update(e for e in added if e in ents and alnum_count(ents.text(e)) < minc)
-        eligible = np.ones(len(ids), bool)
-        eligible[rows_of(ids, self._short_entities)] = False
-        return eligible
-
-    def _update_synonymy(self, added: Sequence[str], removed: Sequence[str]
-                         ) -> dict[str, tuple[dict | None, dict | None]]:
-        """Update the synonymy lists; returns {source: (old list, new list)} of changed lists."""
-        cfg = self.config
-        ents = self.stores["entity"]
-        eligible = self._eligible(ents.ids, added, removed)
-        changed = update_synonymy(self.synonymy, ents.ids, ents.matrix, eligible, added, removed,
-                                  threshold=cfg.synonymy_threshold, max_neighbors=cfg.synonymy_max_neighbors,
-                                  block_size=cfg.synonymy_block_size)
-        self.db.replace_synonymy_lists({k: (v or {}) for k, v in changed.items()})
-        out = {}
-        for k, v in changed.items():
-            out[k] = (self.synonymy.get(k), v or None)
-            if v:
-                self.synonymy[k] = v
-            else:
-                self.synonymy.pop(k, None)
-        return out
 
     def _write_meta(self, extractor: str) -> None:
         if self.db.get_meta("extractor") is None:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from hippo_engine.retrieve.scoring import max_row_norm, nearest_rows, row_blocks, row_scores, top_fact_rows, top_k
-from hippo_engine.text import Hyperedge, Triple, hyperedge_triple
+from hippo_engine.text import Hyperedge, Triple, hyperedge_triple, mdhash_id
 
 
 class MatrixSearch:
@@ -144,4 +144,69 @@ class FactLookup:
         return f.entities if isinstance(f, Hyperedge) else (f[0], f[2])
 
 
-__all__ = ["FactLookup", "MatrixSearch", "StoreSearch"]
+class FactRows:
+    """Mixin of the ``Retriever``: facts by store row (``fact_ids``, ``facts``), the entity nodes
+    each fact row links (cached per row) and the links of kept facts."""
+
+    fact_ids: np.ndarray
+    facts: FactLookup
+    graph: object
+    _fact_row_nodes: dict[int, np.ndarray]
+
+    @property
+    def fact_map(self) -> Mapping[str, Triple]:
+        """Fact id -> the triple shown for it (facts read so far, on a lazy reader)."""
+        return {f: self.facts.triple(f) for f in self.facts.known_ids()}
+
+    def _fid(self, row: int) -> str:
+        f = self.fact_ids[row]
+        return f.decode() if isinstance(f, bytes) else f
+
+    def fact_triple(self, row: int) -> Triple:
+        """The triple of fact store row ``row``."""
+        return self.facts.triple(self._fid(row))
+
+    @property
+    def fact_triples(self) -> list[Triple]:
+        """Triples of all fact rows (built on demand; not used on the query path)."""
+        self.facts.prefetch([self._fid(i) for i in range(len(self.fact_ids))])
+        return [self.fact_triple(i) for i in range(len(self.fact_ids))]
+
+    def _entities_of_row(self, row: int) -> Sequence[str]:
+        return self.facts.entities(self._fid(row))
+
+    def fact_links(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Entity nodes of fact rows: (entities per row, their nodes concatenated in row order;
+        -1: not in the graph). A triple links its subject then its object."""
+        missing = [r for r in dict.fromkeys(int(r) for r in rows) if r not in self._fact_row_nodes]
+        if missing:
+            self.facts.prefetch([self._fid(r) for r in missing])
+            ents = [[mdhash_id(e, "entity-") for e in self._entities_of_row(r)] for r in missing]
+            nodes = self.graph.node_index([e for es in ents for e in es], entities=True)
+            ends = np.cumsum([len(es) for es in ents])
+            for r, part in zip(missing, np.split(nodes.astype(np.int64), ends[:-1]), strict=True):
+                self._fact_row_nodes[r] = part
+        parts = [self._fact_row_nodes[int(r)] for r in rows]
+        lengths = np.array([len(x) for x in parts], dtype=np.int64)
+        return lengths, (np.concatenate(parts) if parts else np.zeros(0, np.int64))
+
+    def fact_nodes_of(self, rows: Sequence[int]) -> np.ndarray:
+        """(len(rows), 2) subject/object node of each triple fact row (-1: not in the graph)."""
+        lengths, nodes = self.fact_links(rows)
+        if np.any(lengths != 2):
+            raise ValueError("fact_nodes_of: these facts are not triples; use fact_links")
+        return nodes.reshape(-1, 2)
+
+
+    def link_facts(self, kept_rows: Sequence[int], fact_scores) -> list[tuple[int, float]]:
+        """(entity node, score) per subject/object of the kept facts; ``fact_scores`` maps a
+        fact row to its score (an array over all facts, or a dict)."""
+        linked = []
+        lengths, nodes = self.fact_links(kept_rows)
+        for r, node in zip(np.repeat(np.asarray(kept_rows, np.int64), lengths).tolist(), nodes.tolist(), strict=True):
+            if node >= 0:
+                linked.append((int(node), float(fact_scores[r])))
+        return linked
+
+
+__all__ = ["FactLookup", "FactRows", "MatrixSearch", "StoreSearch"]

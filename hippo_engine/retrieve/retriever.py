@@ -27,7 +27,7 @@ import numpy as np
 from hippo_engine.config import HippoConfig
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
 from hippo_engine.retrieve import seeding
-from hippo_engine.retrieve.facts import FactLookup, MatrixSearch, StoreSearch
+from hippo_engine.retrieve.facts import FactLookup, FactRows, MatrixSearch, StoreSearch
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and dense_column re-exported
     dense_column,
@@ -42,7 +42,7 @@ from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and d
     top_k,
 )
 from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds  # noqa: F401
-from hippo_engine.text import Triple, mdhash_id
+from hippo_engine.text import Triple
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class RawResult:
     used_fallback: bool = False
 
 
-class Retriever:
+class Retriever(FactRows):
     """Query-time view of one index version. Build it once; it is invalid after index/delete.
 
     ``fact_triples``: fact id -> the triple shown for it (candidate and kept facts, the
@@ -147,51 +147,6 @@ class Retriever:
                    st["entity"].ids, st["entity"].matrix, st["entity"].text, known, seed_sources=seed_sources,
                    linking=linking, entity_texts=st["entity"].texts)
 
-    @property
-    def fact_map(self) -> Mapping[str, Triple]:
-        """Fact id -> the triple shown for it (facts read so far, on a lazy reader)."""
-        return {f: self.facts.triple(f) for f in self.facts.known_ids()}
-
-    def _fid(self, row: int) -> str:
-        f = self.fact_ids[row]
-        return f.decode() if isinstance(f, bytes) else f
-
-    def fact_triple(self, row: int) -> Triple:
-        """The triple of fact store row ``row``."""
-        return self.facts.triple(self._fid(row))
-
-    @property
-    def fact_triples(self) -> list[Triple]:
-        """Triples of all fact rows (built on demand; not used on the query path)."""
-        self.facts.prefetch([self._fid(i) for i in range(len(self.fact_ids))])
-        return [self.fact_triple(i) for i in range(len(self.fact_ids))]
-
-    def _entities_of_row(self, row: int) -> Sequence[str]:
-        return self.facts.entities(self._fid(row))
-
-    def fact_links(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Entity nodes of fact rows: (entities per row, their nodes concatenated in row order;
-        -1: not in the graph). A triple links its subject then its object."""
-        missing = [r for r in dict.fromkeys(int(r) for r in rows) if r not in self._fact_row_nodes]
-        if missing:
-            self.facts.prefetch([self._fid(r) for r in missing])
-            ents = [[mdhash_id(e, "entity-") for e in self._entities_of_row(r)] for r in missing]
-            nodes = self.graph.node_index([e for es in ents for e in es], entities=True)
-            ends = np.cumsum([len(es) for es in ents])
-            for r, part in zip(missing, np.split(nodes.astype(np.int64), ends[:-1]), strict=True):
-                self._fact_row_nodes[r] = part
-        parts = [self._fact_row_nodes[int(r)] for r in rows]
-        lengths = np.array([len(x) for x in parts], dtype=np.int64)
-        return lengths, (np.concatenate(parts) if parts else np.zeros(0, np.int64))
-
-    def fact_nodes_of(self, rows: Sequence[int]) -> np.ndarray:
-        """(len(rows), 2) subject/object node of each triple fact row (-1: not in the graph)."""
-        lengths, nodes = self.fact_links(rows)
-        if np.any(lengths != 2):
-            raise ValueError("fact_nodes_of: these facts are not triples; use fact_links")
-        return nodes.reshape(-1, 2)
-
-
     # --- scoring --------------------------------------------------------------------------
     def dense_scores(self, q_pass: np.ndarray) -> np.ndarray:
         """(n_passages, n_queries) raw cosine scores (float32), bit-identical whatever the batch."""
@@ -222,16 +177,6 @@ class Retriever:
         return order, min_max(scores)[order]
 
     # --- linking ---------------------------------------------------------------------------
-    def link_facts(self, kept_rows: Sequence[int], fact_scores) -> list[tuple[int, float]]:
-        """(entity node, score) per subject/object of the kept facts; ``fact_scores`` maps a
-        fact row to its score (an array over all facts, or a dict)."""
-        linked = []
-        lengths, nodes = self.fact_links(kept_rows)
-        for r, node in zip(np.repeat(np.asarray(kept_rows, np.int64), lengths).tolist(), nodes.tolist(), strict=True):
-            if node >= 0:
-                linked.append((int(node), float(fact_scores[r])))
-        return linked
-
     def _nearest_entities(self, vectors: np.ndarray, per_vector: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each vector's ``per_vector`` nearest entities as (graph nodes, -1 if not in the graph;
         cosine scores), best first, from the matrix or from the database."""

@@ -174,7 +174,7 @@ def test_crash_mid_replacement_keeps_previous_state(tmp_path, monkeypatch):
     rag.index(CORPUS[:4], ids=IDS[:4])
     before = snapshot(rag)
     import hippo_engine.index.documents as docs_mod
-    import hippo_engine.index.pipeline as ix
+    import hippo_engine.index.synonymystate as ix
 
     def boom(*a, **k):
         raise RuntimeError("simulated crash")

@@ -37,8 +37,10 @@ def test_synthetic_vectors_are_unit_and_near_their_bases():
     assert x.shape == (200, 16)
     assert np.allclose(np.linalg.norm(x, axis=1), 1, atol=1e-5)
     assert (x @ base.T).max(axis=1).mean() > 0.5
-    ids = pg_scale.make_ids(rng, "fact", 100)
-    assert len(set(ids)) == 100 and all(len(i) == 37 for i in ids)
+    subj, obj = pg_scale.fact_endpoints(rng, 40, 30, 45)     # 30 new entities after 40, 45 facts
+    assert len(set(zip(subj.tolist(), obj.tolist(), strict=True))) == 45 and not (subj == obj).any()
+    assert set(range(40, 70)) <= set(subj.tolist()) | set(obj.tolist())   # every new entity is linked
+    assert subj.min() >= 40 and obj.max() < 70
 
 
 def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
@@ -65,9 +67,10 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
         assert 0.5 <= q["recall_at_10"] <= 1 and q["hnsw_p50_ms"] > 0
     assert set(res["hnsw_build"]) == set(pg_scale.QUERY_STORES)
     assert res["disk"]["tables_mib"]["store_fact"] > 0
-    for mode in ("raw", "engine-open"):
+    for mode in ("engine-lazy", "engine-exact", "engine-memory"):
         assert "error" not in res["query_process"][mode], res["query_process"][mode]
         assert res["query_process"][mode]["peak_rss_mib"] > 0
+        assert res["query_process"][mode]["graph_loaded"]        # the reader took graph.npz, no rebuild
     p = res["projection"]
     assert p["factor"] == 10 and p["vectors"] == 22320
     readme = tmp_path / "README.md"

@@ -76,6 +76,13 @@ def test_cli_index_stats_and_delete_by_id_on_postgres(pg_dirs, capsys, monkeypat
     capsys.readouterr()
     assert main(["stats", "--save-dir", save, "--storage", "postgres"]) == 0
     assert json.loads(capsys.readouterr().out)["passage_nodes"] == 2
+    queries, out = base / "q.json", base / "out.json"
+    queries.write_text(json.dumps(["Who founded Tamsin College?"]))
+    for search in ("exact", "hnsw"):
+        assert main(["retrieve", "--save-dir", save, "--storage", "postgres", "--postgres-search", search,
+                     "--queries", str(queries), "--top-k", "2", "--quiet", "--no-filter", "--output", str(out)]) == 0
+        sol = json.loads(out.read_text())["solutions"][0]
+        assert sol["doc_ids"][0] == ["n3"] and not sol["used_fallback"]
     assert main(["stats", "--save-dir", str(base / "typo"), "--storage", "postgres"]) == 2   # no index there
     from hippo_engine.store.postgres.server import EmbeddedPostgres
     assert not EmbeddedPostgres(base / "idx" / "postgres").running()       # every command stopped it
