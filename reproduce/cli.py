@@ -19,7 +19,7 @@ from hippo_engine.llm.base import LLMClient
 
 from . import build_filter_demos, check_index, communities
 from . import tables as tables_pkg
-from .bench import backends, fuzzparsers, killharness, memcheck, twowriters
+from .bench import backends, fuzzparsers, killharness, memcheck, pg_scale, twowriters
 from .bench import musique as bench_musique
 from .bench import suite as bench_suite
 from .tables import cli as tables
@@ -57,6 +57,7 @@ RELIABILITY: dict[str, tuple[ModuleType, str]] = {
 #: The storage benchmarks (issue 14), same interface: name -> (module, help line).
 STORAGE: dict[str, tuple[ModuleType, str]] = {
     "backends": (backends, "storage: SQLite vs PostgreSQL + pgvector on the MuSiQue subset (index, retrieval, HNSW)"),
+    "pg-scale": (pg_scale, "storage: PostgreSQL + pgvector at 150k passages (vectors derived from a MuSiQue index)"),
 }
 
 

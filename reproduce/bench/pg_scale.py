@@ -1,10 +1,27 @@
 """Scale benchmark of the PostgreSQL + pgvector backend: a synthetic index of ~1M+ vectors, queried
 through the engine's own retrieval path.
 
-    python -m reproduce.bench.pg_scale [--passages 150000] [--entities-per-passage 8.6]
+    python -m reproduce pg-scale [--passages 150000] [--entities-per-passage 8.6]
         [--facts-per-passage 9] [--dim 384] [--seed 0] [--queries 100] [--exact-queries 20]
-        [--skip-memory-probe] [--work DIR] [--keep] [--out JSON] [--base-index SQLITE ...]
+        [--skip-memory-probe] [--work DIR] [--keep] [--out JSON]
+        [--base-index SQLITE ... | --mixture] [--data DIR] [--base-passages N]
 
+(``python -m reproduce.bench.pg_scale`` takes the same arguments.) Needs the PostgreSQL extra.
+
+0. The base: real all-MiniLM-L6-v2 vectors the synthetic rows are derived from. With
+   ``--base-index``, existing SQLite indexes (every path that exists; ``index.sqlite`` of an
+   engine folder). Otherwise the benchmark makes its own: the MuSiQue subset (``--data``, by
+   default ``../shared/data/musique/hipporag_v1_train``: 1,890 passages and the released
+   ``openie_*.json``) indexed with the engine's default encoder into ``<work>/base`` (SQLite
+   backend, recognition filter off, OpenIE results imported from the file: no LLM call; in a
+   child process, so the loader's memory figures do not include the encoder), then its
+   ``index.sqlite`` is the base; ``--base-passages N`` indexes only the first N passages. A
+   ``<work>/base`` made earlier (``base.json`` written beside ``index.sqlite`` once complete) is
+   reused if it holds the passages asked for; an interrupted or smaller one is completed
+   (indexing what is missing). Without ``--work`` the work folder is temporary, so pass
+   ``--work DIR`` to build the base once. ``--mixture`` (tests): no real vectors, a gaussian
+   mixture on the sphere. The result's ``base`` says which base was used and how it was made
+   (``vectors_from``: the same in words).
 1. Data, consistent the way the engine builds an index (``extractor="openie"``): entity ``n`` is
    the phrase ``"entity n"`` (entity store id ``mdhash_id(phrase, "entity-")``, content the
    phrase); a fact is the triple ``(phrase_a, "related to", phrase_b)`` (fact store id
@@ -14,12 +31,12 @@ through the engine's own retrieval path.
    entities are the subjects of its facts (every entity is in the graph); objects are drawn from
    every entity written so far, so the graph links batches. Synonymy: one list per entity, one
    neighbour drawn from the entities written so far, score ``U(0.8, 1)``.
-   Vectors (independent of the texts): real all-MiniLM-L6-v2 vectors of the entity, fact and
-   passage stores of existing SQLite indexes (``--base-index``, e.g. MuSiQue-subset indexes),
-   each synthetic row ``normalise(b_i + l * b_j + s * g / sqrt(dim))`` with ``b_i, b_j`` two real
-   vectors of the same store, ``l ~ U(0, 0.5)``, ``s ~ U(0.4, 0.8)``, ``g`` gaussian: a continuum
-   around the real vectors rather than tight copies (the neighbour-score profile is reported
-   beside the real one's). Without a base index: a gaussian mixture on the sphere (said so).
+   Vectors (independent of the texts): from the real vectors of the base's entity, fact and
+   passage stores (step 0), each synthetic row ``normalise(b_i + l * b_j + s * g / sqrt(dim))``
+   with ``b_i, b_j`` two real vectors of the same store, ``l ~ U(0, 0.5)``, ``s ~ U(0.4, 0.8)``,
+   ``g`` gaussian: a continuum around the real vectors rather than tight copies (the
+   neighbour-score profile is reported beside the real one's); with ``--mixture``, around the
+   mixture's centres.
 2. Load into an embedded PostgreSQL through the engine's classes (``PostgresIndexStore``,
    ``embedding_store(..., vector_dtype="float16")``, ``upsert``: binary COPY), batches of
    ``--batch`` passages, each one write transaction holding its passages, entities, facts,
@@ -56,8 +73,9 @@ through the engine's own retrieval path.
    rows), with whether the query process stays under 8 GiB.
 
 Every timing carries the 1-minute load average. Results: ``--out`` (JSON, written after each
-phase), by default ``reproduce/results/pg_scale/scale.json``, and ``README.md`` beside it
-(:mod:`reproduce.bench.pg_scale_report`, which also renders hand-written ``notes`` of the JSON).
+phase, with the command and the base), by default ``reproduce/results/pg_scale/scale.json``,
+and ``README.md`` beside it (:mod:`reproduce.bench.pg_scale_report`, which also renders
+hand-written ``notes`` of the JSON).
 """
 from __future__ import annotations
 
@@ -66,16 +84,19 @@ import gc
 import json
 import math
 import os
+import shlex
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..common import RESULTS_DIR
+from ..common import MUSIQUE_TRAIN_DIR, REPO_ROOT, RESULTS_DIR
 from .pg_scale_probe import (
     ENCODER_NAME,
     STORES,
@@ -92,7 +113,8 @@ OUT = RESULTS_DIR / "pg_scale" / "scale.json"
 QUERY_STORES = ("fact", "passage")
 SETTINGS = {"shared_buffers": "1GB", "maintenance_work_mem": "2GB", "max_wal_size": "2GB",
             "max_parallel_maintenance_workers": 1, "work_mem": "64MB"}
-DEFAULT_BASES = ("/tmp/det_final/index.sqlite", "/tmp/ner_musique2/index.sqlite")
+BASE_DIR = "base"
+BASE_MARKER = "base.json"
 PREDICATE = "related to"
 INDEX_VERSION = "1"
 PROFILE_ROWS = 200_000
@@ -103,32 +125,162 @@ def unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-# ---------------------------------------------------------------------------- synthetic vectors
-def load_bases(paths, dim: int) -> tuple[dict, list[str]]:
-    """Real vectors and texts per store from SQLite indexes (float32 blobs), deduplicated."""
+# ---------------------------------------------------------------------------- the base
+def _decode(blob: bytes, dim: int) -> np.ndarray | None:
+    """A stored vector (float32 or float16 blob) as float32, or ``None`` if it is not ``dim``-dim."""
+    if len(blob) == 4 * dim:
+        return np.frombuffer(blob, np.float32)
+    if len(blob) == 2 * dim:
+        return np.frombuffer(blob, np.float16).astype(np.float32)
+    return None
+
+
+def load_bases(paths, dim: int) -> tuple[dict, list[str], list[str]]:
+    """Real vectors and texts per store from SQLite indexes (float32 or float16 blobs),
+    deduplicated; the paths read and the embedding models their meta names. An index whose meta
+    gives another dimension is skipped. Raises ``ValueError`` when a store has no ``dim``-dim
+    vector in any of them."""
     vecs = {s: [] for s in STORES}
     texts = {s: [] for s in STORES}
-    used = []
+    used, models, other_dims = [], [], set()
     for p in paths:
         if not Path(p).is_file():
             continue
         db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
-        for s in STORES:
-            for content, blob in db.execute(f"SELECT content, vec FROM store_{s}"):
-                v = np.frombuffer(blob, np.float32)
-                if v.shape[0] == dim:
+        try:
+            meta = {}
+            if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone():
+                meta = dict(db.execute("SELECT key, value FROM meta"))
+            if meta.get("dim") and int(meta["dim"]) != dim:
+                other_dims.add(int(meta["dim"]))
+                continue
+            for s in STORES:
+                for content, blob in db.execute(f"SELECT content, vec FROM store_{s}"):
+                    v = _decode(blob, dim)
+                    if v is None:
+                        other_dims.add(len(blob) // 4)
+                        continue
                     vecs[s].append(v)
                     texts[s].append(content)
-        db.close()
+            if meta.get("embedding_model") and meta["embedding_model"] not in models:
+                models.append(meta["embedding_model"])
+        finally:
+            db.close()
         used.append(str(p))
+    empty = [s for s in STORES if not vecs[s]]
+    if empty:
+        seen = f" (vectors of {sorted(other_dims)} dimensions found)" if other_dims else ""
+        raise ValueError(f"no {dim}-dim vectors in the {', '.join(empty)} store(s) of {', '.join(map(str, paths))}"
+                         f"{seen}: check --dim and --base-index")
     out = {}
     for s in STORES:
-        if vecs[s]:
-            mat, idx = np.unique(np.stack(vecs[s]), axis=0, return_index=True)
-            out[s] = (unit(mat.astype(np.float32)), [texts[s][i] for i in idx])
-    return (out if len(out) == len(STORES) else {}), used
+        mat, idx = np.unique(np.stack(vecs[s]), axis=0, return_index=True)
+        out[s] = (unit(mat.astype(np.float32)), [texts[s][i] for i in idx])
+    return out, used, models
 
 
+def build_base(dest: Path, data: Path = MUSIQUE_TRAIN_DIR, *, encoder=None, limit: int | None = None,
+               log=print) -> dict:
+    """Index the dataset ``data`` (its first ``limit`` passages, all by default) into ``dest``
+    with the engine: SQLite backend, recognition filter off, its released OpenIE file imported
+    (no LLM call), ``encoder`` (``None``: the engine's default encoder). Indexing is idempotent,
+    so a partial ``dest`` is completed. Writes and returns the description ``dest/base.json``
+    (written last: its presence means the base is complete)."""
+    from hippo_engine.evaluation.datasets import load_dataset
+
+    from .reliability import open_engine
+    ds = load_dataset(data)
+    if ds.openie_file is None:
+        raise ValueError(f"{data}: no openie_*.json beside the dataset; the base is indexed with the released "
+                         "OpenIE results (no LLM call)")
+    docs = list(ds.docs)[:limit] if limit else list(ds.docs)
+    resumed = (dest / "index.sqlite").is_file()
+    log(f"base: indexing {len(docs)} passages of {ds.name} ({ds.openie_file.name}) into {dest}"
+        + (" (resuming)" if resumed else ""))
+    t = time.perf_counter()
+    rag = open_engine(dest, encoder, storage="sqlite", extractor="openie")
+    try:
+        rag.import_openie(ds.openie_file)
+        rep = rag.index(docs)
+    finally:
+        rag.close()
+    db = sqlite3.connect(f"file:{dest / 'index.sqlite'}?mode=ro", uri=True)
+    try:
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        rows = {s: db.execute(f"SELECT COUNT(*) FROM store_{s}").fetchone()[0] for s in STORES}
+    finally:
+        db.close()
+    info = {"dataset": ds.name, "data": str(Path(data).resolve()), "openie": ds.openie_file.name,
+            "passages": len(docs), "corpus_passages": len(ds.docs), "encoder": meta.get("embedding_model"),
+            "dim": int(meta["dim"]) if meta.get("dim") else None, "storage": "sqlite", "use_filter": False,
+            "llm_calls": 0, "rows": rows, "index_s": round(time.perf_counter() - t, 1), "resumed": resumed,
+            "added": rep.get("added"), "made": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    (dest / BASE_MARKER).write_text(json.dumps(info, indent=1) + "\n")
+    log(f"base: {info}")
+    return info
+
+
+def make_base(work: Path, data: Path, limit: int | None, log=print) -> dict:
+    """``<work>/base``: reused when complete (``base.json``) with the passages asked for, else
+    built, completed or grown to them by :func:`build_base` in a child process (the encoder's
+    memory stays out of the loader's figures); a base of other data or more passages is an
+    error."""
+    dest = work / BASE_DIR
+    marker = dest / BASE_MARKER
+    if (dest / "index.sqlite").is_file() and marker.is_file():
+        have = json.loads(marker.read_text())
+        want = limit or have.get("corpus_passages")
+        same_data = "data" not in have or Path(have["data"]) == Path(data).resolve()
+        if same_data and have.get("passages") == want:
+            log(f"base: reusing {dest / 'index.sqlite'}")
+            return {"kind": "reused", **have}
+        if not same_data or not want or have.get("passages", 0) > want:
+            raise ValueError(f"{dest} holds a base of {have.get('passages')} passages of {have.get('data')}, not "
+                             f"{want or 'all'} of {Path(data).resolve()}: pass another --work")
+        log(f"base: {dest} holds {have.get('passages')} passages, completing it to {want}")
+    marker.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "reproduce.bench.pg_scale", "--build-base-into", str(dest.resolve()),
+           "--data", str(Path(data).resolve()), *(["--base-passages", str(limit)] if limit else [])]
+    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+           "TRANSFORMERS_OFFLINE": os.environ.get("TRANSFORMERS_OFFLINE", "1")}
+    r = subprocess.run(cmd, cwd=REPO_ROOT, env=env, check=False)
+    if r.returncode or not marker.is_file():
+        raise RuntimeError(f"building the base failed (exit status {r.returncode}): {shlex.join(cmd)}")
+    return {"kind": "built", **json.loads(marker.read_text())}
+
+
+def choose_bases(args, work: Path, rng, log=print) -> tuple[dict, dict]:
+    """The base vectors (store -> (unit vectors, texts)) and the description of the base:
+    ``--mixture``, else the ``--base-index`` files that exist, else ``<work>/base`` (made by
+    :func:`make_base`)."""
+    if args.mixture:
+        return mixture_bases(rng, args.dim), {
+            "kind": "mixture", "vectors_from": "a gaussian mixture on the sphere (--mixture: no real vectors)"}
+    given = [str(p) for p in args.base_index or []]
+    present = [p for p in given if Path(p).is_file()]
+    missing = [p for p in given if not Path(p).is_file()]
+    if missing:
+        log(f"base: not found: {', '.join(missing)}")
+    if present:
+        info = {"kind": "given", "paths": present}
+    else:
+        info = make_base(work, Path(args.data), args.base_passages, log)
+        info["paths"] = [str(work / BASE_DIR / "index.sqlite")]
+    if missing:
+        info["missing"] = missing
+    bases, used, models = load_bases(info["paths"], args.dim)
+    what = f"real {', '.join(models)} vectors" if models else "the vectors"
+    if info["kind"] == "given":
+        info["vectors_from"] = f"{what} of {', '.join(used)} (--base-index)"
+    else:
+        info["vectors_from"] = (f"{what} of {info['dataset']} ({info['passages']} passages, released OpenIE file "
+                                f"{info['openie']}), indexed by the benchmark into {used[0]} "
+                                f"({'reused' if info['kind'] == 'reused' else 'built'} by this run)")
+    info["models"] = models
+    return bases, info
+
+
+# ---------------------------------------------------------------------------- synthetic vectors
 def mixture_bases(rng, dim: int, n: int = 2000) -> dict:
     """Fallback without real vectors: cluster centres on the sphere and placeholder texts."""
     lens = {"passage": 480, "entity": 17, "fact": 60}
@@ -418,9 +570,8 @@ def query_processes(dsn: str, args, index_dir: Path, qfile: Path, res: dict, sav
     save()
 
 
-def main(argv=None) -> int:
-    """Command line: see the module documentation."""
-    ap = argparse.ArgumentParser(prog="python -m reproduce.bench.pg_scale", description=__doc__.split("\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The command's options (see the module documentation)."""
     ap.add_argument("--passages", type=int, default=150_000)
     ap.add_argument("--entities-per-passage", type=float, default=8.6)
     ap.add_argument("--facts-per-passage", type=float, default=9.0)
@@ -433,30 +584,54 @@ def main(argv=None) -> int:
                     help="queries timed on PostgreSQL's exact scan, and of the engine-exact/engine-memory processes")
     ap.add_argument("--skip-memory-probe", action="store_true",
                     help="no engine-memory query process (every vector mirrored: 5+ GB at 150k passages)")
-    ap.add_argument("--work", default=None, help="folder for the data directory and the index folder "
-                    "(default: a temp folder)")
+    ap.add_argument("--work", default=None, help="folder for the base, the data directory and the index folder "
+                    "(default: a temp folder, removed at the end); the PostgreSQL server's user must be able to "
+                    "traverse its parents")
     ap.add_argument("--keep", action="store_true", help="keep the data directory (default: removed at the end)")
-    ap.add_argument("--base-index", nargs="*", default=list(DEFAULT_BASES), help="SQLite indexes with real vectors")
+    base = ap.add_mutually_exclusive_group()
+    base.add_argument("--base-index", nargs="+", default=None, metavar="SQLITE",
+                      help="existing SQLite indexes (index.sqlite) whose vectors the synthetic ones derive from "
+                      "(default: <work>/base, built from --data when missing)")
+    base.add_argument("--mixture", action="store_true",
+                      help="no real vectors: derive the synthetic ones from a gaussian mixture (tests)")
+    ap.add_argument("--data", default=str(MUSIQUE_TRAIN_DIR),
+                    help="dataset indexed into <work>/base when no --base-index exists (default %(default)s)")
+    ap.add_argument("--base-passages", type=int, default=None,
+                    help="index only the first N passages of --data into the base (default: all)")
     ap.add_argument("--project", type=int, default=1_000_000, help="passages of the projection")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--schema", default="scale", help="schema of the index")
-    args = ap.parse_args(argv)
+    ap.add_argument("--build-base-into", default=None, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
+    """Run the benchmark (or, with the internal ``--build-base-into DIR``, only build a base)."""
+    if args.build_base_into:
+        build_base(Path(args.build_base_into), Path(args.data), limit=args.base_passages)
+        return 0
     from hippo_engine.store.postgres.db import PostgresIndexStore
     from hippo_engine.store.postgres.server import EmbeddedPostgres
+    argv = list(argv)
+    if argv and argv[0] == "pg-scale":
+        argv = argv[1:]
     rng = np.random.default_rng(args.seed)
-    bases, used = load_bases(args.base_index, args.dim)
-    source = f"real all-MiniLM-L6-v2 vectors of {', '.join(used)}" if bases else "gaussian mixture (no base index)"
-    if not bases:
-        bases = mixture_bases(rng, args.dim)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="hippo-pgscale-"))
     work.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:
         work.chmod(0o711)
     index_dir = work / "index"
+    try:
+        bases, base = choose_bases(args, work, rng, log=lambda m: print(m, flush=True))
+    except (ValueError, RuntimeError) as e:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+        print(f"pg-scale: {e}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    res = {"args": vars(args),
-           "vectors_from": source, "base_rows": {s: len(bases[s][1]) for s in STORES},
+    res = {"command": " ".join(["python -m reproduce pg-scale", shlex.join(argv)]).strip(),
+           "args": {k: v for k, v in vars(args).items() if k not in ("command", "build_base_into")},
+           "base": base, "vectors_from": base["vectors_from"], "base_rows": {s: len(bases[s][1]) for s in STORES},
            "settings": SETTINGS, "cpus": os.cpu_count(), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC",
                                                                                     time.gmtime())}
 
@@ -497,9 +672,19 @@ def main(argv=None) -> int:
         if not args.keep:
             shutil.rmtree(work / "pg", ignore_errors=True)
             shutil.rmtree(index_dir, ignore_errors=True)
+            (work / "queries.npz").unlink(missing_ok=True)
             if not args.work:
                 shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m reproduce.bench.pg_scale``: the same as ``python -m reproduce pg-scale``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="python -m reproduce.bench.pg_scale", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    return run(ap.parse_args(argv), argv)
 
 
 if __name__ == "__main__":

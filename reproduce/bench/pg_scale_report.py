@@ -7,8 +7,10 @@
 the rows, except the HNSW build: N log N), the query process included: each part of the
 retriever it measured (passage matrix, fact ids, graph, node ids, PPR kernel) grows with the
 rows; :func:`compare_rankings` compares the rankings of the query processes;
-:func:`render` writes the results as markdown (with the ``notes`` list of the JSON,
-hand-written findings, as a last section).
+:func:`render` writes the results as markdown: the command, the base the vectors derive from
+and how it was made (``base``; results written before the benchmark built its own base only
+have ``vectors_from``), each phase, and the ``notes`` list of the JSON (hand-written
+findings) as a last section.
 """
 from __future__ import annotations
 
@@ -193,16 +195,50 @@ def _verdict(res: dict) -> list[str]:
             "dominated by fixed costs multiplied by the factor).", ""]
 
 
+def _command(res: dict) -> str:
+    """The command that wrote ``res`` (rebuilt from its arguments for results that lack it)."""
+    if res.get("command"):
+        return res["command"]
+    a = res["args"]
+    base = (" --mixture" if a.get("mixture") else
+            " --base-index " + " ".join(a["base_index"]) if a.get("base_index") else "")
+    return ("python -m reproduce pg-scale --passages {} --entities-per-passage {} --facts-per-passage {} --dim {} "
+            "--seed {} --queries {} --exact-queries {}{}{}").format(
+                a["passages"], a["entities_per_passage"], a["facts_per_passage"], a["dim"], a["seed"],
+                a.get("queries"), a.get("exact_queries"), " --skip-memory-probe" if a.get("skip_memory_probe") else "",
+                base)
+
+
+def _base(res: dict) -> str:
+    """How the base the vectors derive from was made, in words."""
+    b = res.get("base")
+    rebuild = ("`python -m reproduce pg-scale --work DIR` indexes the MuSiQue subset into `DIR/base` and derives the "
+               "vectors from it (reused by later runs with the same `--work`)")
+    if b is None:
+        return (f"Base: {res['vectors_from']}: SQLite indexes made outside the benchmark and read as files (a run "
+                f"without `--base-index` now makes its own base: {rebuild}).")
+    if b["kind"] == "mixture":
+        return ("Base: none: a gaussian mixture on the sphere (`--mixture`, meant for tests); the figures do not "
+                "reflect real embeddings.")
+    models = ", ".join(b.get("models") or []) or "unnamed"
+    if b["kind"] == "given":
+        return (f"Base: the SQLite index(es) given with `--base-index`: {', '.join(f'`{p}`' for p in b['paths'])} "
+                f"(embedding model {models}). Without `--base-index`, {rebuild}.")
+    made = "built by this run" if b["kind"] == "built" else f"built by an earlier run ({b.get('made')}) and reused"
+    return (f"Base: the MuSiQue subset `{b['dataset']}` ({b['passages']:,} of its {b['corpus_passages']:,} passages, "
+            f"its released OpenIE file `{b['openie']}`) indexed by the benchmark with the engine's default encoder "
+            f"({models}) into `<work>/base/index.sqlite` (SQLite backend, recognition filter off, OpenIE imported: "
+            f"no LLM call; {b['index_s']} s, {made}); rows {b['rows']}. `--base-index FILE ...` uses existing "
+            "indexes instead.")
+
+
 def render(res: dict) -> str:
     """The results as markdown."""
     a = res["args"]
     lines = [f"# PostgreSQL + pgvector at scale: {a['passages']:,} passages", "",
-             "Command: `python -m reproduce.bench.pg_scale --passages {} --entities-per-passage {} "
-             "--facts-per-passage {} --dim {} --seed {} --queries {} --exact-queries {}{}`".format(
-                 a["passages"], a["entities_per_passage"], a["facts_per_passage"], a["dim"], a["seed"],
-                 a.get("queries"), a.get("exact_queries"),
-                 " --skip-memory-probe" if a.get("skip_memory_probe") else ""),
-             "", f"Vectors: synthetic, derived from {res['vectors_from']} (base rows {res['base_rows']}); "
+             f"Command: `{_command(res)}` (or `python -m reproduce.bench.pg_scale` with the same arguments).", "",
+             _base(res), "",
+             f"Vectors: synthetic, derived from the base's vectors (distinct base rows {res['base_rows']}); "
              "halfvec (float16) columns. Content consistent the way the engine builds an OpenIE index (entity "
              "phrases, triples and their fact ids, passage ids from the texts; the vector of a row does not "
              "depend on its text). Server settings: " + ", ".join(f"{k}={v}" for k, v in res["settings"].items())

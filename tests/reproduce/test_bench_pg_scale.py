@@ -1,6 +1,9 @@
-"""The PostgreSQL scale benchmark at a tiny size (skipped without the PostgreSQL extra)."""
+"""The PostgreSQL scale benchmark (``python -m reproduce pg-scale``): its base (given, built from a
+dataset with its OpenIE file, reused, or the ``--mixture`` stand-in) and a tiny run (skipped
+without the PostgreSQL extra)."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sqlite3
@@ -8,19 +11,24 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from helpers import require_postgres
+import pytest
+from fakes import NgramEncoder
+from helpers import CORPUS, require_postgres, toy_entities
+from toy_tables import make_dataset
 
 from reproduce.bench import pg_scale, pg_scale_report
+from reproduce.cli import STORAGE, build_parser
+from reproduce.cli import main as cli_main
 
 
-def _server_available() -> None:
-    require_postgres()
-
-
-def _base_index(path: Path, dim: int) -> None:
-    """A tiny SQLite index with the three stores' tables, float32 vectors."""
+def _base_index(path: Path, dim: int, meta: dict | None = None) -> None:
+    """A tiny SQLite index with the three stores' tables, float32 vectors (and ``meta`` rows)."""
     rng = np.random.default_rng(1)
+    path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path)
+    if meta is not None:
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
     for s in pg_scale.STORES:
         db.execute(f"CREATE TABLE store_{s} (id TEXT PRIMARY KEY, content TEXT NOT NULL, vec BLOB NOT NULL)")
         vecs = pg_scale.unit(rng.standard_normal((150, dim)).astype(np.float32))
@@ -28,6 +36,26 @@ def _base_index(path: Path, dim: int) -> None:
                        [(f"{s}-{i}", f"{s} text {i}", v.tobytes()) for i, v in enumerate(vecs)])
     db.commit()
     db.close()
+
+
+def _toy_data(folder: Path) -> Path:
+    """The toy dataset with an OpenIE file beside it (consecutive entities of a sentence as triples)."""
+    data = make_dataset(folder)
+    docs = []
+    for p in CORPUS:
+        triples = []
+        for sent in p.split("\n", 1)[-1].split(". "):
+            ents = toy_entities("x\n" + sent)
+            triples += [[a, "is linked to", b] for a, b in zip(ents, ents[1:], strict=False)]
+        docs.append({"passage": p, "extracted_entities": toy_entities(p), "extracted_triples": triples})
+    (data / "openie_toyset.json").write_text(json.dumps({"docs": docs}))
+    return data
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    pg_scale.add_arguments(ap)
+    return ap.parse_args(argv)
 
 
 def test_synthetic_vectors_are_unit_and_near_their_bases():
@@ -43,8 +71,65 @@ def test_synthetic_vectors_are_unit_and_near_their_bases():
     assert subj.min() >= 40 and obj.max() < 70
 
 
+def test_registered_as_a_reproduce_command():
+    assert STORAGE["pg-scale"][0] is pg_scale
+    args = build_parser().parse_args(["pg-scale", "--mixture", "--passages", "10"])
+    assert args.command == "pg-scale" and args.mixture and args.passages == 10 and args.base_index is None
+    with pytest.raises(SystemExit):                  # a base or the mixture, not both
+        build_parser().parse_args(["pg-scale", "--mixture", "--base-index", "x.sqlite"])
+
+
+def test_base_choice_mixture_given_reused_and_wrong_dim(tmp_path):
+    rng = np.random.default_rng(0)
+    logs: list[str] = []
+    bases, info = pg_scale.choose_bases(_args(["--mixture", "--dim", "8"]), tmp_path, rng, logs.append)
+    assert info["kind"] == "mixture" and "gaussian mixture" in info["vectors_from"]
+    assert {s: bases[s][0].shape[1] for s in pg_scale.STORES} == {s: 8 for s in pg_scale.STORES}
+    _base_index(tmp_path / "given.sqlite", 8)
+    bases, info = pg_scale.choose_bases(
+        _args(["--dim", "8", "--base-index", str(tmp_path / "nowhere.sqlite"), str(tmp_path / "given.sqlite")]),
+        tmp_path, rng, logs.append)
+    assert info["kind"] == "given" and info["paths"] == [str(tmp_path / "given.sqlite")]
+    assert info["missing"] == [str(tmp_path / "nowhere.sqlite")] and "given.sqlite" in info["vectors_from"]
+    assert len(bases["fact"][1]) == 150
+    # no --base-index that exists: <work>/base, here complete already (base.json), so reused without building
+    work = tmp_path / "work"
+    _base_index(work / "base" / "index.sqlite", 8, {"embedding_model": "all-MiniLM-L6-v2", "dim": "8"})
+    (work / "base" / "base.json").write_text(json.dumps(
+        {"dataset": "toyset", "openie": "openie_toyset.json", "passages": 8, "corpus_passages": 8}))
+    bases, info = pg_scale.choose_bases(_args(["--dim", "8", "--base-index", str(tmp_path / "nowhere.sqlite")]),
+                                        work, rng, logs.append)
+    assert info["kind"] == "reused" and info["paths"] == [str(work / "base" / "index.sqlite")]
+    assert "toyset" in info["vectors_from"] and "reused" in info["vectors_from"]
+    assert info["vectors_from"].startswith("real all-MiniLM-L6-v2 vectors of toyset")
+    with pytest.raises(ValueError, match=r"no 16-dim vectors .*\[8\] dimensions"):   # the meta says 8
+        pg_scale.choose_bases(_args(["--dim", "16"]), work, rng, logs.append)
+
+
+def test_build_base_indexes_the_dataset_with_its_openie_file(tmp_path):
+    data = _toy_data(tmp_path / "data" / "toyset")
+    dest = tmp_path / "work" / "base"
+    info = pg_scale.build_base(dest, data, encoder=NgramEncoder(), limit=6, log=lambda m: None)
+    assert info["passages"] == 6 and info["corpus_passages"] == len(CORPUS) and info["llm_calls"] == 0
+    assert info["openie"] == "openie_toyset.json" and info["encoder"] == "fake-ngram" and info["dim"] == 64
+    assert info["rows"]["passage"] == 6 and info["rows"]["fact"] > 0 and not info["resumed"]
+    assert json.loads((dest / "base.json").read_text()) == info
+    bases, used, models = pg_scale.load_bases([dest / "index.sqlite"], 64)
+    assert models == ["fake-ngram"] and len(bases["passage"][1]) == 6
+    assert all(np.allclose(np.linalg.norm(bases[s][0], axis=1), 1, atol=1e-5) for s in pg_scale.STORES)
+    # the next run reuses it (no child process, no encoder)
+    _, chosen = pg_scale.choose_bases(_args(["--dim", "64", "--data", str(data), "--base-passages", "6"]),
+                                      dest.parent, np.random.default_rng(0), lambda m: None)
+    assert chosen["kind"] == "reused" and chosen["passages"] == 6 and chosen["models"] == ["fake-ngram"]
+    # a base of fewer passages than it holds, or of other data, is not silently taken
+    with pytest.raises(ValueError, match="holds a base of 6 passages"):
+        pg_scale.make_base(dest.parent, data, 3, log=lambda m: None)
+    with pytest.raises(ValueError, match="pass another --work"):
+        pg_scale.make_base(dest.parent, tmp_path / "other", 6, log=lambda m: None)
+
+
 def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
-    _server_available()
+    require_postgres()
     dim = 32
     _base_index(tmp_path / "base.sqlite", dim)
     work = Path(tempfile.mkdtemp(prefix="hippo-pgscale-test-"))   # traversable by the server's user
@@ -52,16 +137,19 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
         work.chmod(0o711)
     out = tmp_path / "scale.json"
     try:
-        pg_scale.main(["--passages", "120", "--batch", "60", "--dim", str(dim), "--queries", "4",
+        rc = cli_main(["pg-scale", "--passages", "120", "--batch", "60", "--dim", str(dim), "--queries", "4",
                        "--exact-queries", "2", "--work", str(work), "--base-index", str(tmp_path / "base.sqlite"),
                        "--out", str(out), "--project", "1200"])
     finally:
         import shutil
         shutil.rmtree(work, ignore_errors=True)
+    assert rc == 0
     res = json.loads(out.read_text())
+    assert res["command"].startswith("python -m reproduce pg-scale --passages 120 ")
+    assert res["base"]["kind"] == "given" and res["base"]["paths"] == [str(tmp_path / "base.sqlite")]
+    assert "base.sqlite" in res["vectors_from"]
     assert res["load"]["rows"] == {"passage": 120, "entity": 1032, "fact": 1080}
     assert res["load"]["vectors"] == 2232
-    assert "base.sqlite" in res["vectors_from"]
     for s in pg_scale.QUERY_STORES:
         q = res["queries"][s]
         assert 0.5 <= q["recall_at_10"] <= 1 and q["hnsw_p50_ms"] > 0
@@ -77,3 +165,14 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
     pg_scale_report.main([str(out), str(readme)])
     text = readme.read_text()
     assert "Projection to 1,200 passages" in text and "recall@10" in text
+    assert res["command"] in text and "given with `--base-index`" in text
+
+
+def test_readme_of_results_without_a_base_record():
+    """Results written before the benchmark made its own base (only ``vectors_from``) still render."""
+    res = {"args": {"passages": 10, "entities_per_passage": 1.0, "facts_per_passage": 1.0, "dim": 8, "seed": 0,
+                    "queries": 2, "exact_queries": 1, "base_index": ["/old/index.sqlite"]},
+           "vectors_from": "real all-MiniLM-L6-v2 vectors of /old/index.sqlite",
+           "base_rows": {"passage": 1}, "settings": {}, "cpus": 1}
+    text = pg_scale_report.render(res)
+    assert "--base-index /old/index.sqlite" in text and "made outside the benchmark" in text
