@@ -135,11 +135,11 @@ class GraphData:
         save_graph(self, path, version, digest)
 
     @classmethod
-    def load(cls, path: Path, version: str, digest: str | None = None) -> GraphData | None:
+    def load(cls, path: Path, version: str, digest: str | None = None, parts: bool = True) -> GraphData | None:
         """The saved graph if it is sound and matches ``version`` (and ``digest``); else None,
-        logged (:func:`.graphfile.load_graph`)."""
+        logged (:func:`.graphfile.load_graph`; ``parts=False``: without the edges' weight parts)."""
         from hippo_engine.index.graphfile import load_graph
-        return load_graph(path, version, digest)
+        return load_graph(path, version, digest, parts)
 
     def problem(self) -> str | None:
         """What is wrong with the arrays, or None (:func:`.graphfile.graph_problem`)."""

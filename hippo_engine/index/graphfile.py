@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 def save_graph(g: GraphData, path: Path, version: str, digest: str | None = None) -> None:
     """Write the graph atomically (``system.atomic_write``: temp file, fsync, rename), labelled
     with the index ``version`` and the ``digest`` of the content it was built from."""
-    arrays = dict(node_ids=np.array(g.node_ids, dtype=str), num_entities=g.num_entities,
+    arrays = dict(node_ids=_id_array(g.node_ids), num_entities=g.num_entities,
                   src=g.src, dst=g.dst, weight=g.weight, kinds=g.kinds, version=np.array(version))
     if digest is not None:
         arrays["content_digest"] = np.array(digest)
@@ -34,10 +34,30 @@ def save_graph(g: GraphData, path: Path, version: str, digest: str | None = None
     atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
-def load_graph(path: Path, version: str, digest: str | None = None) -> GraphData | None:
+def _id_array(ids) -> np.ndarray:
+    """Node ids as stored: bytes (one byte a character; the engine's ids are ASCII), else str."""
+    try:
+        return np.array(list(ids), dtype="S")
+    except UnicodeEncodeError:
+        return np.array(list(ids), dtype=str)
+
+
+def _ids_from(raw: np.ndarray) -> np.ndarray:
+    """Stored node ids as an object array of str, converted a block at a time (no full-size
+    str copy beside the result)."""
+    out = np.empty(len(raw), dtype=object)
+    step = 1 << 16
+    for s in range(0, len(raw), step):
+        block = raw[s:s + step]
+        out[s:s + step] = [x.decode("ascii") for x in block.tolist()] if raw.dtype.kind == "S" else block.tolist()
+    return out
+
+
+def load_graph(path: Path, version: str, digest: str | None = None, parts: bool = True) -> GraphData | None:
     """The saved graph if it exists, is labelled with ``version`` (and ``digest``, when given:
     the checksum of the content it must have been built from) and is well formed; else None,
-    with a log line naming the file and why (the caller rebuilds it: the file is derived data)."""
+    with a log line naming the file and why (the caller rebuilds it: the file is derived data).
+    ``parts=False`` leaves out the edges' weight parts (needed only to insert into the graph)."""
     try:
         with np.load(path, allow_pickle=False) as z:
             found = str(z["version"])
@@ -53,11 +73,11 @@ def load_graph(path: Path, version: str, digest: str | None = None) -> GraphData
                     logger.warning("graph file %s was built from other content than the index holds (checksum "
                                    "%s, index %s; copied from another index?): rebuilding it", path, found, digest)
                     return None
-            parts = None
-            if "base" in z.files:
-                parts = EdgeParts(z["base"], z["syn_lo"], z["syn_hi"], z["syn_dirs"])
-            g = GraphData(z["node_ids"].astype(object), int(z["num_entities"]), z["src"], z["dst"],
-                          z["weight"], z["kinds"], parts=parts)
+            edge_parts = None
+            if parts and "base" in z.files:
+                edge_parts = EdgeParts(z["base"], z["syn_lo"], z["syn_hi"], z["syn_dirs"])
+            g = GraphData(_ids_from(z["node_ids"]), int(z["num_entities"]), z["src"], z["dst"],
+                          z["weight"], z["kinds"], parts=edge_parts)
     except FileNotFoundError:
         return None
     except Exception as e:  # noqa: BLE001 - any damage: the file is derived data, rebuilt from the index

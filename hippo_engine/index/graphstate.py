@@ -39,7 +39,9 @@ class GraphState:
     @property
     def graph(self) -> GraphData:
         if self._graph is None:
-            g = GraphData.load(self.graph_path, self._loaded_version, self._digest)
+            # a lazy reader only searches the graph: the weight parts (for inserts) stay on disk
+            g = GraphData.load(self.graph_path, self._loaded_version, self._digest,
+                               parts=not getattr(self, "lazy_reader", False))
             if g is None:
                 self._graph = self._build_graph()
                 self._save_graph()
@@ -53,7 +55,7 @@ class GraphState:
         """Merge the new passages and synonymy changes into the previous graph version, or
         build the graph from scratch when that version is not at hand."""
         g = self._graph
-        if g is None:
+        if g is None or g.parts is None:
             g = GraphData.load(self.graph_path, old_version, old_digest)
         if g is None or g.parts is None:
             self._graph = self._build_graph()

@@ -189,13 +189,19 @@ def end_to_end(rag, questions, q_fact, q_pass, k, gold, reference) -> dict:
     rag.config = exact_config.replace(postgres_search="hnsw")
     try:
         (raw, _), s = timed(rag.retriever.search, questions, q_fact, q_pass, k, None)
+        single, loads = [], [load1()]
+        for j, q in enumerate(questions):                 # one query per call, as an app asks
+            _, t = timed(rag.retriever.search, [q], q_fact[j:j + 1], q_pass[j:j + 1], k, None)
+            single.append(t)
+        loads.append(load1())
         mine = top_passages(rag, raw)
         out["hnsw"] = {"recall": recall(rag, raw, gold), "search_s": round(s, 2),
                        "same_top20_and_scores": sum(a == b for a, b in zip(mine, ref, strict=True)),
                        "same_top20_ids": sum(a[0] == b[0] for a, b in zip(mine, ref, strict=True)),
                        "same_top5_ids": sum(a[0][:5] == b[0][:5] for a, b in zip(mine, ref, strict=True)),
                        "same_candidate_facts": sum(a.candidate_facts == b.candidate_facts
-                                                   for a, b in zip(raw, reference, strict=True))}
+                                                   for a, b in zip(raw, reference, strict=True)),
+                       "single_p50_ms": pct(single, 50), "single_p95_ms": pct(single, 95), "single_loads": loads}
     finally:
         rag.config = exact_config
     return out

@@ -74,11 +74,13 @@ def render(res: dict, command: str) -> str:
           "minimum of the min-max normalisation is the lowest exact score among HNSW candidates for the negated "
           "query. `exact` is the reference (equal to SQLite, above).", "",
           "| fact search | R@1 | R@2 | R@5 | R@10 | R@20 | same top-20 + scores | same top-20 ids "
-          "| same top-5 ids | same candidate facts | search s |", "|" + " --- |" * 11]
+          "| same top-5 ids | same candidate facts | batch of all, s | one call each: p50 / p95 ms |",
+          "|" + " --- |" * 12]
     for mode, x in e.items():
         rc = " | ".join(f"{x['recall'][f'Recall@{k}']:.1f}" for k in (1, 2, 5, 10, 20))
         extra = (f"{x['same_top20_and_scores']}/{n} | {x['same_top20_ids']}/{n} | {x['same_top5_ids']}/{n} | "
-                 f"{x['same_candidate_facts']}/{n} | {x['search_s']:.2f}"
-                 if mode != "exact" else "(reference) | | | | |")
+                 f"{x['same_candidate_facts']}/{n} | {x['search_s']:.2f} | "
+                 f"{x.get('single_p50_ms', float('nan')):.1f} / {x.get('single_p95_ms', float('nan')):.1f}"
+                 if mode != "exact" else "(reference) | | | | | see above")
         L.append(f"| {mode} | {rc} | {extra} |")
     return "\n".join(L) + "\n"

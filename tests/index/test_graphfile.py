@@ -174,3 +174,22 @@ def test_a_stale_reader_does_not_overwrite_a_newer_graph_file(tmp_path):
     assert reader.index_state.refresh()
     assert reader.graph_stats()["passage_nodes"] == 8
     assert GraphData.load(path, writer.index_state.version, writer.index_state._digest) is not None
+
+
+def test_node_ids_are_stored_as_bytes_and_weight_parts_can_be_left_out(tmp_path):
+    rag = make_rag(tmp_path / "g")
+    rag.index(CORPUS)
+    st = rag.index_state
+    g = st.graph
+    with np.load(st.graph_path) as z:
+        assert z["node_ids"].dtype.kind == "S"                  # one byte a character on disk
+    full = GraphData.load(st.graph_path, st.version, st._digest)
+    lean = GraphData.load(st.graph_path, st.version, st._digest, parts=False)
+    assert full.parts is not None and lean.parts is None
+    for x in (full, lean):
+        assert list(x.node_ids) == list(g.node_ids) and all(type(i) is str for i in x.node_ids)
+        assert x.edge_dict() == g.edge_dict()
+    odd = GraphData(np.array(["entity-é", "chunk-1"], dtype=object), 1, np.array([0]), np.array([1]),
+                    np.array([1.0]), np.array([2], np.uint8))
+    odd.save(tmp_path / "odd.npz", "1")                          # non-ASCII ids are kept as str
+    assert list(GraphData.load(tmp_path / "odd.npz", "1").node_ids) == ["entity-é", "chunk-1"]

@@ -95,15 +95,22 @@ def test_lazy_reader_picks_up_a_version_another_writer_committed(built, tmp_path
     _, writer = built
     reader = _pg(tmp_path / "pg", pg_dsn, pg_schema, "hnsw")
     before = reader.retrieve(["Who moved to Zembla?"], 5)[0]
+    writer.close()
+    writer = _pg(tmp_path / "pg", pg_dsn, pg_schema, "hnsw")    # a writer that has read first:
+    writer.retrieve(["Who moved to Zembla?"], 5)                # its graph lacks the weight parts
+    assert writer.index_state.graph.parts is None
     writer.index(["Zora Quill\nZora Quill moved to Zembla in 1901. Zora Quill founded the Zembla Press."])
     after = reader.retrieve(["Who moved to Zembla?"], 5)[0]
     assert len(reader.index_state.reader_stores["passage"]) == 121
+    g = writer.index_state.graph                          # parts read back from graph.npz, inserted into
+    assert g.parts is not None and g.edge_dict() == writer.index_state._build_graph().edge_dict()
     assert not any(d.startswith("Zora Quill") for d in before.docs)
     assert any(d.startswith("Zora Quill") for d in after.docs)
     writer.delete(["Zora Quill\nZora Quill moved to Zembla in 1901. Zora Quill founded the Zembla Press."])
     gone = reader.retrieve(["Who moved to Zembla?"], 5)[0]
     assert not any(d.startswith("Zora Quill") for d in gone.docs)
     reader.close()
+    writer.close()
 
 
 def test_memory_mode_mirrors_every_vector(built, tmp_path, pg_dsn, pg_schema):
