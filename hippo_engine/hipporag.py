@@ -342,8 +342,16 @@ class HippoRAG:
 
     def _solution(self, question: str, order, scores, res=None) -> QuerySolution:
         st = self.index_state.reader_stores["passage"]
-        sol = QuerySolution.from_ranking(question, st.texts([st.ids[i] for i in order]), scores, res)
-        sol.passage_ids = [str(st.ids[i]) for i in order]
+        pids = [str(st.ids[i]) for i in order]
+        if hasattr(st, "texts_found"):   # lazy reader: a passage deleted since its view is left out
+            found = st.texts_found(pids)
+            keep = [j for j, p in enumerate(pids) if p in found]
+            pids, scores = [pids[j] for j in keep], np.asarray(scores)[keep]
+            texts = [found[p] for p in pids]
+        else:
+            texts = st.texts(pids)
+        sol = QuerySolution.from_ranking(question, texts, scores, res)
+        sol.passage_ids = pids
         return sol
 
     # ------------------------------------------------------------------ QA

@@ -255,14 +255,13 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
             self._reload()
             raise
         self._loaded_version, self._digest = marks
-        if self.content_loaded:
+        if self.content_loaded:    # (read before the change, or inside it: then it holds them already)
             for p in new_ids:
                 if norm[p]:
                     self._passage_triples[p] = norm[p]
                 if hyper[p]:
                     self._passage_hyperedges[p] = hyper[p]
-                self._pids.append(p)
-            self._pids.sort()
+            self._pids = sorted(set(self._pids).union(new_ids))
         if self._fact_triples is not None:
             for p in new_ids:
                 for t in norm[p]:
@@ -276,7 +275,11 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
         t8 = time.perf_counter()
         self._save_graph()
         if self.lazy_reader and cfg.postgres_search == "hnsw":
-            stores["fact"].ensure_hnsw()   # built once, after the first batch; later rows go into it
+            # built once, after the first batch; later rows go into it. Entities are searched only
+            # by the linkings that embed query entities (the NER-based memory uses one)
+            stores["fact"].ensure_hnsw()
+            if cfg.linking in ("query", "ner", "ner_fact") or (cfg.linking == "auto" and extractor == "ner"):
+                stores["entity"].ensure_hnsw()
         t9 = time.perf_counter()
         self.timings = {"prepare": t1 - t0, **tim, "synonymy": t6 - t5, "graph": t8 - t7, "save_graph": t9 - t8}
         return {"added": len(new_ids), "new_entities": len(eids), "new_facts": len(fids)}

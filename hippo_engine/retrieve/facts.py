@@ -91,16 +91,20 @@ class StoreSearch:
             lo = min(lo, float(s.min())) if len(s) else lo
             rows_out.append(rows)
             scores_out.append((s - lo) / (hi - lo) if hi > lo else np.ones(len(s)))
-        width = min(len(r) for r in rows_out)  # a rectangle: every query gets the same count
-        return (np.array([r[:width] for r in rows_out], np.int64).reshape(len(q), width),
-                np.array([s[:width] for s in scores_out], np.float64).reshape(len(q), width))
+        # a rectangle; a query with fewer candidates (rows a writer added or deleted since the
+        # view was made) is padded with row -1, which the retriever skips
+        rows_arr = np.full((len(q), kk), -1, np.int64)
+        scores_arr = np.zeros((len(q), kk))
+        for j, (r, s) in enumerate(zip(rows_out, scores_out, strict=True)):
+            rows_arr[j, :len(r)], scores_arr[j, :len(s)] = r, s
+        return rows_arr, scores_arr
 
     def nearest_ids(self, vecs: np.ndarray, per_vector: int) -> list[tuple[list[str], np.ndarray]]:
         """Each vector's ``per_vector`` nearest ids with their exact scores, best first."""
         v = np.atleast_2d(np.asarray(vecs, np.float32))
         if len(self.store) == 0 or len(v) == 0:
             return [([], np.zeros(0)) for _ in range(len(v))]
-        ids, scores, _ = self.store.extremes(v, per_vector, self.exact)
+        ids, scores, _ = self.store.extremes(v, per_vector, self.exact, lowest=False)
         return [(ids[j], scores[j, :len(ids[j])]) for j in range(len(v))]
 
 
@@ -123,15 +127,25 @@ class FactLookup:
         """Ids of the facts at hand (all of them unless they are fetched on demand)."""
         return list(self._facts)
 
+    #: facts a fetching lookup keeps at most (it starts again empty beyond; a query needs dozens)
+    MAX_KEPT = 200_000
+
     def prefetch(self, ids: Sequence[str]) -> None:
         missing = [i for i in ids if i not in self._facts]
         if missing and self._fetch is not None:
+            if len(self._facts) + len(missing) > self.MAX_KEPT:
+                self._facts.clear()
+                missing = list(dict.fromkeys(ids))
             self._facts.update(self._fetch(missing))   # a dict when fetching
 
     def _get(self, fid: str) -> Triple | Hyperedge:
         if fid not in self._facts:
             self.prefetch([fid])
         return self._facts[fid]
+
+    def has(self, fid: str) -> bool:
+        """Whether the fact is known (fetched; a fact deleted since the reader's view is not)."""
+        return fid in self._facts
 
     def triple(self, fid: str) -> Triple:
         f = self._get(fid)
@@ -173,12 +187,16 @@ class FactRows:
         return [self.fact_triple(i) for i in range(len(self.fact_ids))]
 
     def _entities_of_row(self, row: int) -> Sequence[str]:
-        return self.facts.entities(self._fid(row))
+        fid = self._fid(row)
+        return self.facts.entities(fid) if self.facts.has(fid) else ()   # () : deleted since the view
 
     def fact_links(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Entity nodes of fact rows: (entities per row, their nodes concatenated in row order;
         -1: not in the graph). A triple links its subject then its object."""
         missing = [r for r in dict.fromkeys(int(r) for r in rows) if r not in self._fact_row_nodes]
+        if len(self._fact_row_nodes) > FactLookup.MAX_KEPT:     # bounded, like the facts themselves
+            self._fact_row_nodes.clear()
+            missing = list(dict.fromkeys(int(r) for r in rows))
         if missing:
             self.facts.prefetch([self._fid(r) for r in missing])
             ents = [[mdhash_id(e, "entity-") for e in self._entities_of_row(r)] for r in missing]

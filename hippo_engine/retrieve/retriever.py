@@ -141,7 +141,7 @@ class Retriever(FactRows):
             return cls(config, graph, st["passage"].ids, st["passage"].matrix, st["fact"].ids, None, None, None,
                        st["entity"].text, None, seed_sources=seed_sources, linking=linking,
                        fact_search=StoreSearch(st["fact"], exact), entity_search=StoreSearch(st["entity"], exact),
-                       facts=FactLookup(fetch=index.db.facts_of), entity_texts=st["entity"].texts)
+                       facts=FactLookup(fetch=index.db.facts_of), entity_texts=_names_of(st["entity"]))
         known = index.fact_hyperedges if index.passage_hyperedges else index.fact_triples
         return cls(config, graph, st["passage"].ids, st["passage"].matrix, st["fact"].ids, st["fact"].matrix,
                    st["entity"].ids, st["entity"].matrix, st["entity"].text, known, seed_sources=seed_sources,
@@ -266,31 +266,37 @@ class Retriever(FactRows):
         return results, tim
 
     def _filter(self, queries, blocks, cands, results, filter_many, tim) -> list[np.ndarray]:
-        """Candidate and kept facts of every query (one ``filter_many`` call); kept masks per block."""
-        masks, asked, asked_cands = [], [], []
-        self.facts.prefetch([self._fid(r) for r in np.unique(np.concatenate(
-            [rows.ravel() for rows, _ in cands] or [np.zeros(0, np.int64)])).tolist()])
+        """Candidate and kept facts of every query (one ``filter_many`` call); kept masks per block.
+        A padded slot (row -1) or a fact deleted since a lazy reader's view is no candidate."""
+        masks, slots, asked, asked_cands = [], [], [], []
+        every = np.unique(np.concatenate([rows.ravel() for rows, _ in cands] or [np.zeros(0, np.int64)]))
+        self.facts.prefetch([self._fid(r) for r in every[every >= 0].tolist()])
         for (s, _), (rows, _) in zip(blocks, cands, strict=True):
-            masks.append(np.ones(rows.shape, bool))
-            triples = {int(r): self.fact_triple(int(r)) for r in np.unique(rows).tolist()}
+            valid = rows >= 0
+            for r in np.unique(rows[valid]).tolist():
+                if not self.facts.has(self._fid(r)):
+                    valid &= rows != r
+            masks.append(valid.copy())
+            triples = {r: self.fact_triple(r) for r in np.unique(rows[valid]).tolist()}
             for j, row in enumerate(rows.tolist()):
-                results[s + j].candidate_facts = [triples[r] for r in row]
-                if filter_many is not None and row:
+                slots.append(np.flatnonzero(valid[j]))
+                results[s + j].candidate_facts = [triples[r] for r, ok in zip(row, valid[j], strict=True) if ok]
+                if filter_many is not None and results[s + j].candidate_facts:
                     asked.append(s + j)
                     asked_cands.append(results[s + j].candidate_facts)
+        starts = [s for s, _ in blocks]
         if asked:
             tf = time.perf_counter()
             kept = filter_many([queries[i] for i in asked], asked_cands)
             tim["filter"] += time.perf_counter() - tf
-            starts = [s for s, _ in blocks]
             for i, keep in zip(asked, kept, strict=True):
                 n = int(np.searchsorted(starts, i, side="right")) - 1
                 keep = set(keep)
-                masks[n][i - starts[n]] = [t in keep for t in results[i].candidate_facts]
+                masks[n][i - starts[n], slots[i]] = [t in keep for t in results[i].candidate_facts]
         for (s, _), mask in zip(blocks, masks, strict=True):
             for j, m in enumerate(mask):
                 res = results[s + j]
-                res.kept_facts = [t for t, ok in zip(res.candidate_facts, m, strict=False) if ok]
+                res.kept_facts = [t for t, ok in zip(res.candidate_facts, m[slots[s + j]], strict=True) if ok]
         return masks
 
     def _search_block(self, s, e, q_fact, q_pass, k, cand, kept_mask, extra, ner_vectors, results, tim) -> None:
@@ -382,6 +388,14 @@ class Retriever(FactRows):
         order = np.lexsort((n, -w, q))    # per column, best first (ties: lower node)
         return seeding.reset_matrix_from_seeds((q[order], n[order], w[order]), dense, cols, self.passage_nodes,
                                                self.graph.num_nodes, self._passage_weight())
+
+
+def _names_of(store) -> Callable[[Sequence[str]], list[str]]:
+    """Entity names from a lazy store; an entity deleted since the reader's view shows its id."""
+    def names(keys: Sequence[str]) -> list[str]:
+        found = store.texts_found(keys)
+        return [found.get(k, k) for k in keys]
+    return names
 
 
 def encode_queries(encoder, queries: Sequence[str], config: HippoConfig) -> tuple[np.ndarray, np.ndarray]:

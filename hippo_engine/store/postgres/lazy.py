@@ -27,6 +27,9 @@ import numpy as np
 from hippo_engine.store.base import StoreError
 from hippo_engine.store.postgres.vectors import MIN_EF_SEARCH, PostgresEmbeddingStore
 
+#: pgvector's largest ``hnsw.ef_search``
+MAX_EF_SEARCH = 1000
+
 
 class LazyPostgresStore(PostgresEmbeddingStore):
     """Read-only, memory-light view of table ``store_<namespace>`` (see the module documentation).
@@ -58,7 +61,7 @@ class LazyPostgresStore(PostgresEmbeddingStore):
                 return
             ids = self._read_ids()
             if self.keep == "ids+matrix":
-                self._ids = np.array([i.decode() for i in ids.tolist()], dtype=object)
+                self._ids = np.array([i.decode("utf-8") for i in ids.tolist()], dtype=object)
                 mat = np.empty((len(ids), self.dim), self.vector_dtype)
                 filled = 0
                 for block in self._vector_blocks(f"SELECT vec FROM {self.table} ORDER BY id", native=True):
@@ -72,18 +75,18 @@ class LazyPostgresStore(PostgresEmbeddingStore):
         if len(self._ids) != self._n:  # pragma: no cover - impossible within one snapshot
             raise StoreError(f"{self.db.location}: {self.name} changed while it was read")
 
+    #: ids fetched per round trip when reading every id
+    ID_BLOCK = 100_000
+
     def _read_ids(self) -> np.ndarray:
-        """Every id, sorted, as a numpy bytes array, read by COPY in blocks (no list of str)."""
-        parts, pending = [], b""
-        with self.db.conn.cursor() as cur, cur.copy(f"COPY (SELECT id FROM {self.table} ORDER BY id) TO STDOUT") as cp:
-            for chunk in cp:
-                data = pending + bytes(chunk)
-                cut = data.rfind(b"\n") + 1
-                if cut:
-                    parts.append(np.array(data[:cut - 1].split(b"\n"), dtype="S"))
-                pending = data[cut:]
-        if pending:
-            parts.append(np.array(pending.split(b"\n"), dtype="S"))
+        """Every id, sorted (bytewise: ``COLLATE "C"``), as a numpy bytes array of their UTF-8
+        encoding, fetched by a server-side cursor in blocks (a block of str at a time)."""
+        parts = []
+        with self.db.conn.cursor(name=f"hippo_ids_{self.namespace}") as cur:
+            cur.itersize = self.ID_BLOCK
+            cur.execute(f"SELECT id FROM {self.table} ORDER BY id")
+            while rows := cur.fetchmany(self.ID_BLOCK):
+                parts.append(np.array([r[0].encode("utf-8") for r in rows], dtype="S"))
         if not parts:
             return np.zeros(0, "S1")
         width = max(p.dtype.itemsize for p in parts)
@@ -100,7 +103,7 @@ class LazyPostgresStore(PostgresEmbeddingStore):
     def row(self, key: str) -> int:
         if self.keep == "count":
             raise StoreError(f"{self.name}: this view keeps no ids")
-        want = key.encode() if self._ids.dtype.kind == "S" else key
+        want = key.encode("utf-8") if self._ids.dtype.kind == "S" else key
         pos = int(np.searchsorted(self._ids, want))
         if pos >= len(self._ids) or self._ids[pos] != want:
             raise KeyError(key)
@@ -110,7 +113,7 @@ class LazyPostgresStore(PostgresEmbeddingStore):
         """Rows of ``keys`` in ``ids`` (-1: not in this view)."""
         if not len(keys) or not len(self._ids):
             return np.full(len(keys), -1, np.int64)
-        want = np.array([k.encode() for k in keys], dtype="S") if self._ids.dtype.kind == "S" else \
+        want = np.array([k.encode("utf-8") for k in keys], dtype="S") if self._ids.dtype.kind == "S" else \
             np.array(list(keys), dtype=object)
         pos = np.searchsorted(self._ids, want)
         ok = pos < len(self._ids)
@@ -120,20 +123,29 @@ class LazyPostgresStore(PostgresEmbeddingStore):
     def key(self, row: int) -> str:
         """The id of row ``row`` (a str whatever ``ids`` holds)."""
         k = self._ids[row]
-        return k.decode() if isinstance(k, bytes) else k
+        return k.decode("utf-8") if isinstance(k, bytes) else k
 
     def text(self, key: str) -> str:
         got = self.texts([key])
         return got[0]
 
     def texts(self, keys: Iterable[str]) -> list[str]:
+        """The texts of ``keys``, read from the table now (KeyError for one that is not there)."""
         keys = list(keys)
-        found = dict(self.db.conn.execute(f"SELECT id, content FROM {self.table} WHERE id = ANY(%s)",
-                                          (list(dict.fromkeys(keys)),)).fetchall()) if keys else {}
+        found = self.texts_found(keys)
         missing = [k for k in keys if k not in found]
         if missing:
             raise KeyError(missing[0])
         return [found[k] for k in keys]
+
+    def texts_found(self, keys: Iterable[str]) -> dict[str, str]:
+        """``{id: text}`` of the ``keys`` the table holds now (a row another process deleted after
+        this view was made is left out)."""
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return {}
+        return dict(self.db.conn.execute(f"SELECT id, content FROM {self.table} WHERE id = ANY(%s)",
+                                         (keys,)).fetchall())
 
     def nbytes(self) -> dict[str, int]:
         """Bytes held: ``ram`` (ids and matrix), ``mapped`` (always 0)."""
@@ -147,12 +159,15 @@ class LazyPostgresStore(PostgresEmbeddingStore):
         raise StoreError(f"{self.name}: a lazy view is read-only (writes go through the index)")
 
     # ------------------------------------------------------------------ top-k with exact scores
-    def extremes(self, q: np.ndarray, k: int, exact: bool) -> tuple[list[list[str]], np.ndarray, np.ndarray]:
+    def extremes(self, q: np.ndarray, k: int, exact: bool, lowest: bool = True
+                 ) -> tuple[list[list[str]], np.ndarray, np.ndarray]:
         """For each query row of ``q``: the ``k`` best ids (ties by id), their exact float64 scores
         (``(b, k')``, k' = min(k, rows); a query with fewer candidates is padded with -inf and
-        its id list is shorter) and the lowest score of the table (``(b,)``). ``exact``: one
-        blocked scan of every vector; else HNSW candidates (for ``q`` and ``-q``, ``ef_search =
-        max(100, k)``), rescored exactly."""
+        its id list is shorter) and the lowest score of the table (``(b,)``; with
+        ``lowest=False`` only the lowest of the candidates). ``exact``: one blocked scan of every
+        vector; else HNSW candidates (for ``q``, and for ``-q`` when ``lowest``), ``ef_search =
+        min(1000, max(100, k))`` with pgvector's iterative scan on, so rows deleted but not yet
+        vacuumed do not shorten the list; rescored exactly."""
         q = np.atleast_2d(np.asarray(q, np.float32))
         kk = min(int(k), self._n)
         b = len(q)
@@ -165,17 +180,18 @@ class LazyPostgresStore(PostgresEmbeddingStore):
         with self.db.snapshot() as c:
             if exact:
                 return self._scan(q64, kk)
-            ef = max(MIN_EF_SEARCH, kk)
-            c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
+            ef = min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, kk))
+            c.execute("SELECT set_config('hnsw.ef_search', %s, true), "
+                      "set_config('hnsw.iterative_scan', 'relaxed_order', true)", (str(ef),))
             for j, qv in enumerate(q):
-                best = self._candidates(qv, ef)
+                best = self._candidates(qv, max(ef, kk))
                 if best[0]:
                     s = np.einsum("ij,j->i", best[1], q64[j])
                     order = np.lexsort((np.array(best[0], dtype=object), -s))[:kk]
                     ids[j] = [best[0][i] for i in order]
                     scores[j, :len(order)] = s[order]
                     lows[j] = s.min()
-                low = self._candidates(-qv, ef)
+                low = self._candidates(-qv, ef) if lowest else ([], None)
                 if low[0]:
                     lows[j] = min(lows[j], float(np.einsum("ij,j->i", low[1], q64[j]).min()))
         return ids, scores, lows
@@ -213,7 +229,7 @@ class LazyPostgresStore(PostgresEmbeddingStore):
         scores = np.full((b, k), -np.inf)
         for j in range(b):
             order = np.lexsort((keep_r[j], -keep_s[j]))[:k]
-            ids_out.append([names[i].decode() for i in keep_r[j][order]])
+            ids_out.append([names[i].decode("utf-8") for i in keep_r[j][order]])
             scores[j, :len(order)] = keep_s[j][order]
         return ids_out, scores, lows
 

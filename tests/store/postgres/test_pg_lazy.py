@@ -52,6 +52,8 @@ def built(tmp_path, pg_dsn, pg_schema):
     writer = _pg(tmp_path / "pg", pg_dsn, pg_schema, "hnsw")
     writer.index(docs[:80])
     writer.index(docs[80:])           # HNSW built after the first batch, the second goes into it
+    st = writer.index_state            # facts read inside the write (for synonymy) hold each passage once
+    assert not st.content_loaded or sorted(st._pids) == sorted(set(st._pids)) == sorted(st.stores["passage"].ids)
     yield lite, writer
     writer.close()
 
@@ -140,3 +142,52 @@ def test_a_version_1_schema_is_upgraded_with_its_fact_ids(built, tmp_path, pg_ds
         assert conn.execute(f"SELECT value FROM \"{pg_schema}\".meta WHERE key='schema_version'").fetchone()[0] == "2"
     assert rows and all(f == mdhash_id(fact_text((s, p, o)), "fact-") for s, p, o, f in rows)
     reader.close()
+
+
+def test_a_query_is_ranked_alike_alone_or_batched_while_writers_change_the_tables(built, tmp_path, pg_dsn,
+                                                                                 pg_schema):
+    """A reader's view is one version; rows a writer adds (not in the view) or deletes (gone from
+    the tables) are skipped for the query they touch, never for the others of its batch, and a
+    passage deleted after ranking is left out of the solution instead of failing it."""
+    lite, writer = built
+    reader = _pg(tmp_path / "pg", pg_dsn, pg_schema, "exact")
+    r = reader.retriever                                      # the view of this version
+    qs = ["Who moved to Zembla?", questions(2)[1]]
+    q_fact, q_pass = reader.encode_queries(qs)
+    alone, _ = r.search(qs[1:], q_fact[1:], q_pass[1:], 10)
+    new = "Zora Quill\nZora Quill moved to Zembla in 1901. Zora Quill founded the Zembla Press."
+    writer.index([new])                                       # facts the view does not know
+    both, _ = r.search(qs, q_fact, q_pass, 10)
+    assert both[1].candidate_facts == alone[0].candidate_facts and both[0].candidate_facts
+    assert np.array_equal(both[1].order, alone[0].order) and np.array_equal(both[1].scores, alone[0].scores)
+    gone = reader.retrieve(qs[1:], 10)[0]                     # (the reader moves to the new version)
+    r = reader.retriever
+    writer.delete([d for d in corpus() if d.split("\n")[0] == gone.docs[0].split("\n")[0]])
+    raw, _ = r.search(qs[1:], q_fact[1:], q_pass[1:], 10)     # ranked on the old view ...
+    sol = reader._solution(qs[1], raw[0].order, raw[0].scores, raw[0])
+    assert gone.docs[0] not in sol.docs and len(sol.docs) == len(sol.doc_scores) == len(sol.passage_ids) == 9
+    reader.close()
+
+
+def test_view_ids_are_exact_whatever_their_characters_and_k_may_exceed_hnsw_limits(pg_dsn, pg_schema):
+    from hippo_engine.store.postgres.db import PostgresIndexStore
+    db = PostgresIndexStore(pg_dsn, pg_schema)
+    rng = np.random.default_rng(0)
+    odd = ["fact-a\\b", "fact-tab\there", "fact-nl\nx", "fact-é✓", "fact-cr\rz"]
+    keys = odd + [f"fact-{i:05d}" for i in range(1200)]
+    vecs = rng.standard_normal((len(keys), 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    store = db.embedding_store("fact", 8, vector_dtype="float16")
+    store.upsert(keys, keys, vecs)
+    store.ensure_hnsw()
+    view = db.reader_store("fact", 8, keep="ids", vector_dtype="float16")
+    assert [view.key(i) for i in range(len(view))] == sorted(keys, key=lambda k: k.encode())
+    assert view.rows_of(odd).tolist() == [view.row(k) for k in odd] and min(view.rows_of(odd)) >= 0
+    q = vecs[:2] + 0.1
+    ids_x, s_x, low_x = view.extremes(q, 1100, exact=True)
+    ids_h, s_h, low_h = view.extremes(q, 1100, exact=False)   # ef_search capped at 1000, iterative scan
+    assert [len(x) for x in ids_x] == [1100, 1100] and [len(x) for x in ids_h] == [1100, 1100]
+    exact = store.matrix.astype(np.float64) @ q.astype(np.float64).T
+    assert np.allclose(low_x, exact.min(axis=0), rtol=0, atol=0)
+    assert set(ids_x[0][:10]) == set(ids_h[0][:10])
+    db.close()
