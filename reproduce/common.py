@@ -97,3 +97,16 @@ class ForbiddenLLM(LLMClient):
     def generate(self, messages, **kw):
         ForbiddenLLM.calls += 1
         raise LLMError("an LLM call was made although every passage has an OpenIE result")
+
+
+def module_main(module, argv=None) -> int:
+    """``python -m reproduce.bench.<name>`` for a benchmark module with ``add_arguments(parser)``
+    and ``run(args, argv)`` (the same as its ``python -m reproduce <command>``)."""
+    import argparse
+    import sys
+    argv = list(sys.argv[1:] if argv is None else argv)
+    name = getattr(getattr(module, "__spec__", None), "name", None) or module.__name__   # not "__main__"
+    ap = argparse.ArgumentParser(prog=f"python -m {name}", description=module.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.add_arguments(ap)
+    return module.run(ap.parse_args(argv), argv)

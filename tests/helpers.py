@@ -84,3 +84,18 @@ def require_postgres() -> None:
         bin_dir()
     except ServerError as e:
         pytest.skip(str(e))
+
+
+def toy_openie(folder):
+    """``folder`` (a toy dataset) with an OpenIE file beside it: CORPUS, its toy entities, and
+    consecutive entities of a sentence as triples."""
+    from pathlib import Path
+    docs = []
+    for p in CORPUS:
+        triples = []
+        for sent in p.split("\n", 1)[-1].split(". "):
+            ents = toy_entities("x\n" + sent)
+            triples += [[a, "related to", b] for a, b in zip(ents, ents[1:], strict=False)]
+        docs.append({"passage": p, "extracted_entities": toy_entities(p), "extracted_triples": triples})
+    (Path(folder) / "openie_toyset.json").write_text(json.dumps({"docs": docs}))
+    return folder

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..common import MUSIQUE_TRAIN_DIR, REPO_ROOT, RESULTS_DIR, load_average, write_result
+from ..common import MUSIQUE_TRAIN_DIR, REPO_ROOT, RESULTS_DIR, load_average, module_main, write_result
 from .backends_report import render
 from .reliability import ENCODERS, MemoEncoder, make_encoder, open_engine, real_encoder
 
@@ -363,12 +363,8 @@ def run(args: argparse.Namespace, argv: Sequence[str], encoder=None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m reproduce.bench.backends``: the same as ``python -m reproduce backends``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="python -m reproduce.bench.backends", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(ap)
-    return run(ap.parse_args(argv), argv)
+    """``python -m {__name__}``: the same as ``python -m reproduce backends``."""
+    return module_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

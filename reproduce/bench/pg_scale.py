@@ -96,7 +96,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..common import MUSIQUE_TRAIN_DIR, REPO_ROOT, RESULTS_DIR
+from ..common import MUSIQUE_TRAIN_DIR, REPO_ROOT, RESULTS_DIR, module_main
 from .pg_scale_probe import (
     ENCODER_NAME,
     STORES,
@@ -679,12 +679,8 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m reproduce.bench.pg_scale``: the same as ``python -m reproduce pg-scale``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="python -m reproduce.bench.pg_scale", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(ap)
-    return run(ap.parse_args(argv), argv)
+    """``python -m {__name__}``: the same as ``python -m reproduce pg-scale``."""
+    return module_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

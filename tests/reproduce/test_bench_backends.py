@@ -3,7 +3,7 @@ encoder: both backends indexed, compared, HNSW measured, reopened in a second pr
 import json
 
 import pytest
-from helpers import CORPUS, require_postgres, toy_entities
+from helpers import CORPUS, require_postgres, toy_openie
 from toy_tables import make_dataset
 
 from reproduce.bench import backends
@@ -14,19 +14,6 @@ from reproduce.cli import main
 def postgres_available():
     """Skip where the PostgreSQL extra is not installed."""
     require_postgres()
-
-
-def toy_openie(folder):
-    """The toy corpus with an OpenIE file beside it (consecutive entities of a sentence as triples)."""
-    docs = []
-    for p in CORPUS:
-        triples = []
-        for sent in p.split("\n", 1)[-1].split(". "):
-            ents = toy_entities("x\n" + sent)
-            triples += [[a, "related to", b] for a, b in zip(ents, ents[1:], strict=False)]
-        docs.append({"passage": p, "extracted_entities": toy_entities(p), "extracted_triples": triples})
-    (folder / "openie_toyset.json").write_text(json.dumps({"docs": docs}))
-    return folder
 
 
 def test_backends_benchmark_on_a_toy_corpus(tmp_path, postgres_available):

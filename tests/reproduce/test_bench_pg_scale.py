@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fakes import NgramEncoder
-from helpers import CORPUS, require_postgres, toy_entities
+from helpers import CORPUS, require_postgres, toy_openie
 from toy_tables import make_dataset
 
 from reproduce.bench import pg_scale, pg_scale_report
@@ -36,20 +36,6 @@ def _base_index(path: Path, dim: int, meta: dict | None = None) -> None:
                        [(f"{s}-{i}", f"{s} text {i}", v.tobytes()) for i, v in enumerate(vecs)])
     db.commit()
     db.close()
-
-
-def _toy_data(folder: Path) -> Path:
-    """The toy dataset with an OpenIE file beside it (consecutive entities of a sentence as triples)."""
-    data = make_dataset(folder)
-    docs = []
-    for p in CORPUS:
-        triples = []
-        for sent in p.split("\n", 1)[-1].split(". "):
-            ents = toy_entities("x\n" + sent)
-            triples += [[a, "is linked to", b] for a, b in zip(ents, ents[1:], strict=False)]
-        docs.append({"passage": p, "extracted_entities": toy_entities(p), "extracted_triples": triples})
-    (data / "openie_toyset.json").write_text(json.dumps({"docs": docs}))
-    return data
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
@@ -107,7 +93,7 @@ def test_base_choice_mixture_given_reused_and_wrong_dim(tmp_path):
 
 
 def test_build_base_indexes_the_dataset_with_its_openie_file(tmp_path):
-    data = _toy_data(tmp_path / "data" / "toyset")
+    data = toy_openie(make_dataset(tmp_path / "data" / "toyset"))
     dest = tmp_path / "work" / "base"
     info = pg_scale.build_base(dest, data, encoder=NgramEncoder(), limit=6, log=lambda m: None)
     assert info["passages"] == 6 and info["corpus_passages"] == len(CORPUS) and info["llm_calls"] == 0
