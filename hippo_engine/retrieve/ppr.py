@@ -97,7 +97,9 @@ class PPRKernel:
         dst = np.asarray(dst, dtype=np.int64)
         w = np.asarray(weight, dtype=np.float64)
         keep = src != dst          # a self-loop is not an edge of the walk's graph here
-        src, dst, w = src[keep], dst[keep], w[keep]
+        if not keep.all():
+            src, dst, w = src[keep], dst[keep], w[keep]
+        del keep
         strength = np.bincount(src, weights=w, minlength=n) + np.bincount(dst, weights=w, minlength=n)
         self.isolated = ~(strength > 0)
         inv_sqrt = np.zeros(n)
@@ -106,8 +108,12 @@ class PPRKernel:
         idx_dtype = np.int32 if max(n, 2 * len(src)) < 2 ** 31 - 1 else np.int64
         rows = np.concatenate([src, dst]).astype(idx_dtype)
         cols = np.concatenate([dst, src]).astype(idx_dtype)
-        S = sp.coo_matrix((np.concatenate([vals, vals]), (rows, cols)),
-                          shape=(n, n)).tocsr()   # duplicates summed, columns sorted per row
+        del src, dst, w            # (temporaries are dropped as soon as they are used: on a large
+        data = np.concatenate([vals, vals])    # graph they are the peak of building the kernel)
+        del vals
+        S = sp.coo_matrix((data, (rows, cols)), shape=(n, n))
+        del data, rows, cols
+        S = S.tocsr()              # duplicates summed, columns sorted per row
         S.sum_duplicates()
         self.S = sp.csr_matrix((S.data.astype(self.dtype), S.indices.astype(idx_dtype), S.indptr.astype(idx_dtype)),
                                shape=(n, n))
