@@ -191,3 +191,34 @@ def test_view_ids_are_exact_whatever_their_characters_and_k_may_exceed_hnsw_limi
     assert np.allclose(low_x, exact.min(axis=0), rtol=0, atol=0)
     assert set(ids_x[0][:10]) == set(ids_h[0][:10])
     db.close()
+
+
+def test_llm_free_memory_on_postgres_equals_sqlite(tmp_path, pg_dsn, pg_schema):
+    """extractor="ner" (real spaCy, no LLM): sentences as hyperedges, linking ner_fact. The lazy
+    reader fetches hyperedges by fact id and finds query entities in the database (an entity HNSW
+    index is built for it); exact search gives SQLite's rankings."""
+    from fakes import NgramEncoder, NoCallLLM
+
+    from hippo_engine import HippoRAG
+
+    def ner(path, **kw):
+        return HippoRAG(path, extractor="ner", llm=NoCallLLM(), encoder=NgramEncoder(), show_progress=False,
+                        synonymy_threshold=0.6, **kw)
+    docs, qs = corpus(60), questions(8) + ["Who was born in Velor in 1850?"]
+    lite = ner(tmp_path / "lite")
+    lite.index(docs)
+    pg = ner(tmp_path / "pg", storage="postgres", dsn=pg_dsn, postgres_schema=pg_schema)
+    pg.index(docs)
+    assert pg.index_state.stores["entity"].has_hnsw() and pg.index_state.stores["fact"].has_hnsw()
+    pg.close()
+    for search in ("exact", "hnsw"):
+        reader = ner(tmp_path / "pg", storage="postgres", dsn=pg_dsn, postgres_schema=pg_schema,
+                     postgres_search=search)
+        got, want = reader.retrieve(qs, 5), lite.retrieve(qs, 5)
+        assert reader.retriever.linking == "ner_fact" and not reader.index_state.content_loaded
+        if search == "exact":
+            assert [(s.doc_ids, s.kept_facts, np.asarray(s.doc_scores).tobytes()) for s in got] == \
+                [(s.doc_ids, s.kept_facts, np.asarray(s.doc_scores).tobytes()) for s in want]
+        else:
+            assert sum(a.doc_ids[:3] == b.doc_ids[:3] for a, b in zip(got, want, strict=True)) >= len(qs) - 1
+        reader.close()
