@@ -40,8 +40,10 @@ class GraphState:
     def graph(self) -> GraphData:
         if self._graph is None:
             # a lazy reader only searches the graph: the weight parts (for inserts) stay on disk
-            g = GraphData.load(self.graph_path, self._loaded_version, self._digest,
-                               parts=not getattr(self, "lazy_reader", False))
+            parts = not getattr(self, "lazy_reader", False)
+            g = GraphData.load(self.graph_path, self._loaded_version, self._digest, parts=parts)
+            if g is None and self._fetch_graph_file():    # written by a writer on another host
+                g = GraphData.load(self.graph_path, self._loaded_version, self._digest, parts=parts)
             if g is None:
                 self._graph = self._build_graph()
                 self._save_graph()
@@ -66,6 +68,18 @@ class GraphState:
             logger.warning("incremental graph update failed (%s); rebuilding the graph", e)
             self._graph = self._build_graph()
 
+    def _fetch_graph_file(self) -> bool:
+        """Take ``graph.npz`` of the loaded version from the index's store (PostgreSQL keeps a copy
+        of the latest), if no local writer holds the folder's lock; True if it was written."""
+        with self.lock.held_if_free() as held:
+            if not held:
+                return False
+            try:
+                return self.db.fetch_graph_file(self.graph_path, self._loaded_version, self._digest)
+            except Exception as e:  # noqa: BLE001 - derived data: the graph is rebuilt instead
+                logger.warning("could not fetch the graph file from %s: %s", self.db.location, e)
+                return False
+
     def _rebuild_graph(self) -> None:
         self._graph = self._build_graph()
         self._save_graph()
@@ -81,6 +95,11 @@ class GraphState:
                 self._graph.save(self.graph_path, self._loaded_version, self._digest)
             except (OSError, sqlite3.Error) as e:  # derived data: losing the file costs a rebuild only
                 logger.warning("could not save %s: %s", self.graph_path, e)
+                return
+            try:   # readers on other hosts take it from there (PostgreSQL); a no-op for SQLite
+                self.db.put_graph_file(self.graph_path, self._loaded_version, self._digest)
+            except Exception as e:  # noqa: BLE001 - derived data: other hosts rebuild the graph instead
+                logger.warning("could not keep a copy of %s in %s: %s", self.graph_path, self.db.location, e)
 
     def _build_graph(self) -> GraphData:  # pragma: no cover - provided by Index
         raise NotImplementedError

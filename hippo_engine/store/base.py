@@ -175,6 +175,17 @@ class IndexStore(ABC):
         """The :class:`~hippo_engine.store.vectors.EmbeddingStore` of ``namespace`` (one of
         :data:`ALL_STORE_NAMES`) in this index, ``dim``-dimensional."""
 
+    # ------------------------------------------------------------------ the graph file
+    def put_graph_file(self, path, version: str, digest: str) -> bool:
+        """Keep a copy of the graph file ``path`` (built for ``version``/``digest``) where other
+        hosts' readers find it; False if not kept. A backend whose index is a local folder has
+        nothing to add (the file already sits in it)."""
+        return False
+
+    def fetch_graph_file(self, dest, version: str, digest: str) -> bool:
+        """Write the kept graph file of ``version``/``digest`` to ``dest``; False if there is none."""
+        return False
+
     def reader_store(self, namespace: str, dim: int, *, keep: str, vector_dtype: str = "float32"):
         """A read-only view of a store that keeps only ``keep`` in memory and searches in the
         database; backends without one read their stores in full (``embedding_store``)."""

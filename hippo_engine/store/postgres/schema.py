@@ -26,6 +26,8 @@ TABLES = {
                  'PRIMARY KEY (doc_id, pos)',
     "communities": 'id text COLLATE "C" PRIMARY KEY, level integer NOT NULL, parent text, data text NOT NULL',
     "community_reports": 'member_key text COLLATE "C" PRIMARY KEY, report text NOT NULL, source text NOT NULL',
+    # a copy of the latest graph.npz, for readers on other hosts (labelled in meta: graph_file_*)
+    "graph_file": 'part integer PRIMARY KEY, data bytea NOT NULL',
 }
 INDEXES = {"synonymy_dst": "synonymy (dst)", "documents_passage": "documents (passage_id)",
            "passage_triples_fact": "passage_triples (fact_id)",

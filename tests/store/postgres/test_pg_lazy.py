@@ -222,3 +222,23 @@ def test_llm_free_memory_on_postgres_equals_sqlite(tmp_path, pg_dsn, pg_schema):
         else:
             assert sum(a.doc_ids[:3] == b.doc_ids[:3] for a, b in zip(got, want, strict=True)) >= len(qs) - 1
         reader.close()
+
+
+def test_a_reader_on_another_host_takes_the_graph_file_from_the_database(built, tmp_path, pg_dsn, pg_schema):
+    """A reader whose folder holds no graph.npz (another machine, same server) takes the writer's
+    copy from the database instead of reading every fact to build the graph, and again after a
+    change; its rankings are SQLite's."""
+    from hippo_engine.index.graph import GraphData
+    lite, writer = built
+    other = tmp_path / "other_host"
+    reader = _pg(other, pg_dsn, pg_schema, "exact")
+    qs = questions(6)
+    assert _rank(reader, qs) == _rank(lite, qs)
+    st = reader.index_state
+    assert (other / "graph.npz").exists() and not st.content_loaded      # fetched, no fact was read
+    new = "Zora Quill\nZora Quill moved to Zembla in 1901. Zora Quill founded the Zembla Press."
+    writer.index([new])
+    lite.index([new])
+    assert _rank(reader, qs) == _rank(lite, qs) and not st.content_loaded
+    assert GraphData.load(other / "graph.npz", st.version, st._digest) is not None   # the new version's
+    reader.close()
