@@ -175,7 +175,8 @@ class StorageConfig(_Section):
     #: in the database, top-k by pgvector's HNSW index and rescored exactly; the query process
     #: holds only the passage vectors, the fact ids and the graph), "exact" (the same, with exact
     #: scans in the database: the rankings of the SQLite backend, slower on large indexes) or
-    #: "memory" (every vector mirrored in RAM, as the SQLite backend does). Writers always mirror.
+    #: "memory" (every vector mirrored in RAM, as the SQLite backend does; writers too, else they
+    #: hold only ids and stream vectors from the database).
     postgres_search: Literal["hnsw", "exact", "memory"] = "hnsw"
 
     @field_validator("postgres_dsn")

@@ -158,7 +158,7 @@ class HiRAGEngine:
     def __init__(self, index, config: HippoConfig, cset: CommunitySet | None, count: TokenCounter = whitespace_tokens):
         self.config = config
         self.graph = graph = index.graph
-        st = index.stores
+        st = index.mirrored_stores
         self.passage_store = st["passage"]
         self.entity_text = st["entity"].text
         idx = graph.index_of

@@ -31,12 +31,16 @@ class ContentState:
     _pids: list[str] | None
     _views: dict | None
     _views_version: str | None
+    _mirrors: dict | None
+    _mirrors_version: str | None
 
     def _forget_content(self) -> None:
         self._passage_triples = self._passage_hyperedges = self._synonymy = None
         self._pids = None
         self._views = None
         self._views_version = None
+        self._mirrors = None
+        self._mirrors_version = None
 
     def _read_content(self) -> None:
         """Read facts, synonymy and passage ids (the caller holds a snapshot of the loaded version)."""
@@ -116,6 +120,30 @@ class ContentState:
             if not current:
                 self._reload()
         return self._views
+
+
+    @property
+    def mirrored_stores(self) -> dict:
+        """Stores with every vector in memory, for what scans whole matrices (HiRAG's contexts,
+        comparing two indexes): the stores themselves, except on a lazy PostgreSQL index, whose
+        writer and reader keep the vectors in the database; there they are read on first use
+        (and again after a change)."""
+        if not self.lazy_reader:
+            return self.stores
+        while self._mirrors is None or self._mirrors_version != self._loaded_version:
+            dim = self.db.get_meta("dim")
+            dim = int(dim) if dim is not None else self.encoder.dim
+            with loading(f"every vector of {self.db.location}", self.config.show_progress and len(self) > 0), \
+                    self.db.snapshot():
+                current = self.version == self._loaded_version
+                if current:
+                    self._mirrors = {ns: self.db.embedding_store(ns, dim,
+                                                                 vector_dtype=self.config.embedding_storage_dtype)
+                                     for ns in STORE_NAMES}
+                    self._mirrors_version = self._loaded_version
+            if not current:
+                self._reload()
+        return self._mirrors
 
 
 __all__ = ["READER_KEEP", "ContentState"]

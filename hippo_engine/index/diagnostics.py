@@ -8,7 +8,7 @@ import numpy as np
 def snapshot_index(rag) -> dict:
     """Everything an index holds, in a comparable form: store rows (text, vector), graph nodes,
     edges with weights, synonymy lists, and documents (doc id -> passage ids)."""
-    st = rag.index_state.stores
+    st = rag.index_state.mirrored_stores
     snap: dict = {}
     for ns, s in st.items():
         snap[ns] = {k: (s.text(k), s.matrix[s.row(k)].copy()) for k in s.ids}

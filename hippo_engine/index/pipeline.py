@@ -96,8 +96,10 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
             dim = int(dim) if dim is not None else self.encoder.dim
             with loading(f"index vectors from {self.db.location}", self.config.show_progress and len(self) > 0), \
                     self.db.snapshot():
+                # a lazy PostgreSQL index: the writer's stores hold ids only (vectors stay in the database)
+                opts = {"mirror": False} if self.lazy_reader else {}
                 self._stores = {ns: self.db.embedding_store(ns, dim, vector_dtype=self.config.embedding_storage_dtype,
-                                                            mmap=self.config.embedding_mmap)
+                                                            mmap=self.config.embedding_mmap, **opts)
                                 for ns in STORE_NAMES}
                 moved_on = self.version != self._loaded_version
             if moved_on:   # another process wrote since the facts were loaded: load both again, together
@@ -356,9 +358,12 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
         t = time.perf_counter()
         done = [p for p in ids if hyper[p]]
         vecs = np.zeros((len(done), st.dim), np.float32)
+        fids = {p: list(dict.fromkeys(mdhash_id(h.text, "fact-") for h in hyper[p])) for p in done}
+        every = list(dict.fromkeys(f for p in done for f in fids[p]))
+        pos = {f: i for i, f in enumerate(every)}
+        fact_vecs = facts.vectors_of(every)          # one read (a query, for vectors in the database)
         for i, p in enumerate(done):
-            rows = [facts.row(f) for f in dict.fromkeys(mdhash_id(h.text, "fact-") for h in hyper[p])]
-            v = np.asarray(facts.matrix[rows], np.float64).mean(axis=0)
+            v = np.asarray(fact_vecs[[pos[f] for f in fids[p]]], np.float64).mean(axis=0)
             vecs[i] = v / max(np.linalg.norm(v), 1e-12)
         st.upsert(done, [passages[p] for p in done], vecs)
         tim["embed_passages"] += time.perf_counter() - t

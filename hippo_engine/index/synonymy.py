@@ -85,6 +85,43 @@ def pairs_above(mat: np.ndarray, query_rows: np.ndarray, threshold: float,
     return np.concatenate(qs), np.concatenate(ks), np.concatenate(ss)
 
 
+#: query rows scored against one block of stored rows at a time by :func:`streamed_pairs`
+STREAM_QUERY_ROWS = 4096
+
+
+def streamed_pairs(query_rows: np.ndarray, query_vecs: np.ndarray, blocks, threshold: float
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`pairs_above` for a matrix read block by block (``blocks``: ``(first row, float32
+    block)`` in row order, e.g. a database table): every (query_row, key_row, score) with the
+    exact float64 cosine >= threshold, query_row != key_row. ``query_vecs`` are the query rows'
+    own stored vectors (float32). The same pairs and scores as :func:`pairs_above` (candidates by
+    float32 products with the same margin, scores of the same float64 products), in another order;
+    memory is one block and ``STREAM_QUERY_ROWS`` query rows at a time."""
+    Q = np.asarray(query_rows, dtype=np.int64)
+    A = np.asarray(query_vecs, dtype=np.float32)
+    qs, ks, ss = [], [], []
+    if len(Q):
+        for start, blk in blocks:
+            blk64 = None
+            for i0 in range(0, len(Q), STREAM_QUERY_ROWS):
+                a, b = _hits(A[i0:i0 + STREAM_QUERY_ROWS], blk, threshold)
+                a = a + i0
+                ok = Q[a] != start + b
+                a, b = a[ok], b[ok]
+                if not len(a):
+                    continue
+                if blk64 is None:
+                    blk64 = blk.astype(np.float64)
+                sc = np.einsum("ij,ij->i", A[a].astype(np.float64), blk64[b])
+                m = sc >= threshold
+                qs.append(Q[a[m]])
+                ks.append(start + b[m])
+                ss.append(sc[m])
+    if not qs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    return np.concatenate(qs), np.concatenate(ks), np.concatenate(ss)
+
+
 def top_lists(q: np.ndarray, k: np.ndarray, s: np.ndarray, ids: np.ndarray,
               max_neighbors: int) -> dict[str, dict[str, float]]:
     """Group pairs by query and keep each query's best ``max_neighbors`` (ties by id).
@@ -126,9 +163,9 @@ def _trim(nb: dict[str, float], max_neighbors: int) -> dict[str, float]:
     return dict(items)
 
 
-def update_synonymy(lists: dict[str, dict[str, float]], ids: np.ndarray, mat: np.ndarray,
+def update_synonymy(lists: dict[str, dict[str, float]], ids: np.ndarray, mat: np.ndarray | None,
                     eligible: np.ndarray, added: Iterable[str], removed: Iterable[str], *,
-                    threshold: float, max_neighbors: int, block_size: int = 4096
+                    threshold: float, max_neighbors: int, block_size: int = 4096, pairs=None
                     ) -> dict[str, dict[str, float] | None]:
     """Bring the neighbour lists up to date after entities were added and removed.
 
@@ -137,7 +174,12 @@ def update_synonymy(lists: dict[str, dict[str, float]], ids: np.ndarray, mat: np
     which of them act as queries. Returns the changed lists: id -> new neighbour dict, or
     ``None`` for a source that no longer exists. The result equals recomputing every list from
     scratch, at a cost that grows with the number of added/removed entities, not the index.
+    ``pairs(query_rows) -> (q, k, s)`` finds the pairs above the threshold (default:
+    :func:`pairs_above` on ``mat``; a writer without the matrix passes :func:`streamed_pairs`).
     """
+    if pairs is None:
+        def pairs(rows):
+            return pairs_above(mat, rows, threshold, block_size)
     add_rows = rows_of(ids, sorted(set(added)))
     removed = set(removed)
     changed: dict[str, dict[str, float] | None] = {}
@@ -157,7 +199,7 @@ def update_synonymy(lists: dict[str, dict[str, float]], ids: np.ndarray, mat: np
                     changed[src] = {d: w for d, w in nb.items() if d not in removed}
 
     if len(add_rows):
-        q, k, s = pairs_above(mat, add_rows, threshold, block_size)
+        q, k, s = pairs(add_rows)
         # forward: new eligible entities get full lists
         fwd = eligible[q]
         new_lists = top_lists(q[fwd], k[fwd], s[fwd], ids, max_neighbors)
@@ -181,7 +223,7 @@ def update_synonymy(lists: dict[str, dict[str, float]], ids: np.ndarray, mat: np
 
     if recompute:
         rows = rows_of(ids, sorted(recompute))
-        q, k, s = pairs_above(mat, rows, threshold, block_size)
+        q, k, s = pairs(rows)
         full = top_lists(q, k, s, ids, max_neighbors)
         for src in recompute:
             changed[src] = full.get(src, {})

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hippo_engine.index.synonymy import rows_of, update_synonymy
+from hippo_engine.index.synonymy import rows_of, streamed_pairs, update_synonymy
 from hippo_engine.text import alnum_count
 
 
@@ -20,10 +20,12 @@ class SynonymyState:
         ents = self.stores["entity"]
         minc = self.config.synonymy_min_alnum_chars
         if self._short_entities is None:
-            self._short_entities = {e for e in ents.ids if alnum_count(ents.text(e)) < minc}
+            self._short_entities = {e for e, text in ents.iter_texts() if alnum_count(text) < minc}
         else:
             self._short_entities.difference_update(removed)
-            self._short_entities.update(e for e in added if e in ents and alnum_count(ents.text(e)) < minc)
+            present = [e for e in added if e in ents]
+            self._short_entities.update(e for e, text in zip(present, ents.texts(present), strict=True)
+                                        if alnum_count(text) < minc)
         eligible = np.ones(len(ids), bool)
         eligible[rows_of(ids, self._short_entities)] = False
         return eligible
@@ -34,9 +36,14 @@ class SynonymyState:
         cfg = self.config
         ents = self.stores["entity"]
         eligible = self._eligible(ents.ids, added, removed)
-        changed = update_synonymy(self.synonymy, ents.ids, ents.matrix, eligible, added, removed,
-                                  threshold=cfg.synonymy_threshold, max_neighbors=cfg.synonymy_max_neighbors,
-                                  block_size=cfg.synonymy_block_size)
+        pairs = None
+        if hasattr(ents, "blocks"):     # a writer whose vectors stay in the database: stream them
+            def pairs(rows):
+                return streamed_pairs(rows, ents.vectors_of(list(ents.ids[rows])), ents.blocks(),
+                                      cfg.synonymy_threshold)
+        changed = update_synonymy(self.synonymy, ents.ids, None if pairs else ents.matrix, eligible, added,
+                                  removed, threshold=cfg.synonymy_threshold, max_neighbors=cfg.synonymy_max_neighbors,
+                                  block_size=cfg.synonymy_block_size, pairs=pairs)
         self.db.replace_synonymy_lists({k: (v or {}) for k, v in changed.items()})
         out = {}
         for k, v in changed.items():

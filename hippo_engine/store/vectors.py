@@ -96,6 +96,18 @@ class MirroredStore(EmbeddingStore):
     def texts(self, keys: Iterable[str]) -> list[str]:
         return [self._texts[k] for k in keys]
 
+    def existing(self, keys: Iterable[str]) -> set[str]:
+        """The ``keys`` the store holds."""
+        return {k for k in keys if k in self._row}
+
+    def vectors_of(self, keys: Sequence[str]) -> np.ndarray:
+        """(len(keys), dim) float32 vectors of ``keys``, in that order."""
+        return np.asarray(self._mat[[self._row[k] for k in keys]], dtype=np.float32).reshape(len(keys), self.dim)
+
+    def iter_texts(self) -> Iterable[tuple[str, str]]:
+        """Every (id, text)."""
+        return self._texts.items()
+
 
 class SQLiteEmbeddingStore(MirroredStore):
     """An ``EmbeddingStore`` in one table of an ``IndexDB``, mirrored in memory.

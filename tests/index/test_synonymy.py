@@ -96,3 +96,42 @@ def test_incremental_add_and_remove_equal_scratch(cap):
     changed = update_synonymy(lists, ids, mat, el, (), ids_all[gone], threshold=0.8, max_neighbors=cap)
     apply(lists, changed)
     assert lists == scratch(ids, mat, el, cap)
+
+
+@pytest.mark.parametrize("block_rows", [5, 64, 1000])
+@pytest.mark.parametrize("subset", [False, True])
+def test_streamed_pairs_equal_pairs_above(monkeypatch, block_rows, subset):
+    """The writer without the matrix: pairs from blocks streamed in row order are the same pairs
+    with bit-identical scores (any block size, query rows in several chunks)."""
+    monkeypatch.setattr(syn, "STREAM_QUERY_ROWS", 13)
+    mat = clustered()
+    rows = np.arange(len(mat)) if not subset else np.sort(np.random.default_rng(1).choice(len(mat), 40, replace=False))
+    blocks = [(s, mat[s:s + block_rows]) for s in range(0, len(mat), block_rows)]
+    q, k, s = syn.streamed_pairs(rows, mat[rows], blocks, 0.8)
+    q2, k2, s2 = pairs_above(mat, rows, 0.8, 16)
+    got = dict(zip(zip(q.tolist(), k.tolist(), strict=True), s.tolist(), strict=True))
+    want = dict(zip(zip(q2.tolist(), k2.tolist(), strict=True), s2.tolist(), strict=True))
+    assert got == want and len(got) == len(q)
+
+
+def test_incremental_add_and_remove_with_streamed_pairs_equal_scratch():
+    mat_all = clustered(n=240, seed=5)
+    ids_all = np.array([f"entity-{i:04d}" for i in range(len(mat_all))], dtype=object)
+    eligible_all = np.ones(len(ids_all), bool)
+    eligible_all[::13] = False
+    order = np.random.default_rng(6).permutation(len(ids_all))
+    present = np.zeros(len(ids_all), bool)
+    lists: dict = {}
+
+    def step(added, removed):
+        ids, mat, el = ids_all[present], mat_all[present], eligible_all[present]
+        blocks = [(s, mat[s:s + 50]) for s in range(0, len(mat), 50)]
+        changed = update_synonymy(lists, ids, None, el, added, removed, threshold=0.8, max_neighbors=3,
+                                  pairs=lambda r: syn.streamed_pairs(r, mat[r], blocks, 0.8))
+        apply(lists, changed)
+        assert lists == scratch(ids, mat, el, 3)
+    for chunk in np.array_split(order, 3):
+        present[chunk] = True
+        step(ids_all[chunk], ())
+    present[order[:70]] = False
+    step((), ids_all[order[:70]])

@@ -363,9 +363,13 @@ class PostgresIndexStore(IndexStore):
             self._copy_in("community_reports", "member_key, report, source", reports)
 
     # ------------------------------------------------------------------ vectors and lifetime
-    def embedding_store(self, namespace: str, dim: int, **options):
+    def embedding_store(self, namespace: str, dim: int, *, mirror: bool = True, **options):
         """The :class:`~hippo_engine.store.postgres.vectors.PostgresEmbeddingStore` of
-        ``namespace`` (options: see that class)."""
+        ``namespace`` (options: see that class); ``mirror=False``: a
+        :class:`~hippo_engine.store.postgres.writer.PostgresWriteStore`, which holds only ids."""
+        if not mirror:
+            from hippo_engine.store.postgres.writer import PostgresWriteStore
+            return PostgresWriteStore(self, namespace, dim, **options)
         from hippo_engine.store.postgres.vectors import PostgresEmbeddingStore
         return PostgresEmbeddingStore(self, namespace, dim, **options)
 

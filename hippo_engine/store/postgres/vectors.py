@@ -184,21 +184,29 @@ class PostgresEmbeddingStore(MirroredStore):
                     cp.write_row((keys[i], texts[i], blob))
             c.execute(f"INSERT INTO {self.table} (id, content, vec) SELECT id, content, vec FROM {tmp} "
                       "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, vec = EXCLUDED.vec")
-            upsert_mirror(self, last, texts, stored)
+            self._upserted(last, texts, stored)
+
+    def _upserted(self, last: dict[str, int], texts: Sequence[str], stored: np.ndarray) -> None:
+        """Bring what is held in memory up to date after an upsert (here: the whole mirror)."""
+        upsert_mirror(self, last, texts, stored)
 
     def delete(self, keys: Iterable[str]) -> None:
         """Remove the rows of ``keys`` (unknown keys are ignored)."""
-        keys = [k for k in dict.fromkeys(keys) if k in self._row]
+        keys = [k for k in dict.fromkeys(keys) if k in self]
         if not keys:
             return
         with self.db.transaction() as c:
             c.execute(f"DELETE FROM {self.table} WHERE id = ANY(%s)", (keys,))
-            keep = np.ones(len(self._ids), bool)
-            keep[[self._row[k] for k in keys]] = False
-            for k in keys:
-                del self._texts[k]
-            self._ids, self._mat = self._ids[keep], np.ascontiguousarray(self._mat[keep])
-            self._row = {k: i for i, k in enumerate(self._ids)}
+            self._deleted(keys)
+
+    def _deleted(self, keys: list[str]) -> None:
+        """Bring what is held in memory up to date after a delete (here: the whole mirror)."""
+        keep = np.ones(len(self._ids), bool)
+        keep[[self._row[k] for k in keys]] = False
+        for k in keys:
+            del self._texts[k]
+        self._ids, self._mat = self._ids[keep], np.ascontiguousarray(self._mat[keep])
+        self._row = {k: i for i, k in enumerate(self._ids)}
 
     # ------------------------------------------------------------------ top-k in the database
     def ensure_hnsw(self) -> None:

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from helpers import make_rag
 
+from hippo_engine.store import StoreError
+
 FIRST = ["Ada", "Bram", "Cora", "Dov", "Elin", "Fenn", "Gale", "Hild", "Ivo", "Juna", "Kai", "Lise"]
 LAST = ["Marrow", "Pike", "Olt", "Venn", "Skarn", "Tull", "Rook", "Quist", "Ash", "Brindle"]
 PLACES = ["Velor", "Brask", "Orsk", "Kaldavia", "Tamsin", "Amberly", "Corvale", "Dunmere", "Eskil", "Farrow"]
@@ -52,6 +54,11 @@ def built(tmp_path, pg_dsn, pg_schema):
     writer = _pg(tmp_path / "pg", pg_dsn, pg_schema, "hnsw")
     writer.index(docs[:80])
     writer.index(docs[80:])           # HNSW built after the first batch, the second goes into it
+    for store in writer.index_state.stores.values():   # the writer holds ids only: vectors stay in the database
+        assert store.nbytes()["ram"] == 0 and len(store.ids) == len(lite.index_state.stores[store.namespace])
+        with pytest.raises(StoreError, match="holds no vectors"):
+            _ = store.matrix
+    assert writer.index_state.synonymy == lite.index_state.synonymy     # streamed kNN == in-memory kNN
     st = writer.index_state            # facts read inside the write (for synonymy) hold each passage once
     assert not st.content_loaded or sorted(st._pids) == sorted(set(st._pids)) == sorted(st.stores["passage"].ids)
     yield lite, writer
