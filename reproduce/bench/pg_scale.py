@@ -38,7 +38,8 @@ through the engine's own retrieval path.
    neighbour-score profile is reported beside the real one's); with ``--mixture``, around the
    mixture's centres.
 2. Load into an embedded PostgreSQL through the engine's classes (``PostgresIndexStore``,
-   ``embedding_store(..., vector_dtype="float16")``, ``upsert``: binary COPY), batches of
+   ``embedding_store(..., vector_dtype="float16", mirror=False)``: a writer's stores, ids only in
+   memory; ``upsert``: binary COPY), batches of
    ``--batch`` passages, each one write transaction holding its passages, entities, facts,
    triples (``passage_triples`` by COPY, with ``fact_id`` when the table has that column) and
    synonymy rows. Then the graph, with the engine's functions: ``build_graph`` over every
@@ -440,6 +441,7 @@ def load_index(db, stores: dict, bases: dict, args, rng, res: dict, save) -> dic
                    "triple_columns": cols, "db_s": round(db_s, 1), "wall_s": round(time.perf_counter() - t_all, 1),
                    "vacuum_analyze_s": round(time.perf_counter() - t, 1),
                    "vectors_per_s": round(vectors / db_s), "loader_peak_rss_mib": peak_mib(),
+                   "loader_stores": "the loader writes through the engine writer's stores: ids in memory, no vectors",
                    "batches": batches, "load_avg": load1()}
     save()
     return {"passage_ids": pids_all, "passage_triples": passage_triples, "synonymy": synonymy,
@@ -644,7 +646,8 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     try:
         dsn = server.start()
         db = PostgresIndexStore(dsn, args.schema)
-        stores = {s: db.embedding_store(s, args.dim, vector_dtype="float16") for s in STORES}
+        # the stores an engine writer uses: ids in memory, vectors only in the database
+        stores = {s: db.embedding_store(s, args.dim, vector_dtype="float16", mirror=False) for s in STORES}
         content = load_index(db, stores, bases, args, rng, res, save)
         write_graph(db, content, index_dir, ENCODER_NAME, args.dim, res, save)
         queries = {s: synth(rng, bases[s][0], args.queries) for s in QUERY_STORES}

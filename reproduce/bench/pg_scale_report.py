@@ -29,6 +29,9 @@ PARTS = ("passage_matrix", "fact_ids", "node_ids", "graph_arrays", "graph_other"
 
 
 # ---------------------------------------------------------------------------- agreement
+#: how older results' loaders held their stores (before they wrote through a writer's id-only stores)
+MIRRORED_LOADER = "the loader's stores mirror every vector as float32"
+
 def _agreement(a: list, b: list) -> dict:
     n = min(len(a), len(b))
     over, same, facts, fact_sets = [], 0, 0, 0
@@ -249,8 +252,8 @@ def render(res: dict) -> str:
                   f"triples, {ld['synonymy']:,} synonymy rows, in {len(ld['batches'])} write transactions. "
                   f"Database time {ld['db_s']} s ({ld['vectors_per_s']:,} vectors/s), wall {ld['wall_s']} s "
                   f"(with data generation), VACUUM ANALYZE {ld['vacuum_analyze_s']} s; loader peak RSS "
-                  f"{ld['loader_peak_rss_mib']} MiB (the loader's stores mirror every vector as float32, and it keeps "
-                  f"the triples and synonymy lists for the graph). Load avg at the end {ld['load_avg']}.", ""]
+                  f"{ld['loader_peak_rss_mib']} MiB ({ld.get('loader_stores', MIRRORED_LOADER)}; it keeps the "
+                  f"triples and synonymy lists for the graph). Load avg at the end {ld['load_avg']}.", ""]
     if "graph" in res:
         g = res["graph"]
         lines += ["## Graph (`build_graph`, `content_digest`, `GraphData.save`)", "",
