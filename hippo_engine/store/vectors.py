@@ -324,18 +324,23 @@ class SQLiteEmbeddingStore(MirroredStore):
             return
         self.db.conn.executemany(f"DELETE FROM {self.table} WHERE id=?", [(k,) for k in keys])
         self._to_ram()
-        keep = np.ones(len(self._ids), bool)
-        keep[[self._row[k] for k in keys]] = False
-        for k in keys:
-            del self._texts[k]
-        self._ids, self._mat = self._ids[keep], np.ascontiguousarray(self._mat[keep])
-        self._row = {k: i for i, k in enumerate(self._ids)}
+        delete_from_mirror(self, keys)
         self._after_write()
 
 
 def last_positions(keys: Sequence[str]) -> dict[str, int]:
     """Each key's last position in ``keys`` (a repeated key: the last one wins, as in SQL)."""
     return {k: i for i, k in enumerate(keys)}
+
+
+def delete_from_mirror(store, keys: Sequence[str]) -> None:
+    """Drop ``keys`` (all present) from a store's in-memory mirror (``_ids``, ``_row``, ``_mat``, ``_texts``)."""
+    keep = np.ones(len(store._ids), bool)
+    keep[[store._row[k] for k in keys]] = False
+    for k in keys:
+        del store._texts[k]
+    store._ids, store._mat = store._ids[keep], np.ascontiguousarray(store._mat[keep])
+    store._row = {k: i for i, k in enumerate(store._ids)}
 
 
 def upsert_mirror(store, last: dict[str, int], texts: Sequence[str], stored: np.ndarray) -> None:

@@ -23,7 +23,13 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from hippo_engine.store.base import ALL_STORE_NAMES, StoreError
-from hippo_engine.store.vectors import VECTOR_DTYPES, MirroredStore, last_positions, upsert_mirror
+from hippo_engine.store.vectors import (
+    VECTOR_DTYPES,
+    MirroredStore,
+    delete_from_mirror,
+    last_positions,
+    upsert_mirror,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -201,12 +207,7 @@ class PostgresEmbeddingStore(MirroredStore):
 
     def _deleted(self, keys: list[str]) -> None:
         """Bring what is held in memory up to date after a delete (here: the whole mirror)."""
-        keep = np.ones(len(self._ids), bool)
-        keep[[self._row[k] for k in keys]] = False
-        for k in keys:
-            del self._texts[k]
-        self._ids, self._mat = self._ids[keep], np.ascontiguousarray(self._mat[keep])
-        self._row = {k: i for i, k in enumerate(self._ids)}
+        delete_from_mirror(self, keys)
 
     # ------------------------------------------------------------------ top-k in the database
     def ensure_hnsw(self) -> None:
