@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from hippo_engine.store.base import IndexStore, StoreError, Triple, encode_entities
 from hippo_engine.store.lock import IndexLockedError
+from hippo_engine.store.postgres.graphcopy import GraphFileCopy
 from hippo_engine.store.postgres.schema import (
     SCHEMA_NAME,
     SCHEMA_VERSION,
@@ -40,7 +41,7 @@ from hippo_engine.text import Hyperedge, fact_text, mdhash_id
 
 logger = logging.getLogger(__name__)
 
-class PostgresIndexStore(IndexStore):
+class PostgresIndexStore(GraphFileCopy, IndexStore):
     """An index kept in schema ``schema`` of the PostgreSQL database at ``dsn``.
 
     The schema is created if missing (with a ``schema_version`` row in ``meta``); a schema that
@@ -372,45 +373,6 @@ class PostgresIndexStore(IndexStore):
             return PostgresWriteStore(self, namespace, dim, **options)
         from hippo_engine.store.postgres.vectors import PostgresEmbeddingStore
         return PostgresEmbeddingStore(self, namespace, dim, **options)
-
-    # ------------------------------------------------------------------ the graph file
-    #: bytes per row of the graph file's copy (bytea values stay far below their 1 GB limit)
-    GRAPH_PART_BYTES = 32 << 20
-
-    def put_graph_file(self, path, version: str, digest: str) -> bool:
-        """Replace the database's copy of the graph file with ``path``, labelled ``version`` and
-        ``digest`` in meta, in one transaction; skipped (False) if the index has moved on."""
-        with self.transaction() as c:
-            if self.get_meta("version") != version:
-                return False
-            c.execute(f"DELETE FROM {self.q}.graph_file")
-            with open(path, "rb") as f, c.cursor() as cur, \
-                    cur.copy(f"COPY {self.q}.graph_file (part, data) FROM STDIN (FORMAT BINARY)") as cp:
-                cp.set_types(["int4", "bytea"])
-                part = 0
-                while chunk := f.read(self.GRAPH_PART_BYTES):
-                    cp.write_row((part, chunk))
-                    part += 1
-            self.set_meta("graph_file_version", version)
-            self.set_meta("graph_file_digest", digest)
-        return True
-
-    def fetch_graph_file(self, dest, version: str, digest: str) -> bool:
-        """Write the database's copy of the graph file to ``dest`` (atomically, a part at a time)
-        if it is labelled ``version`` and ``digest``; False otherwise."""
-        from hippo_engine.system import atomic_write
-        with self.snapshot() as c:
-            if (self.get_meta("graph_file_version"), self.get_meta("graph_file_digest")) != (version, digest):
-                return False
-
-            def write(f) -> None:
-                with c.cursor(name="hippo_graph_file") as cur:
-                    cur.itersize = 1
-                    cur.execute(f"SELECT data FROM {self.q}.graph_file ORDER BY part")
-                    for (data,) in cur:
-                        f.write(data)
-            atomic_write(dest, write)
-        return True
 
     def reader_store(self, namespace: str, dim: int, *, keep: str, vector_dtype: str = "float32"):
         """A read-only, memory-light view of a store for retrieval
