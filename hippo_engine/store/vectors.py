@@ -303,14 +303,9 @@ class SQLiteEmbeddingStore(MirroredStore):
 
     # ------------------------------------------------------------------ writing
     def upsert(self, keys: Sequence[str], texts: Sequence[str], vectors: np.ndarray) -> None:
-        if not (len(keys) == len(texts) == len(vectors)):
-            raise ValueError("keys, texts and vectors must have the same length")
-        if len(keys) == 0:
+        stored = stored_rows(keys, texts, vectors, self.dim, self.vector_dtype)
+        if stored is None:
             return
-        vectors = np.asarray(vectors)
-        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
-            raise ValueError(f"vectors must have shape (n, {self.dim})")
-        stored = np.ascontiguousarray(vectors, dtype=self.vector_dtype)
         self.db.conn.executemany(f"INSERT OR REPLACE INTO {self.table} (id, content, vec) VALUES (?, ?, ?)",
                                  [(k, t, v.tobytes()) for k, t, v in zip(keys, texts, stored, strict=False)])
         # memory: the values a reload would give (rounded to the storage dtype, as float32)
@@ -326,6 +321,19 @@ class SQLiteEmbeddingStore(MirroredStore):
         self._to_ram()
         delete_from_mirror(self, keys)
         self._after_write()
+
+
+def stored_rows(keys: Sequence[str], texts: Sequence[str], vectors, dim: int, dtype) -> np.ndarray | None:
+    """An upsert's vectors checked (as many as keys and texts, ``dim`` wide) and cast to the storage
+    dtype; None for an empty upsert."""
+    if not (len(keys) == len(texts) == len(vectors)):
+        raise ValueError("keys, texts and vectors must have the same length")
+    if len(keys) == 0:
+        return None
+    vectors = np.asarray(vectors)
+    if vectors.ndim != 2 or vectors.shape[1] != dim:
+        raise ValueError(f"vectors must have shape (n, {dim})")
+    return np.ascontiguousarray(vectors, dtype=dtype)
 
 
 def last_positions(keys: Sequence[str]) -> dict[str, int]:

@@ -28,6 +28,7 @@ from hippo_engine.store.vectors import (
     MirroredStore,
     delete_from_mirror,
     last_positions,
+    stored_rows,
     upsert_mirror,
 )
 
@@ -169,14 +170,9 @@ class PostgresEmbeddingStore(MirroredStore):
 
     def upsert(self, keys: Sequence[str], texts: Sequence[str], vectors: np.ndarray) -> None:
         """Insert or replace rows (a repeated key: the last one wins), in the database and in memory."""
-        if not (len(keys) == len(texts) == len(vectors)):
-            raise ValueError("keys, texts and vectors must have the same length")
-        if len(keys) == 0:
+        stored = stored_rows(keys, texts, vectors, self.dim, self.vector_dtype)
+        if stored is None:
             return
-        vectors = np.asarray(vectors)
-        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
-            raise ValueError(f"vectors must have shape (n, {self.dim})")
-        stored = np.ascontiguousarray(vectors, dtype=self.vector_dtype)
         last = last_positions(keys)
         order = list(last.values())
         tmp = f"hippo_upsert_{self.kind}"
