@@ -6,7 +6,7 @@ Each request takes the next scripted action (the last one repeats):
 * ``("ok", text, finish_reason)``: a chat completion with that text (``text=None``: the
   responder's reply);
 * ``("respond",)``: a completion whose text is ``responder(messages)`` (answers by content);
-* ``("status", code, headers)``: an error status with a JSON error body;
+* ``("status", code, headers[, message])``: an error status with a JSON error body;
 * ``("sleep", seconds)``: wait, then answer ``"late"`` (a slow server);
 * ``("raw", body)``: an HTTP 200 with that body (e.g. truncated or garbage JSON);
 * faults (see :data:`FAULTS`): ``("timeout", seconds)`` holds the request past the client's
@@ -61,11 +61,28 @@ def body_hash(body: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
+class Headers(dict):
+    """A request's headers, looked up case-insensitively as HTTP defines them (clients differ in
+    the case they send: ``Authorization`` or ``authorization``)."""
+
+    def __init__(self, items=()):
+        super().__init__((k.lower(), v) for k, v in items)
+
+    def __getitem__(self, name: str):
+        return super().__getitem__(name.lower())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and super().__contains__(name.lower())
+
+    def get(self, name: str, default=None):
+        return super().get(name.lower(), default)
+
+
 class FakeOpenAIServer:
     """The server; use it as a context manager (``with FakeOpenAIServer(...) as srv:``)."""
 
     def __init__(self, actions: Sequence[tuple] | None = None, max_requests: int = 20, *,
-                 responder: Responder | None = None):
+                 responder: Responder | None = None, port: int = 0):
         self.responder = responder
         if actions is None:
             actions = [("respond",)] if responder is not None else [("ok", "ok", "stop")]
@@ -99,7 +116,7 @@ class FakeOpenAIServer:
                 with server._lock:
                     n = len(server.requests)
                     server.requests.append(record)
-                    server.headers.append(dict(self.headers))
+                    server.headers.append(Headers(self.headers.items()))
                     server.attempts[h] += 1
                     if server._inflight[h]:
                         server.overlaps += 1
@@ -136,7 +153,8 @@ class FakeOpenAIServer:
                     return "garbage"
                 if kind == "status":
                     code, extra = action[1], (action[2] if len(action) > 2 else {})
-                    self._send(code, {"error": {"message": f"scripted {code}", "type": "test"}}, extra)
+                    message = action[3] if len(action) > 3 else f"scripted {code}"
+                    self._send(code, {"error": {"message": message, "type": "test"}}, extra)
                     return f"status {code}"
                 if kind == "empty_choices":
                     self._send(200, server.completion(n, body, None))
@@ -177,7 +195,7 @@ class FakeOpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout)
                     return False
 
-        self.httpd = _Server(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                        daemon=True)

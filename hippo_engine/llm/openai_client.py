@@ -19,6 +19,8 @@ it:
 """
 from __future__ import annotations
 
+import functools
+import importlib
 import logging
 import os
 import random
@@ -37,6 +39,7 @@ CONNECT_TIMEOUT = 30.0      # seconds to open a connection (a failed one is retr
 RETRY_STATUS = (408, 409, 429)
 TIMEOUT_HINT = ("raise the timeout (config llm.timeout, CLI --llm-timeout, env HIPPO_LLM_TIMEOUT) or lower "
                 "the number of requests in flight (CLI --llm-concurrency, env HIPPO_LLM_CONCURRENCY)")
+REDACTED = "[api key redacted]"
 KEY_HINT = "set the key with the environment variable OPENAI_API_KEY, the CLI flag --api-key or config llm.api_key"
 
 
@@ -86,10 +89,10 @@ class OpenAIClient(LLMClient):
         self.default_max_new_tokens = int(max_new_tokens)
         self.extra_body = dict(extra_body or {})
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-        import httpx
+        self._key = key
         self._connect_timeout = min(CONNECT_TIMEOUT, self.timeout)
         self._client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0,
-                                     timeout=httpx.Timeout(self.timeout, connect=self._connect_timeout))
+                                     timeout=openai.Timeout(self.timeout, connect=self._connect_timeout))
         self._url = str(self._client.base_url)
         self._openai = openai
 
@@ -165,6 +168,22 @@ class OpenAIClient(LLMClient):
                  temperature: float | None = None) -> LLMResponse:
         """One chat completion, with the retries of the module docstring. Raises
         :class:`LLMTimeoutError` / :class:`LLMError`."""
+        try:
+            return self._generate(messages, max_new_tokens, temperature)
+        except LLMError as e:   # a server may echo the request's headers: never pass the key on
+            text = self._scrub(str(e))
+            if text == str(e):
+                raise
+            raise type(e)(text) from e.__cause__
+
+    def _scrub(self, text: str) -> str:
+        """``text`` with this client's API key masked (servers that echo request headers would
+        otherwise copy it into errors, warnings and logs)."""
+        key = self._key
+        return text.replace(key, REDACTED) if key and len(key) >= 4 and key != "EMPTY" else text
+
+    def _generate(self, messages: Sequence[Message], max_new_tokens: int | None,
+                  temperature: float | None) -> LLMResponse:
         params = self.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)
         tries = self.max_retries + 1
         where = f"model {self.model_name!r} at {self._url}"
@@ -177,14 +196,15 @@ class OpenAIClient(LLMClient):
                     each = f"on each of {tries} tries" if tries > 1 else "(no retries configured)"
                     raise LLMError(f"{where}: {r.what} {each}: {r.detail}") from r.__cause__
                 delay = r.delay if r.delay is not None else _backoff(attempt)
-                logger.info("%s: %s (%s); try %d of %d in %.1fs", where, r.what, r.detail, attempt + 2, tries, delay)
+                logger.info("%s: %s (%s); try %d of %d in %.1fs", where, r.what, self._scrub(r.detail), attempt + 2,
+                            tries, delay)
                 time.sleep(delay)
         if not getattr(resp, "choices", None):
             raise LLMError(f"{where}: the reply has no choices")
         choice = resp.choices[0]
         usage = getattr(resp, "usage", None)
         return LLMResponse(
-            text=(choice.message.content if choice.message is not None else None) or "",
+            text=self._scrub((choice.message.content if choice.message is not None else None) or ""),
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             finish_reason=choice.finish_reason or "stop",
@@ -211,14 +231,33 @@ def _retry_after(response) -> float | None:
 
 
 def _cause(e: BaseException) -> BaseException | None:
-    """The exception the ``openai`` client wrapped (an ``httpx`` one)."""
+    """The exception the ``openai`` client wrapped (an ``httpx`` or ``httpx2`` one)."""
     return e.__cause__ or e.__context__
+
+
+#: the transport exceptions raised before a request was sent, by name: ``openai`` 1.x and 2.x
+#: raise them from ``httpx``, 3.x from ``httpx2`` (same names)
+NEVER_SENT = ("ConnectError", "ConnectTimeout", "PoolTimeout")
+HTTP_MODULES = ("httpx", "httpx2")
+
+
+@functools.cache
+def _never_sent_types() -> tuple[type, ...]:
+    """The never-sent exception classes of every HTTP library installed (a library that is not
+    installed cannot have raised one)."""
+    types = []
+    for name in HTTP_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        types += [getattr(module, cls) for cls in NEVER_SENT if isinstance(getattr(module, cls, None), type)]
+    return tuple(types)
 
 
 def _never_sent(e: BaseException) -> bool:
     """Whether the request surely never reached the server (no connection could be made)."""
-    import httpx
-    return isinstance(_cause(e), (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
+    return isinstance(_cause(e), _never_sent_types())
 
 
 def _unreadable(e: Exception) -> bool:

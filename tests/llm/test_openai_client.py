@@ -224,3 +224,41 @@ def test_connection_cut_after_sending_is_not_sent_again():
             client(srv, max_retries=3).generate(MSGS)
         assert srv.count == 1
     assert not isinstance(ei.value, LLMTimeoutError)
+
+
+def test_server_that_starts_after_a_refused_request_gets_it_and_answers(monkeypatch):
+    """An LLM server still starting: the first try is refused (nothing was sent), the backoff
+    sleep lets the server come up on that port, and the re-sent request is answered once."""
+    import hippo_engine.llm.openai_client as oc
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started: list[FakeOpenAIServer] = []
+
+    def start_server_instead_of_sleeping(seconds: float) -> None:
+        if not started:
+            started.append(FakeOpenAIServer([("ok", "up now", "stop")], port=port).__enter__())
+
+    from types import SimpleNamespace
+    monkeypatch.setattr(oc, "time", SimpleNamespace(sleep=start_server_instead_of_sleeping))
+    try:
+        c = OpenAIClient("m", base_url=f"http://127.0.0.1:{port}/v1", timeout=5, max_retries=2)
+        assert c.generate(MSGS).text == "up now"
+        assert len(started) == 1 and started[0].count == 1      # refused once, then sent once
+    finally:
+        for srv in started:
+            srv.__exit__(None, None, None)
+
+
+def test_a_server_echoing_the_api_key_never_gets_it_into_errors_or_replies():
+    """Servers that echo request headers (in an error body or a completion) must not carry the
+    key into ``LLMError``, logs or the text handed on (OpenIE errors and CLI stderr quote both)."""
+    key = "sk-secret-0123456789"
+    echo = f"bad request; headers were Authorization: Bearer {key}"
+    with FakeOpenAIServer([("status", 400, {}, echo), ("ok", echo, "stop")]) as srv:
+        c = OpenAIClient("m", base_url=srv.base_url, api_key=key, timeout=5, max_retries=0)
+        with pytest.raises(LLMError) as ei:
+            c.generate(MSGS)
+        assert key not in str(ei.value) and "redacted" in str(ei.value)
+        reply = c.generate(MSGS).text
+    assert key not in reply and "redacted" in reply
