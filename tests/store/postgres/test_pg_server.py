@@ -1,13 +1,10 @@
-"""The embedded PostgreSQL server: start, attach from other processes, stop, and restart after
-the process that started it, or the server itself, was killed with SIGKILL."""
+"""The embedded PostgreSQL server: start, attach, stop, and restart after the server was killed
+with SIGKILL (several users and processes: test_pg_server_sharing.py; folder names, ports and
+stale lock files: test_pg_server_names.py)."""
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -18,39 +15,6 @@ pytest.importorskip("psycopg")
 from hippo_engine.store.postgres import server as server_mod  # noqa: E402
 from hippo_engine.store.postgres.server import SOCKET_PATH_LIMIT, EmbeddedPostgres, ServerError  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[3]
-
-# start (or attach), report, then optionally write a row and wait to be killed. The server module
-# needs only the standard library: it is loaded from its file, without the engine's slow imports.
-SCRIPT = textwrap.dedent("""
-    import importlib.util, json, sys, time
-    import psycopg
-    spec = importlib.util.spec_from_file_location("pg_server", sys.argv[3])
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    srv = mod.EmbeddedPostgres(sys.argv[1])
-    dsn = srv.start()
-    if sys.argv[2] == "write":
-        with psycopg.connect(dsn, autocommit=True) as c:
-            c.execute("CREATE TABLE kept (v text)")
-            c.execute("INSERT INTO kept VALUES ('survives')")
-    print(json.dumps({"dsn": dsn, "started": srv.started}), flush=True)
-    if sys.argv[2] == "write":
-        time.sleep(120)
-""")
-
-
-def spawn(data_dir: Path, mode: str = "start") -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(data_dir), mode, server_mod.__file__], cwd=ROOT,
-                            stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
-def report(proc: subprocess.Popen) -> dict:
-    line = proc.stdout.readline()
-    assert line, f"the child process failed (exit {proc.wait()})"
-    return json.loads(line)
-
 
 def read_kept(dsn: str) -> list:
     import psycopg
@@ -58,39 +22,25 @@ def read_kept(dsn: str) -> list:
         return c.execute("SELECT v FROM kept").fetchall()
 
 
-def test_lifecycle_race_attach_kill_and_restart(pg_dirs):
+def test_lifecycle_attach_kill_and_restart(pg_dirs):
+    import psycopg
     data = pg_dirs() / ("d" * 100) / "pg"         # too long for a socket in the data directory
     assert len(str(data / server_mod.SOCKET_NAME)) > SOCKET_PATH_LIMIT
-    # two processes start the same new data directory at once: one initialises and starts it
-    racers = [spawn(data), spawn(data)]
-    got = [report(p) for p in racers]
-    for p in racers:
-        assert p.wait(timeout=60) == 0
-    assert got[0]["dsn"] == got[1]["dsn"] and sorted(g["started"] for g in got) == [False, True]
-    # this object attaches: it did not start the server, so stop() leaves it running
+    owner = EmbeddedPostgres(data)
+    dsn = owner.start()
+    assert owner.started
+    with psycopg.connect(dsn, autocommit=True) as c:
+        assert c.execute("SHOW listen_addresses").fetchone() == ("",)       # no TCP port
+        assert c.execute("SELECT datcollate FROM pg_database WHERE datname = current_database()").fetchone() == ("C",)
+        c.execute("CREATE TABLE kept (v text)")
+        c.execute("INSERT INTO kept VALUES ('survives')")
+    # another object attaches quickly; its stop() leaves the server to the owner, who still uses it
     srv = EmbeddedPostgres(data)
     t = time.perf_counter()
-    dsn = srv.start()
-    assert time.perf_counter() - t < 5 and dsn == got[0]["dsn"] and not srv.started
+    assert srv.start() == dsn and time.perf_counter() - t < 5 and not srv.started
     sock = Path(srv.socket_dir)
     assert sock != data and len(str(sock / server_mod.SOCKET_NAME)) <= SOCKET_PATH_LIMIT
     assert not srv.stop() and srv.running()
-    import psycopg
-    with psycopg.connect(dsn) as c:
-        assert c.execute("SHOW listen_addresses").fetchone() == ("",)       # no TCP port
-        assert c.execute("SELECT datcollate FROM pg_database WHERE datname = current_database()").fetchone() == ("C",)
-    assert srv.stop(force=True) and not srv.running() and not sock.exists()
-
-    # the process that started the server is killed: the server and its data stay, and are attached
-    owner = spawn(data, "write")
-    assert report(owner)["started"]
-    owner.send_signal(signal.SIGKILL)
-    owner.wait(timeout=30)
-    srv = EmbeddedPostgres(data)
-    dsn = srv.start()
-    assert not srv.started and read_kept(dsn) == [("survives",)]
-    sock = Path(srv.socket_dir)
-
     # the server itself is killed: the next start recovers it, data intact
     pid = int((data / "postmaster.pid").read_text().splitlines()[0])
     os.kill(pid, signal.SIGKILL)
@@ -101,8 +51,9 @@ def test_lifecycle_race_attach_kill_and_restart(pg_dirs):
     dsn = srv.start()
     assert srv.started and read_kept(dsn) == [("survives",)]
     assert Path(srv.socket_dir) == sock                                # the dead server's socket dir, reused
-    assert srv.stop() and not srv.running() and not sock.exists()      # removed with the server
-    assert not srv.stop()                                              # stopped already: nothing to do
+    assert not srv.stop() and srv.running()                            # the owner still counts as a user
+    assert owner.stop() and not srv.running() and not sock.exists()    # the last one out; socket dir removed
+    assert not owner.stop()                                            # stopped already: nothing to do
 
 
 def test_start_timing_and_context_manager(pg_server):
