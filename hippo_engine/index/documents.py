@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hippo_engine.index.chunking import chunk_text
+from hippo_engine.index.stopwatch import Stopwatch
 from hippo_engine.inputs import check_document_ids, check_documents
 from hippo_engine.text import mdhash_id
 
@@ -58,11 +59,14 @@ def legacy_passage_id(doc_id: str) -> str | None:
 @dataclass
 class DocumentBatch:
     """Documents split into passages: ``passages`` (chunk id -> text, each once), ``documents``
-    (doc id -> its chunk ids in order), ``skipped`` (positions of blank documents)."""
+    (doc id -> its chunk ids in order), ``positions`` (doc id -> its first position in the
+    input), ``skipped`` (positions of blank documents), ``seconds`` (time the split took)."""
 
     passages: dict[str, str] = field(default_factory=dict)
     documents: dict[str, list[str]] = field(default_factory=dict)
+    positions: dict[str, int] = field(default_factory=dict)
     skipped: list[int] = field(default_factory=list)
+    seconds: float = 0.0
 
 
 def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, chunk_size: int | None,
@@ -71,6 +75,7 @@ def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, c
     them into passages. Blank documents are skipped with a warning; documents given twice
     without ids collapse into one (same text, same derived id). ``no_nul``: refuse NUL
     characters (PostgreSQL text cannot hold them)."""
+    t0 = time.perf_counter()
     check_documents(docs, what)
     if no_nul:
         bad = [i for i, d in enumerate(docs) if "\x00" in d]
@@ -93,12 +98,14 @@ def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, c
             out.passages.setdefault(pid, p)
             pids.append(pid)
         out.documents[doc_id] = list(dict.fromkeys(pids))
+        out.positions[doc_id] = i
     if out.skipped:
         logger.warning("%s(): skipping %d empty or whitespace-only document(s) at positions %s",
                        what, len(out.skipped), out.skipped[:10])
     dup = len(docs) - len(out.skipped) - len(out.documents)
     if dup > 0:
         logger.info("%s(): %d duplicate document(s) collapsed", what, dup)
+    out.seconds = time.perf_counter() - t0
     return out
 
 
@@ -148,7 +155,7 @@ class DocumentState:
                 plan.unchanged.append(d)
             else:
                 plan.replaced.append(d)
-                plan.stale.update(p for p in old if p not in pids)
+                plan.stale.update(set(old).difference(pids))
             if old is None or d in legacy or list(old) != list(pids):
                 plan.writes[d] = list(pids)
         new_pids = {p for pids in documents.values() for p in pids}
@@ -156,29 +163,43 @@ class DocumentState:
         return plan
 
     def add_documents(self, documents: Mapping[str, Sequence[str]], passages: Mapping[str, str],
-                      triples=None, hyperedges=None, *, extractor: str = "openie") -> dict:
+                      triples=None, hyperedges=None, *, extractor: str = "openie",
+                      watch: Stopwatch | None = None) -> dict:
         """Add ``passages`` (those not stored yet) with their facts and record ``documents``,
         replacing stored documents of the same ids, in one transaction under the writer lock.
         Every passage of ``documents`` must be stored or among ``passages``. Returns the
         ``Index.add`` report (plus ``removed*`` counts if replaced documents left passages
-        behind) with ``documents``: ids added and replaced, how many unchanged."""
+        behind) with ``documents``: ids added and replaced, how many unchanged. ``watch``
+        (a :class:`.stopwatch.Stopwatch`) gets the time of each stage."""
+        watch = watch or Stopwatch()
         with self.lock.held():
+            watch.lap("lock")
             self.refresh()
+            watch.lap("refresh")
             try:
                 with self.db.transaction():
+                    self.db.after_commit(lambda: watch.lap("commit"))   # the first hook: before the graph file's
                     plan = self.document_plan(documents)
-                    report = self._add(passages, triples, hyperedges, extractor)
-                    missing = [p for d in plan.writes for p in plan.writes[d] if not self.db.has_passage(p)]
-                    if missing:
-                        raise ValueError(f"documents refer to passages that are not stored: {missing[:5]}")
-                    if plan.writes:
-                        self.db.put_documents(plan.writes)
+                    watch.lap("plan_documents")
+                    report = self._add(passages, triples, hyperedges, extractor, watch)
+                    self._write_documents(plan.writes)
+                    watch.lap("write_documents")
                     report.update(self._remove(self._unheld(plan.stale)))
+                    watch.lap("remove_stale")
+                watch.lap("save_graph")    # the graph file, written once the transaction committed
             except BaseException:
                 self._reload()
                 raise
         report["documents"] = plan.report()
         return report
+
+    def _write_documents(self, writes: Mapping[str, Sequence[str]]) -> None:
+        """Put the document rows, after checking that each of their passages is stored."""
+        missing = [p for d in writes for p in writes[d] if not self.db.has_passage(p)]
+        if missing:
+            raise ValueError(f"documents refer to passages that are not stored: {missing[:5]}")
+        if writes:
+            self.db.put_documents(writes)
 
     def remove_documents(self, doc_ids: Sequence[str] = (), texts: Sequence[tuple[str, list[str]]] = ()) -> dict:
         """Remove documents by id, and by text (``(derived id, passage ids)`` per text: the
@@ -252,32 +273,32 @@ def index_documents(state, extractor, batch: DocumentBatch, llm_name: str = "") 
     """``HippoRAG.index``: extract facts for the batch's new passages with ``extractor`` and add
     the documents whose passages all have facts to ``state`` (an ``Index``); raises
     ``OpenIEError`` naming the failed passages after indexing the other documents. A call that
-    changes nothing (every document unchanged) returns ``{"added": 0}``."""
+    changes nothing (every document unchanged) returns ``{"added": 0}``. The report's
+    ``timings`` tile the call (and the split before it): their stages add up to ``total``."""
     from hippo_engine.index.openie import OpenIEError
-    from hippo_engine.progress import announce, plural
-    t0 = time.perf_counter()
+    watch = Stopwatch()
+    watch.charge("split", batch.seconds)
     if not batch.documents:
         logger.warning("index(): nothing to index")
         return {"added": 0}
     new = {k: v for k, v in batch.passages.items() if not state.has_passage(k)}
+    watch.lap("lookup")
     if not new:
         if not state.document_plan(batch.documents).writes:
             return {"added": 0}   # nothing changes (the report callers compare with)
         return state.add_documents(batch.documents, {}, extractor=extractor.name)
     state.check_extractor(extractor.name)
-    results = getattr(extractor, "results", None)    # LLM extractors keep results in a file
-    if results is not None:
-        todo = sum(1 for k in new if k not in results)
-        announce(f"{plural(len(new), 'new passage')}: {todo} without stored results go to the LLM "
-                 f"{llm_name!r} for {extractor.name} fact extraction")
-    t1 = time.perf_counter()
+    check_passage_lengths(extractor, new, batch)
+    _announce_extraction(extractor, new, llm_name)
+    watch.lap("check")
     ex = extractor.extract(new)
-    t2 = time.perf_counter()
-    done = {p for p in batch.passages if p not in new or p in ex.passages}
-    whole = {d: pids for d, pids in batch.documents.items() if all(p in done for p in pids)}
+    watch.lap("extract")
+    got = ex.passages       # a set built once (an ``Extraction`` builds it on each access)
+    whole = {d: pids for d, pids in batch.documents.items() if all(p in got or p not in new for p in pids)}
     ok = {p: new[p] for pids in whole.values() for p in pids if p in new}
-    report = state.add_documents(whole, ok, ex.triples, ex.hyperedges, extractor=extractor.name)
-    report["timings"] = {"extract": t2 - t1, **state.timings, "total": time.perf_counter() - t0}
+    watch.lap("select")
+    report = state.add_documents(whole, ok, ex.triples, ex.hyperedges, extractor=extractor.name, watch=watch)
+    report["timings"] = watch.report()
     report["openie_llm_passages"] = ex.llm_passages
     if ex.failed:
         raise OpenIEError(f"{extractor.name} fact extraction failed for {len(ex.failed)} of {len(new)} new "
@@ -286,9 +307,49 @@ def index_documents(state, extractor, batch: DocumentBatch, llm_name: str = "") 
     return report
 
 
+def _announce_extraction(extractor, new: Mapping[str, str], llm_name: str) -> None:
+    """Say how many new passages go to the LLM (extractors that keep results in a file)."""
+    from hippo_engine.progress import announce, plural
+    results = getattr(extractor, "results", None)
+    if results is not None:
+        todo = sum(1 for k in new if k not in results)
+        announce(f"{plural(len(new), 'new passage')}: {todo} without stored results go to the LLM "
+                 f"{llm_name!r} for {extractor.name} fact extraction")
+
+
+def check_passage_lengths(extractor, new: Mapping[str, str], batch: DocumentBatch) -> None:
+    """Refuse, before any work, passages longer than the extractor takes (``max_chars``: spaCy's
+    ``max_length`` for ``extractor="ner"``), naming the first such document and ``chunk_size``."""
+    limit = getattr(extractor, "max_chars", None)
+    if limit is None:
+        return
+    long = {p: len(t) for p, t in new.items() if len(t) > limit}
+    if not long:
+        return
+    bad = [d for d, pids in batch.documents.items() if any(p in long for p in pids)]
+    d = bad[0]
+    more = f" ({len(bad) - 1} more document(s) are too long)" if len(bad) > 1 else ""
+    raise ValueError(f"index(): document {batch.positions.get(d, '?')} (id {clip(d)!r}) has a passage of "
+                     f"{max(long.get(p, 0) for p in batch.documents[d]):,} characters; extractor="
+                     f"{extractor.name!r} (spaCy) takes at most {limit:,} characters per passage{more}. Split "
+                     f"it into smaller documents, or set chunk_size (e.g. HippoRAG(save_dir, chunk_size=1000): "
+                     f"documents are cut into passages of that many tokens). Nothing was indexed.")
+
+
+def clip(text: str, width: int = 60) -> str:
+    """``text`` cut to ``width`` characters (with an ellipsis and its full length if cut)."""
+    return text if len(text) <= width else f"{text[:width]}... ({len(text):,} chars)"
+
+
+def preview(items: Sequence, shown: int = 3) -> str:
+    """A short list for a log line: the first ``shown`` items, each clipped, and how many more."""
+    head = ", ".join(repr(clip(x)) if isinstance(x, str) else str(x) for x in items[:shown])
+    return f"[{head}{f', ... {len(items) - shown} more' if len(items) > shown else ''}]"
+
+
 def delete_documents(state: DocumentState, batch: DocumentBatch | None, ids: Sequence[str] | None) -> dict:
     """``HippoRAG.delete``: remove the documents of ``batch`` (texts) or ``ids`` from ``state``;
-    unknown ones are logged and reported."""
+    unknown ones are logged (a count and the first few, clipped) and reported in full."""
     if ids is not None:
         report = state.remove_documents(check_document_ids(ids, None, "delete"))
         missing, n = report["documents"]["unknown"], len(ids)
@@ -297,7 +358,8 @@ def delete_documents(state: DocumentState, batch: DocumentBatch | None, ids: Seq
         report = state.remove_documents(texts=texts)
         missing, n = report["documents"]["unknown_docs"], len(texts)
     if missing:
-        logger.warning("delete(): %d of %d document(s) were not in the index: %s", len(missing), n, missing[:10])
+        logger.warning("delete(): %d of %d document(s) were not in the index: %s", len(missing), n,
+                       preview(missing))
     return report
 
 

@@ -81,8 +81,10 @@ class GraphState:
                 return False
 
     def _rebuild_graph(self) -> None:
+        """Build the graph from the index; its file is written once the outermost transaction
+        has committed (now, outside one), so a file never carries an uncommitted version."""
         self._graph = self._build_graph()
-        self._save_graph()
+        self.db.after_commit(self._save_graph)
 
     def _save_graph(self) -> None:
         """Write ``graph.npz`` labelled with the loaded version and checksum, if this object holds

@@ -18,21 +18,21 @@ passages each document id holds) are kept in the same transactions by
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-
-import numpy as np
 
 from hippo_engine.config import HippoConfig
 from hippo_engine.index.content import ContentState
 from hippo_engine.index.digest import META_KEY as DIGEST_KEY
 from hippo_engine.index.digest import ContentDigest, content_digest
 from hippo_engine.index.documents import DocumentState
+from hippo_engine.index.encoding import encode_into, mean_passage_vectors, new_texts
 from hippo_engine.index.facts import graph_input as _graph_input
 from hippo_engine.index.facts import normalize_hyperedges, normalize_triples  # noqa: F401 (re-exported)
 from hippo_engine.index.graph import GraphData, build_graph
 from hippo_engine.index.graphstate import GraphState
+from hippo_engine.index.stopwatch import Stopwatch
 from hippo_engine.index.synonymystate import SynonymyState
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.progress import announce, loading
@@ -197,9 +197,12 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
             return self._remove(passage_ids)
 
     def _add(self, passages: Mapping[str, str], triples: Mapping[str, Sequence[Triple]] | None,
-             hyperedges: Mapping[str, Sequence[Hyperedge]] | None, extractor: str) -> dict:
+             hyperedges: Mapping[str, Sequence[Hyperedge]] | None, extractor: str,
+             watch: Stopwatch | None = None) -> dict:
+        """Add what ``add`` adds; ``watch`` gets each stage's time (also kept in ``timings``).
+        The graph file is written once the outermost transaction has committed."""
         cfg = self.config
-        t0 = time.perf_counter()
+        watch = watch or Stopwatch()
         self.check_extractor(extractor)
         stores = self.stores
         new_ids = [p for p in passages if p not in stores["passage"]]
@@ -207,56 +210,52 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
             return {"added": 0}
         norm = {p: normalize_triples((triples or {}).get(p, ()), cfg.normalization) for p in new_ids}
         hyper = {p: normalize_hyperedges((hyperedges or {}).get(p, ()), cfg.normalization) for p in new_ids}
-        ent_text: dict[str, str] = {}
-        fact_txt: dict[str, str] = {}
-
-        def note(phrases: Iterable[str], ft: str) -> None:
-            for phrase in phrases:
-                eid = mdhash_id(phrase, "entity-")
-                if eid not in stores["entity"]:
-                    ent_text[eid] = phrase
-            fid = mdhash_id(ft, "fact-")
-            if fid not in stores["fact"]:
-                fact_txt[fid] = ft
-
-        for p in new_ids:
-            for t in norm[p]:
-                note((t[0], t[2]), fact_text(t))
-            for h in hyper[p]:
-                note(h.entities, h.text)
-        t1 = time.perf_counter()
-        eids = sorted(ent_text)
-        fids = sorted(fact_txt)
+        ent_text, fact_txt = new_texts(stores, norm, hyper)
+        eids, fids = sorted(ent_text), sorted(fact_txt)
         announce(f"indexing {len(new_ids)} passage(s): {len(eids)} new entities, {len(fids)} new facts to embed, "
                  f"then synonymy edges and the graph")
         old_version, old_digest = self._loaded_version, self._digest
-        tim = {"embed_passages": 0.0, "embed_entities": 0.0, "embed_facts": 0.0, "write_stores": 0.0}
+        watch.lap("prepare")
+        watch.declare("embed_passages", "embed_entities", "embed_facts", "write_stores")
+        encode = partial(self._encode_into, watch=watch)
         try:
             with self.db.transaction():
                 self._write_meta(extractor)
-                # encode and store chunk by chunk, so at most one chunk of new vectors is held
-                # beside the stores (a 100k-passage batch has a million facts: 1.5 GB of float32)
                 mean_of_facts = cfg.passage_vectors == "sentence_mean" and any(hyper.values())
                 if not mean_of_facts:
-                    self._encode_into(stores["passage"], new_ids, [passages[p] for p in new_ids], "passages", tim)
-                self._encode_into(stores["entity"], eids, [ent_text[e] for e in eids], "entities", tim)
-                self._encode_into(stores["fact"], fids, [fact_txt[f] for f in fids], "facts", tim)
+                    encode(stores["passage"], new_ids, [passages[p] for p in new_ids], "passages")
+                encode(stores["entity"], eids, [ent_text[e] for e in eids], "entities")
+                encode(stores["fact"], fids, [fact_txt[f] for f in fids], "facts")
                 if mean_of_facts:
-                    self._mean_passage_vectors(new_ids, passages, hyper, tim)
-                tw = time.perf_counter()
+                    mean_passage_vectors(stores, new_ids, passages, hyper, watch, encode)
                 for p in new_ids:
                     self.db.put_passage_triples(p, norm[p])
                     if hyper[p]:
                         self.db.put_passage_hyperedges(p, hyper[p])
-                tim["write_stores"] += time.perf_counter() - tw
-                t5 = time.perf_counter()
+                watch.lap("write_stores")
                 syn_changes = self._update_synonymy(added=eids, removed=())
-                t6 = time.perf_counter()
+                watch.lap("synonymy")
                 marks = self._mark_change(syn_changes, added=[(p, norm[p], hyper[p]) for p in new_ids])
+                watch.lap("mark_change")
+            watch.lap("commit")     # its own commit, unless inside a caller's transaction
         except BaseException:
             self._reload()
             raise
         self._loaded_version, self._digest = marks
+        self._note_added(new_ids, norm, hyper)
+        watch.lap("update_caches")
+        self._insert_into_graph(old_version, old_digest, new_ids, *_graph_input(norm, hyper), syn_changes)
+        watch.lap("graph")
+        self.db.after_commit(self._save_graph)     # now, or once the caller's transaction commits
+        watch.lap("save_graph")
+        if self._ensure_hnsw(extractor):
+            watch.lap("hnsw")
+        self.timings = dict(watch.stages)
+        return {"added": len(new_ids), "new_entities": len(eids), "new_facts": len(fids)}
+
+    def _note_added(self, new_ids: Sequence[str], norm: Mapping[str, list[Triple]],
+                    hyper: Mapping[str, list[Hyperedge]]) -> None:
+        """Take the committed new passages' facts into what is held in memory."""
         if self.content_loaded:    # (read before the change, or inside it: then it holds them already)
             for p in new_ids:
                 if norm[p]:
@@ -272,19 +271,18 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
             for p in new_ids:
                 for h in hyper[p]:
                     self._fact_hyperedges.setdefault(mdhash_id(h.text, "fact-"), h)
-        t7 = time.perf_counter()
-        self._insert_into_graph(old_version, old_digest, new_ids, *_graph_input(norm, hyper), syn_changes)
-        t8 = time.perf_counter()
-        self._save_graph()
+
+    def _ensure_hnsw(self, extractor: str) -> bool:
+        """A lazy PostgreSQL writer with ``postgres_search="hnsw"``: build the HNSW indexes once,
+        after the first batch; later rows go into them. Entities are searched only by the
+        linkings that embed query entities (the NER-based memory uses one)."""
+        cfg = self.config
         if self.lazy_reader and cfg.postgres_search == "hnsw":
-            # built once, after the first batch; later rows go into it. Entities are searched only
-            # by the linkings that embed query entities (the NER-based memory uses one)
-            stores["fact"].ensure_hnsw()
+            self.stores["fact"].ensure_hnsw()
             if cfg.linking in ("query", "ner", "ner_fact") or (cfg.linking == "auto" and extractor == "ner"):
-                stores["entity"].ensure_hnsw()
-        t9 = time.perf_counter()
-        self.timings = {"prepare": t1 - t0, **tim, "synonymy": t6 - t5, "graph": t8 - t7, "save_graph": t9 - t8}
-        return {"added": len(new_ids), "new_entities": len(eids), "new_facts": len(fids)}
+                self.stores["entity"].ensure_hnsw()
+            return True
+        return False
 
     def _remove(self, passage_ids: Iterable[str]) -> dict:
         stores = self.stores
@@ -334,39 +332,11 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
     #: texts encoded and written per step of ``add`` (bounds the new vectors held in memory)
     ENCODE_CHUNK = 131072
 
-    def _encode_into(self, store: EmbeddingStore, keys: Sequence[str], texts: Sequence[str], what: str,
-                     tim: dict) -> None:
-        n = len(keys)
-        step = self.ENCODE_CHUNK
-        chunks = max(1, -(-n // step))
-        for i, s in enumerate(range(0, n, step)):
-            t = time.perf_counter()
-            desc = f"Embedding {what}" + (f" ({i + 1}/{chunks})" if chunks > 1 else "")
-            vec = self.encoder.encode(list(texts[s:s + step]), show_progress=self.config.show_progress, desc=desc)
-            t2 = time.perf_counter()
-            store.upsert(keys[s:s + step], texts[s:s + step], vec)
-            tim[f"embed_{what}"] += t2 - t
-            tim["write_stores"] += time.perf_counter() - t2
-
-    def _mean_passage_vectors(self, ids: Sequence[str], passages: Mapping[str, str],
-                              hyper: Mapping[str, Sequence[Hyperedge]], tim: dict) -> None:
-        """``passage_vectors="sentence_mean"``: a passage's vector is the normalised mean of its
-        facts' (sentences') vectors, which are encoded anyway; passages without facts are encoded."""
-        st, facts = self.stores["passage"], self.stores["fact"]
-        bare = [p for p in ids if not hyper[p]]
-        self._encode_into(st, bare, [passages[p] for p in bare], "passages", tim)
-        t = time.perf_counter()
-        done = [p for p in ids if hyper[p]]
-        vecs = np.zeros((len(done), st.dim), np.float32)
-        fids = {p: list(dict.fromkeys(mdhash_id(h.text, "fact-") for h in hyper[p])) for p in done}
-        every = list(dict.fromkeys(f for p in done for f in fids[p]))
-        pos = {f: i for i, f in enumerate(every)}
-        fact_vecs = facts.vectors_of(every)          # one read (a query, for vectors in the database)
-        for i, p in enumerate(done):
-            v = np.asarray(fact_vecs[[pos[f] for f in fids[p]]], np.float64).mean(axis=0)
-            vecs[i] = v / max(np.linalg.norm(v), 1e-12)
-        st.upsert(done, [passages[p] for p in done], vecs)
-        tim["embed_passages"] += time.perf_counter() - t
+    def _encode_into(self, store: EmbeddingStore, keys: Sequence[str], texts: Sequence[str], what: str, *,
+                     watch: Stopwatch) -> None:
+        """Encode and store ``texts``, ``ENCODE_CHUNK`` at a time (:func:`.encoding.encode_into`)."""
+        encode_into(self.encoder, store, keys, texts, what, watch, step=self.ENCODE_CHUNK,
+                    show_progress=self.config.show_progress)
 
     def _write_meta(self, extractor: str) -> None:
         if self.db.get_meta("extractor") is None:
