@@ -104,3 +104,32 @@ def test_sentence_mean_passage_vectors(tmp_path):
     assert rag.retrieve(QUESTIONS[:1])[0].docs[0].startswith("Ilse Marrow")
     with pytest.raises(StoreError, match="passage_vectors"):
         ner_rag(tmp_path / "m")                      # an index keeps its passage vectors
+
+
+def test_a_document_over_spacys_limit_is_refused_naming_it_and_chunk_size(tmp_path):
+    """A document over spaCy's 1,000,000 characters (no chunking) gets a message naming the
+    document and the chunk_size option, before any work, instead of spaCy's raw E088."""
+    rag = ner_rag(tmp_path)
+    big = "Ilse Marrow went to Velor. " * 37_040                # 1,000,080 characters
+    with pytest.raises(ValueError, match=r"document 1 \(id 'big'\) has a passage of 1,000,080 characters.*"
+                                         r"at most 1,000,000.*chunk_size") as e:
+        rag.index([CORPUS[0], big], ids=["small", "big"])
+    assert "E088" not in str(e.value)
+    assert len(rag.index_state) == 0                          # nothing half-done
+    assert rag.index([CORPUS[0]], ids=["small"])["added"] == 1
+
+
+def test_a_query_over_spacys_limit_is_cut_for_query_ner_with_a_warning(tmp_path, caplog):
+    """Query NER reads the start of an over-long query instead of failing the search. (spaCy's
+    limit is lowered here: at the real 1,000,000 characters the model would take minutes.)"""
+    import logging
+    rag = ner_rag(tmp_path)
+    rag.index(CORPUS)
+    rag.ner.pipeline(sentences=False).max_length = 400
+    query = QUESTIONS[0] + " Tell me more" * 60                 # 807 characters
+    with caplog.at_level(logging.WARNING, logger="hippo_engine.index.ner"):
+        sol = rag.retrieve([query, QUESTIONS[1]], num_to_retrieve=3)
+    assert sol[0].docs[0].startswith("Ilse Marrow")
+    assert [r.getMessage() for r in caplog.records if "query NER" in r.getMessage()] == [
+        "query NER: 1 query(ies) longer than spaCy's limit of 400 characters (query 0: 807) cut to their first "
+        "400 characters"]

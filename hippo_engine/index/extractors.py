@@ -75,6 +75,11 @@ class SpacyExtractor:
     def __init__(self, *, show_progress: bool, runner: NERExtractor | None = None):
         self.runner = runner or NERExtractor(show_progress=show_progress)
 
+    @property
+    def max_chars(self) -> int:
+        """The longest passage spaCy takes (``index()`` refuses longer ones up front)."""
+        return self.runner.max_chars
+
     def extract(self, passages: Mapping[str, str]) -> Extraction:
         return Extraction(hyperedges=self.runner.run(passages)) if passages else Extraction(hyperedges={})
 

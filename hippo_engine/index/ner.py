@@ -78,9 +78,19 @@ class NERExtractor:
                     self._pipelines[sentences] = load_pipeline(self.model, sentences=sentences)
             return self._pipelines[sentences]
 
+    @property
+    def max_chars(self) -> int:
+        """The longest passage the pipeline takes (spaCy's ``max_length``, 1,000,000 by default)."""
+        return self.pipeline(sentences=True).max_length
+
     def run(self, passages: Mapping[str, str]) -> dict[str, list[Hyperedge]]:
-        """``{passage id: [hyperedge, ...]}`` for every passage (possibly empty lists)."""
+        """``{passage id: [hyperedge, ...]}`` for every passage (possibly empty lists). A passage
+        longer than :attr:`max_chars` is refused up front, naming it and ``chunk_size``."""
         nlp = self.pipeline(sentences=True)
+        long = next((p for p, t in passages.items() if len(t) > nlp.max_length), None)
+        if long is not None:
+            raise ValueError(f"passage {long!r} has {len(passages[long]):,} characters; spaCy takes at most "
+                             f"{nlp.max_length:,}: split the document or set chunk_size to cut it into passages")
         ids = list(passages)
         texts = [passages[p] for p in ids]
         out: dict[str, list[Hyperedge]] = {}
@@ -93,9 +103,25 @@ class NERExtractor:
     def query_entities(self, queries: Sequence[str]) -> list[list[str]]:
         """The named entities spaCy finds in each query (numeric types left out), raw text."""
         nlp = self.pipeline(sentences=False)
-        docs = tqdm(nlp.pipe(list(queries), batch_size=self.batch_size), total=len(queries), desc="Query NER",
+        queries = cut_long_queries(queries, nlp.max_length)
+        docs = tqdm(nlp.pipe(queries, batch_size=self.batch_size), total=len(queries), desc="Query NER",
                     disable=not self.show_progress or len(queries) < 2)
         return [[e.text for e in doc.ents if e.label_ not in SKIPPED_LABELS] for doc in docs]
 
 
-__all__ = ["NERExtractor", "SKIPPED_LABELS", "doc_hyperedges", "passage_title"]
+def cut_long_queries(queries: Sequence[str], limit: int) -> list[str]:
+    """``queries`` with those longer than ``limit`` characters (spaCy's ``max_length``) cut to
+    their first ``limit``, with a warning: query NER reads the start of an over-long query
+    rather than failing the search."""
+    queries = list(queries)
+    long = [i for i, q in enumerate(queries) if len(q) > limit]
+    if long:
+        logger.warning("query NER: %d query(ies) longer than spaCy's limit of %s characters (query %d: %s) "
+                       "cut to their first %s characters", len(long), f"{limit:,}", long[0],
+                       f"{len(queries[long[0]]):,}", f"{limit:,}")
+        for i in long:
+            queries[i] = queries[i][:limit]
+    return queries
+
+
+__all__ = ["NERExtractor", "SKIPPED_LABELS", "cut_long_queries", "doc_hyperedges", "passage_title"]

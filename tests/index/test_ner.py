@@ -74,3 +74,20 @@ def test_hyperedges_round_trip_and_extractors_do_not_mix(tmp_path, extracted):
     with pytest.raises(StoreError, match="extractor='ner'"):
         again.add({"chunk-x": "X\nnew text"}, triples={"chunk-x": [("a", "b", "c")]}, extractor="openie")
     again.close()
+
+
+def test_a_passage_over_spacys_limit_is_refused_naming_it():
+    ner = NERExtractor(show_progress=False)
+    assert ner.max_chars == 1_000_000
+    with pytest.raises(ValueError, match=r"passage 'p-big' has 1,000,001 characters; spaCy takes at most "
+                                         r"1,000,000: split the document or set chunk_size"):
+        ner.run({"p-small": CORPUS[0], "p-big": "a" * 1_000_001})
+
+
+def test_long_queries_are_cut_not_refused():
+    from hippo_engine.index.ner import cut_long_queries
+    assert cut_long_queries(["short", "x" * 12], 10) == ["short", "x" * 10]
+    ner = NERExtractor(show_progress=False)
+    ner.pipeline(sentences=False).max_length = 200
+    ents = ner.query_entities(["Ilse Marrow founded the Velor Press in London in 1901. " + "Tell me more. " * 30])
+    assert ents == [["the Velor Press", "London", "1901"]]
