@@ -85,6 +85,9 @@ class HippoRAG:
         if self.save_dir.exists() and not self.save_dir.is_dir():
             raise NotADirectoryError(f"HippoRAG(save_dir): {self.save_dir} exists and is not a directory")
         self.save_dir.mkdir(parents=True, exist_ok=True)
+        if storage is None and dsn is None and "storage_backend" not in overrides:   # the backend the folder recorded
+            from hippo_engine.store.opening import with_recorded_backend
+            self._config = config = with_recorded_backend(self.save_dir, config)
         from hippo_engine.models.assets import DEFAULT_EMBEDDER
         try:
             from hippo_engine.models.assets import DEFAULT_LLM

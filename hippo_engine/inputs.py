@@ -65,15 +65,34 @@ def check_documents(docs, what: str) -> None:
     check_text_items(docs, what, "documents", "document", allow_blank=True)
 
 
+#: the longest document id, in UTF-8 bytes (both backends; PostgreSQL's btree rows end near 2,700)
+MAX_ID_BYTES = 1024
+
+
+def check_id_storable(ids: Sequence[str], what: str, arg: str = "ids") -> None:
+    """Every id can be stored by every backend: no NUL character and at most
+    :data:`MAX_ID_BYTES` UTF-8 bytes. A ``ValueError`` names the item's position."""
+    for i, d in enumerate(ids):
+        if "\x00" in d:
+            raise ValueError(f"{what}(): {arg} item {i} contains a NUL character (\\x00) at position "
+                             f"{d.index(chr(0))}; document ids cannot hold NUL")
+        size = len(d.encode("utf-8"))
+        if size > MAX_ID_BYTES:
+            raise ValueError(f"{what}(): {arg} item {i} is {size:,} UTF-8 bytes long (starts {d[:40]!r}); document "
+                             f"ids are limited to {MAX_ID_BYTES:,} bytes")
+
+
 def check_document_ids(ids, n: int, what: str, *, arg: str = "ids") -> list[str]:
     """``ids``: a list (or tuple) of ``n`` unique, non-blank strings of valid Unicode, one per
-    document (``n=None``: any length). Errors name the argument and the item."""
+    document (``n=None``: any length), each storable (:func:`check_id_storable`). Errors name the
+    argument and the item."""
     if isinstance(ids, str) or not isinstance(ids, (list, tuple)):
         raise TypeError(f"{what}(): {arg} must be a list of strings, got {type(ids).__name__}")
     if n is not None and len(ids) != n:
         raise ValueError(f"{what}(): {arg} has {len(ids)} item(s) but there are {n} document(s); give one id per "
                          f"document")
     check_text_items(ids, what, arg, "id", allow_blank=False)
+    check_id_storable(ids, what, arg)
     seen: dict[str, int] = {}
     for i, d in enumerate(ids):
         if d in seen:
@@ -206,5 +225,6 @@ def _read_items(path: str | Path) -> list[Any]:
 
 
 
-__all__ = ["check_document_ids", "check_documents", "check_queries", "check_text_items", "positive_count",
-           "read_corpus", "read_documents", "read_ids", "read_queries", "surrogate_at"]
+__all__ = ["MAX_ID_BYTES", "check_document_ids", "check_documents", "check_id_storable", "check_queries",
+           "check_text_items", "positive_count", "read_corpus", "read_documents", "read_ids", "read_queries",
+           "surrogate_at"]

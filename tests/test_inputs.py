@@ -51,3 +51,40 @@ def test_check_helpers_name_non_strings_and_blank_queries():
     with pytest.raises(TypeError, match="list of query strings"):
         check_queries("one string", "retrieve")
     check_documents(["", "text"], "index")     # blank documents are skipped later, not refused
+
+
+def test_ids_with_nul_or_over_the_byte_limit_are_refused_before_anything_is_written(tmp_path):
+    """Ids are checked the same way on every backend (SQLite accepted these, PostgreSQL failed deep
+    inside the driver): no NUL, at most 1,024 UTF-8 bytes; the error names the item."""
+    from hippo_engine.inputs import MAX_ID_BYTES, check_document_ids
+    assert MAX_ID_BYTES == 1024
+    assert check_document_ids(["é" * 512], 1, "index") == ["é" * 512]          # exactly 1,024 bytes
+    with pytest.raises(ValueError, match=r"ids item 1 is 1,026 UTF-8 bytes long .*limited to 1,024"):
+        check_document_ids(["ok", "é" * 513], 2, "index")
+    with pytest.raises(ValueError, match=r"ids item 0 contains a NUL character .* at position 1"):
+        check_document_ids(["a\x00b"], None, "delete")
+    rag = make_rag(tmp_path / "m")
+    for bad in ("x" * 2000, "doc\x00one"):
+        with pytest.raises(ValueError, match="index\\(\\): ids item 1"):
+            rag.index(CORPUS[:2], ids=["fine", bad])
+    assert len(rag.index_state) == 0                                   # nothing was written
+    with pytest.raises(ValueError, match="delete\\(\\): ids item 0"):
+        rag.delete(ids=["y" * 1025])
+    rag.close()
+
+
+def test_cli_refuses_an_over_long_id_with_exit_status_2(tmp_path, capsys, monkeypatch):
+    import json
+
+    from fakes import NgramEncoder, ScriptedLLM
+    from helpers import toy_respond
+
+    from hippo_engine import HippoRAG
+    from hippo_engine.cli import main
+    enc, llm = NgramEncoder(), ScriptedLLM(toy_respond)
+    monkeypatch.setattr(HippoRAG, "encoder", property(lambda self: enc))
+    monkeypatch.setattr(HippoRAG, "llm", property(lambda self: llm))
+    corpus = tmp_path / "c.json"
+    corpus.write_text(json.dumps([{"id": "n" * 3000, "text": CORPUS[0]}]))
+    assert main(["index", str(corpus), "--save-dir", str(tmp_path / "idx"), "--quiet"]) == 2
+    assert "limited to 1,024 bytes" in capsys.readouterr().err

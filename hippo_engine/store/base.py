@@ -34,6 +34,11 @@ class StoreError(RuntimeError):
     """The stored index is unreadable or belongs to another configuration."""
 
 
+class StoreConnectionLost(StoreError):
+    """The database server of an index went away: the store object cannot be used any more;
+    open the index again."""
+
+
 class IndexStore(ABC):
     """Everything of one index but the graph. ``location`` names it in messages (a file path,
     or a database and schema)."""
@@ -206,5 +211,5 @@ def iter_chunks(items: Sequence, size: int) -> Iterator[Sequence]:
         yield items[start:start + size]
 
 
-__all__ = ["ALL_STORE_NAMES", "STORE_NAMES", "IndexStore", "StoreError", "Triple", "encode_entities",
-           "iter_chunks"]
+__all__ = ["ALL_STORE_NAMES", "STORE_NAMES", "IndexStore", "StoreConnectionLost", "StoreError", "Triple",
+           "encode_entities", "iter_chunks"]

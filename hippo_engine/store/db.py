@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -36,6 +37,7 @@ class IndexDB(IndexStore):
             self._open()
         except sqlite3.DatabaseError as e:
             raise StoreError(f"cannot open index database {self.path}: {e}") from e
+        self._file_id = self._current_file_id()
         self._depth = 0
         self._after_commit: list[Callable[[], None]] = []
 
@@ -109,10 +111,26 @@ class IndexDB(IndexStore):
             raise StoreError(f"{self.path} has schema version {self.get_meta('schema_version')}, "
                              f"this hippo-engine reads {SCHEMA_VERSION}")
 
+    def _current_file_id(self) -> tuple[int, int] | None:
+        """(device, inode) of the database file now (None: there is no file at its path)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _refuse_lost_file(self) -> None:
+        """Refuse to write when the file this connection opened was deleted or replaced: the
+        writes would go to a file nobody will open again."""
+        if self._current_file_id() != self._file_id:
+            raise StoreError(f"{self.path} was deleted or replaced while this index was open; nothing was "
+                             "written. Open the index again (restore the file first if it was deleted by mistake).")
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """All writes inside are committed together or not at all (nesting allowed)."""
         if self._depth == 0:
+            self._refuse_lost_file()
             self.conn.execute("BEGIN IMMEDIATE")
         self._depth += 1
         try:

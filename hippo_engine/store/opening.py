@@ -1,43 +1,127 @@
-"""Opening the store an index lives in, by the configured backend (``storage_backend``)."""
+"""Opening the store an index lives in, by the configured backend (``storage_backend``) or, when
+the caller named none, by what its folder recorded (:func:`recorded_storage`).
+
+Every index folder records its backend and identity in ``hippo-index.json``
+(:mod:`hippo_engine.store.identity`), written at creation. On a PostgreSQL server given by a
+DSN, the default schema is unique per folder (``hippo_<name>_<hash of the resolved path>``);
+the schema recorded in the folder is used afterwards (so a moved folder keeps its index), and an
+index made before identities existed keeps its old ``hippo_<name>`` schema.
+"""
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from pathlib import Path
 
-from hippo_engine.store.base import IndexStore
+from hippo_engine.store.base import IndexStore, StoreError
+from hippo_engine.store.identity import IDENTITY_FILE, folder_key, read_identity, reconcile
 
 logger = logging.getLogger(__name__)
 
 SQLITE_FILE = "index.sqlite"
 POSTGRES_DIR = "postgres"
+EMBEDDED = "embedded"
+
+
+def legacy_schema(save_dir: Path) -> str:
+    """The default schema on a shared server before indexes had identities: ``hippo_<save_dir
+    name>`` (lowercase, letters, digits and ``_``), which two folders of one name shared."""
+    return ("hippo_" + _name_part(save_dir))[:63]
+
+
+def _name_part(save_dir: Path) -> str:
+    return re.sub(r"[^a-z0-9_]+", "_", Path(save_dir).resolve().name.lower()).strip("_") or "index"
 
 
 def default_schema(save_dir: Path, embedded: bool) -> str:
     """``hippo`` on an embedded server (one index per server); on a shared server
-    ``hippo_<save_dir name>`` (lowercase, letters, digits and ``_``)."""
+    ``hippo_<save_dir name>_<8 hex digits of the resolved path's SHA-256>``, unique per folder."""
     if embedded:
         return "hippo"
-    name = re.sub(r"[^a-z0-9_]+", "_", Path(save_dir).resolve().name.lower()).strip("_") or "index"
-    return ("hippo_" + name)[:63]
+    digest = hashlib.sha256(folder_key(save_dir).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"hippo_{_name_part(save_dir)[:47]}_{digest}"
+
+
+def recorded_storage(save_dir: str | Path) -> dict | None:
+    """Where the index in ``save_dir`` lives, as its folder recorded it: ``{"storage_backend",
+    "postgres_schema", "server" ("embedded" or a description of a DSN server), "index_id"}``;
+    for a folder made before identities existed, what its files show (an ``index.sqlite`` or an
+    embedded server's data), with ``index_id`` None. None: no index recorded in ``save_dir``."""
+    save_dir = Path(save_dir)
+    rec = read_identity(save_dir)
+    if rec is not None:
+        return {"storage_backend": rec["backend"], "postgres_schema": rec.get("schema"),
+                "server": rec.get("server"), "index_id": rec["index_id"]}
+    sqlite = (save_dir / SQLITE_FILE).is_file()
+    embedded = (save_dir / POSTGRES_DIR / "PG_VERSION").is_file()
+    if sqlite == embedded:   # neither, or both (ambiguous: the caller's configuration decides)
+        return None
+    return {"storage_backend": "sqlite" if sqlite else "postgres", "postgres_schema": None,
+            "server": None if sqlite else EMBEDDED, "index_id": None}
+
+
+def with_recorded_backend(save_dir: str | Path, config):
+    """``config`` with the backend the folder recorded, when ``config`` has the default one
+    (``sqlite``) and the folder's index lives in PostgreSQL (for callers that named no backend)."""
+    rec = recorded_storage(save_dir)
+    if rec is None or config.storage_backend != "sqlite" or rec["storage_backend"] == "sqlite":
+        return config
+    return config.replace(storage_backend=rec["storage_backend"])
 
 
 def open_index_store(save_dir: Path, config) -> IndexStore:
     """The ``IndexStore`` of the index in ``save_dir``: the SQLite file, or PostgreSQL (the
     server of ``postgres_dsn``, else an embedded one under ``save_dir/postgres``, started here
-    and stopped by the store's ``close()`` when this call started it)."""
+    and stopped by the store's ``close()`` when this call started it). The folder's identity
+    (:mod:`~hippo_engine.store.identity`) is checked against the database, and written at creation."""
     save_dir = Path(save_dir)
+    rec = read_identity(save_dir)
+    _refuse_other_backend(save_dir, rec, config)
     if config.storage_backend == "sqlite":
-        from hippo_engine.store.db import IndexDB
-        return IndexDB(save_dir / SQLITE_FILE)
+        return _open_sqlite(save_dir, rec)
+    return _open_postgres(save_dir, rec, config)
+
+
+def _refuse_other_backend(save_dir: Path, rec: dict | None, config) -> None:
+    if rec is None:
+        return
+    if rec["backend"] != config.storage_backend:
+        raise StoreError(f"the index in {save_dir} is kept in {rec['backend']} (recorded in {IDENTITY_FILE}), "
+                         f"but it was opened with storage {config.storage_backend!r}; open it without a storage "
+                         f"setting (the recorded backend is used) or with storage={rec['backend']!r}")
+    if rec["backend"] == "postgres" and rec.get("server") not in (None, EMBEDDED) and config.postgres_dsn is None:
+        raise StoreError(f"the index in {save_dir} lives on a PostgreSQL server ({rec['server']}, schema "
+                         f"{rec.get('schema')}); give its DSN (dsn=... / --dsn)")
+
+
+def _refuse_missing(save_dir: Path, rec: dict | None, what: Path) -> None:
+    """An index recorded in the folder whose database is gone is an error, never a new empty index."""
+    if rec is not None and not what.exists():
+        raise StoreError(f"the index in {save_dir} (index id {rec['index_id']}) has lost its database: {what} is "
+                         f"missing (deleted or moved while the folder kept {IDENTITY_FILE}). Restore it; to "
+                         f"start a new empty index here instead, remove {save_dir / IDENTITY_FILE}.")
+
+
+def _open_sqlite(save_dir: Path, rec: dict | None) -> IndexStore:
+    from hippo_engine.store.db import IndexDB
+    _refuse_missing(save_dir, rec, save_dir / SQLITE_FILE)
+    store = IndexDB(save_dir / SQLITE_FILE)
+    _checked(store, save_dir, rec, {"backend": "sqlite"}, check_owner=False)
+    return store
+
+
+def _open_postgres(save_dir: Path, rec: dict | None, config) -> IndexStore:
     from hippo_engine.store.postgres import EmbeddedPostgres, PostgresIndexStore
     server = None
     dsn = config.postgres_dsn
     if dsn is None:
+        if rec is not None and rec.get("server") == EMBEDDED:
+            _refuse_missing(save_dir, rec, save_dir / POSTGRES_DIR / "PG_VERSION")
         server = EmbeddedPostgres(save_dir / POSTGRES_DIR)
         dsn = server.start()
-    schema = config.postgres_schema or default_schema(save_dir, embedded=server is not None)
     try:
+        schema, explicit = _schema_for(save_dir, rec, config, dsn, embedded=server is not None)
         store = PostgresIndexStore(dsn, schema)
     except BaseException:
         if server is not None:
@@ -45,19 +129,50 @@ def open_index_store(save_dir: Path, config) -> IndexStore:
         raise
     if server is not None:
         store.owned_server = server
+    from hippo_engine.store.postgres.schema import describe_dsn
+    record = {"backend": "postgres", "schema": schema, "explicit": explicit,
+              "server": EMBEDDED if server is not None else describe_dsn(dsn)}
+    _checked(store, save_dir, rec, record, check_owner=server is None and not explicit)
     logger.info("index store: %s", store.location)
     return store
 
 
+def _checked(store: IndexStore, save_dir: Path, rec: dict | None, record: dict, *, check_owner: bool) -> None:
+    """Reconcile the identity of ``store`` with the folder's; close the store on failure."""
+    try:
+        reconcile(store, save_dir, rec, record, check_owner=check_owner)
+    except BaseException:
+        store.close()
+        raise
+
+
+def _schema_for(save_dir: Path, rec: dict | None, config, dsn: str, *, embedded: bool) -> tuple[str, bool]:
+    """(schema, named explicitly): the configured one, else the recorded one, else the default
+    (on a shared server, an index made before identities keeps its old default schema)."""
+    from hippo_engine.store.postgres.schema import check_schema_name
+    if getattr(config, "postgres_schema", None):
+        return check_schema_name(config.postgres_schema), True
+    if rec is not None and rec.get("schema"):
+        return rec["schema"], False
+    if embedded:
+        return default_schema(save_dir, embedded=True), False
+    from hippo_engine.store.postgres.legacy import usable_legacy_schema
+    return usable_legacy_schema(save_dir, dsn, legacy_schema(save_dir)) or default_schema(save_dir, False), False
+
+
 def index_exists(save_dir: Path, config) -> bool:
-    """Whether ``save_dir`` holds an index of the configured backend (without creating one; an
-    index on a ``postgres_dsn`` server is taken to exist)."""
+    """Whether ``save_dir`` holds an index (without creating one): one its folder recorded (of
+    any backend: opening it then uses that backend or refuses a different one clearly), else one
+    of the configured backend (an index on a ``postgres_dsn`` server is taken to exist)."""
     save_dir = Path(save_dir)
-    if config.storage_backend == "sqlite":
+    if recorded_storage(save_dir) is not None:
+        return True
+    if getattr(config, "storage_backend", None) in (None, "sqlite"):
         return (save_dir / SQLITE_FILE).is_file()
-    if config.postgres_dsn is None:
+    if getattr(config, "postgres_dsn", None) is None:
         return (save_dir / POSTGRES_DIR / "PG_VERSION").is_file()
     return True
 
 
-__all__ = ["default_schema", "index_exists", "open_index_store"]
+__all__ = ["default_schema", "index_exists", "legacy_schema", "open_index_store", "recorded_storage",
+           "with_recorded_backend"]

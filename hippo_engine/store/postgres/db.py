@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from hippo_engine.store.base import IndexStore, StoreError, Triple, encode_entities
 from hippo_engine.store.lock import IndexLockedError
+from hippo_engine.store.postgres.errors import connect_error, guard_driver_errors
 from hippo_engine.store.postgres.graphcopy import GraphFileCopy
 from hippo_engine.store.postgres.schema import (
-    SCHEMA_NAME,
     SCHEMA_VERSION,
+    check_schema_name,
     create_schema,
-    describe_dsn,
     ensure_vector_extension,
     lock_key,
     migrate_1_to_2,
@@ -41,6 +41,8 @@ from hippo_engine.text import Hyperedge, fact_text, mdhash_id
 
 logger = logging.getLogger(__name__)
 
+
+@guard_driver_errors(skip=("close",))
 class PostgresIndexStore(GraphFileCopy, IndexStore):
     """An index kept in schema ``schema`` of the PostgreSQL database at ``dsn``.
 
@@ -54,16 +56,14 @@ class PostgresIndexStore(GraphFileCopy, IndexStore):
 
     def __init__(self, dsn: str, schema: str, *, lock_timeout: float | None = None):
         psycopg = psycopg_module()
-        if not SCHEMA_NAME.match(schema):
-            raise StoreError(f"schema name {schema!r}: use letters, digits and '_' (at most 63, not starting "
-                             "with a digit)")
+        check_schema_name(schema)
         self.dsn, self.schema, self.lock_timeout = dsn, schema, lock_timeout
         self.q = f'"{schema}"'            # the quoted schema, to qualify table names
         try:
             self.conn = psycopg.connect(dsn, autocommit=True, application_name=(
                 f"hippo-engine pid {os.getpid()} host {socket.gethostname()}")[:63])
         except psycopg.Error as e:
-            raise StoreError(f"cannot connect to {describe_dsn(dsn)} for index schema {schema}: {e}") from e
+            raise connect_error(e, dsn, schema) from None
         self.location = f"postgresql {self.conn.info.dbname} schema {schema}"
         self._depth = 0
         self._in_snapshot = False

@@ -25,12 +25,14 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from hippo_engine.store.base import StoreError
+from hippo_engine.store.postgres.errors import guard_driver_errors
 from hippo_engine.store.postgres.vectors import MIN_EF_SEARCH, PostgresEmbeddingStore
 
 #: pgvector's largest ``hnsw.ef_search``
 MAX_EF_SEARCH = 1000
 
 
+@guard_driver_errors()
 class LazyPostgresStore(PostgresEmbeddingStore):
     """Read-only, memory-light view of table ``store_<namespace>`` (see the module documentation).
     ``keep``: ``"ids+matrix"`` (passages), ``"ids"`` (facts: ids as bytes) or ``"count"``."""

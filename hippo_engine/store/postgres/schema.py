@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import zlib
 
+from hippo_engine.config import ConfigError
 from hippo_engine.store.base import StoreError
 from hippo_engine.store.postgres.server import INSTALL_HINT
 
@@ -47,12 +48,30 @@ def lock_key(schema: str) -> tuple[int, int]:
     return LOCK_CLASS, zlib.crc32(schema.encode("utf-8")) & 0x7FFFFFFF
 
 
+class SchemaNameError(StoreError, ConfigError):
+    """A ``postgres_schema`` PostgreSQL cannot hold an index in: a configuration error (exit status
+    2 on the command line) that is also a ``StoreError``, as it always was."""
+
+
+def check_schema_name(schema: str) -> str:
+    """``schema`` if PostgreSQL can hold an index there; else a configuration error naming it
+    (malformed, or reserved: ``pg_...`` is PostgreSQL's own)."""
+    if not isinstance(schema, str) or not SCHEMA_NAME.match(schema):
+        raise SchemaNameError(f"postgres_schema: schema name {schema!r}: use letters, digits and '_' (at most "
+                                 "63, not starting with a digit)")
+    if schema.lower().startswith("pg_"):
+        raise SchemaNameError(f"postgres_schema: schema name {schema!r} starts with 'pg_', which PostgreSQL "
+                                 "reserves for its own schemas; choose another name")
+    return schema
+
+
 def describe_dsn(dsn: str) -> str:
     """``postgresql <db> on <host>`` for messages (never the password)."""
+    from hippo_engine.store.dsn import redact_dsn
     try:
         info = psycopg_module().conninfo.conninfo_to_dict(dsn)
     except Exception:  # noqa: BLE001 - only for a message
-        return "postgresql (unparsable DSN)"
+        return f"postgresql (an unparsable DSN: {redact_dsn(dsn)})"
     return f"postgresql database {info.get('dbname') or '?'} on {info.get('host') or 'the default host'}"
 
 
@@ -133,6 +152,6 @@ def migrate_1_to_2(conn, schema: str) -> None:
     conn.execute(f"UPDATE {q}.meta SET value = '2' WHERE key = 'schema_version'")
 
 
-__all__ = ["INDEXES", "LOCK_CLASS", "SCHEMA_NAME", "SCHEMA_VERSION", "TABLES", "create_schema", "describe_dsn",
-           "ensure_vector_extension", "lock_key", "migrate_1_to_2", "psycopg_module", "refuse_foreign",
-           "schema_complete", "schema_version"]
+__all__ = ["INDEXES", "LOCK_CLASS", "SCHEMA_NAME", "SCHEMA_VERSION", "TABLES", "SchemaNameError", "check_schema_name",
+           "create_schema", "describe_dsn", "ensure_vector_extension", "lock_key", "migrate_1_to_2", "psycopg_module",
+           "refuse_foreign", "schema_complete", "schema_version"]

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from hippo_engine.store.base import ALL_STORE_NAMES, StoreError
+from hippo_engine.store.postgres.errors import guard_driver_errors
 from hippo_engine.store.vectors import (
     VECTOR_DTYPES,
     MirroredStore,
@@ -41,6 +42,7 @@ BLOCK_BYTES = 4 << 20
 HNSW_M, HNSW_EF_CONSTRUCTION, MIN_EF_SEARCH = 16, 64, 100
 
 
+@guard_driver_errors()
 class PostgresEmbeddingStore(MirroredStore):
     """Texts and L2-normalised vectors of one namespace, in table ``store_<namespace>`` of a
     :class:`~hippo_engine.store.postgres.db.PostgresIndexStore`.

@@ -16,12 +16,14 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from hippo_engine.store.base import StoreError
+from hippo_engine.store.postgres.errors import guard_driver_errors
 from hippo_engine.store.postgres.vectors import PostgresEmbeddingStore
 
 #: rows fetched per round trip when reading ids or texts
 ROWS_PER_FETCH = 100_000
 
 
+@guard_driver_errors()
 class PostgresWriteStore(PostgresEmbeddingStore):
     """Writes to table ``store_<namespace>``; keeps only the sorted ids in memory."""
 
