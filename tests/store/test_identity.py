@@ -75,3 +75,15 @@ def test_a_different_backend_than_the_recorded_one_is_refused_before_starting_an
     (tmp_path / "m" / "hippo-index.json").write_text("{not json")
     with pytest.raises(StoreError, match="unreadable index identity"):
         open_index_store(tmp_path / "m", HippoConfig())
+
+
+def test_an_embedded_postgres_index_whose_data_is_gone_is_an_error_before_any_server_starts(tmp_path):
+    """The same for an embedded PostgreSQL index: no new empty cluster in place of a lost one."""
+    from hippo_engine.config import HippoConfig
+    from hippo_engine.store.identity import write_identity
+    from hippo_engine.store.opening import open_index_store
+    folder = tmp_path / "m"
+    write_identity(folder, {"index_id": "1234", "backend": "postgres", "schema": "hippo", "server": "embedded"})
+    with pytest.raises(StoreError, match=r"lost its database: .*postgres/PG_VERSION is missing"):
+        open_index_store(folder, HippoConfig(storage_backend="postgres"))
+    assert not (folder / "postgres").exists()

@@ -79,6 +79,14 @@ def _context(obj) -> tuple[str, object, str | None]:
     return location, getattr(db, "conn", None), getattr(db, "dsn", None)
 
 
+def _raise_translated(err: BaseException, owner) -> None:
+    """Raise the engine's error for ``err`` if it is a driver error (else return)."""
+    base = _psycopg_error_class()
+    if base is not None and isinstance(err, base):
+        location, conn, dsn = _context(owner)
+        raise translate(err, location, conn, dsn) from err
+
+
 class _GuardedContext:
     """A context manager whose enter and exit raise the engine's errors, not psycopg's."""
 
@@ -86,44 +94,39 @@ class _GuardedContext:
         self._inner, self._owner = inner, owner
 
     def __enter__(self):
-        with _translating(self._owner):
+        try:
             return self._inner.__enter__()
+        except Exception as e:  # noqa: BLE001 - only driver errors are translated
+            _raise_translated(e, self._owner)
+            raise
 
     def __exit__(self, *exc):
-        with _translating(self._owner):
+        try:
             return self._inner.__exit__(*exc)
-
-
-class _translating:
-    """``with _translating(store):`` turns a psycopg error raised inside into a StoreError."""
-
-    def __init__(self, owner):
-        self.owner = owner
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, typ, err, tb):
-        base = _psycopg_error_class()
-        if err is not None and base is not None and isinstance(err, base):
-            location, conn, dsn = _context(self.owner)
-            raise translate(err, location, conn, dsn) from err
-        return False
+        except Exception as e:  # noqa: BLE001
+            _raise_translated(e, self._owner)
+            raise
 
 
 def _guarded_generator(gen, owner):
-    with _translating(owner):
+    try:
         return (yield from gen)
+    except Exception as e:  # noqa: BLE001
+        _raise_translated(e, owner)
+        raise
 
 
 def _guard(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
-        with _translating(self):
+        try:
             out = fn(self, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - a try costs nothing when nothing is raised
+            _raise_translated(e, self)
+            raise
         if isinstance(out, types.GeneratorType):
             return _guarded_generator(out, self)
-        if hasattr(out, "__enter__") and hasattr(out, "__exit__") and not hasattr(out, "execute"):
+        if hasattr(out, "__exit__") and not hasattr(out, "execute"):
             return _GuardedContext(out, self)
         return out
     wrapper.__guarded__ = True
