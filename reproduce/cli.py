@@ -17,7 +17,7 @@ from types import ModuleType
 
 from hippo_engine.llm.base import LLMClient
 
-from . import build_filter_demos, check_index, communities
+from . import build_filter_demos, check_index, communities, index_scale
 from . import tables as tables_pkg
 from .bench import backends, fuzzparsers, killharness, memcheck, pg_scale, twowriters
 from .bench import musique as bench_musique
@@ -59,6 +59,10 @@ STORAGE: dict[str, tuple[ModuleType, str]] = {
     "backends": (backends, "storage: SQLite vs PostgreSQL + pgvector on the MuSiQue subset (index, retrieval, HNSW)"),
     "pg-scale": (pg_scale, "storage: PostgreSQL + pgvector at 150k passages (vectors derived from a MuSiQue index)"),
 }
+#: The indexing benchmarks (issue 20), same interface: name -> (module, help line).
+INDEXING: dict[str, tuple[ModuleType, str]] = {
+    "index-scale": (index_scale, "indexing: seconds per 1k documents by stage, 10k to 100k tiny documents per call"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=HELP[name], description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
-    for name, (module, line) in {**RELIABILITY, **STORAGE}.items():
+    for name, (module, line) in {**RELIABILITY, **STORAGE, **INDEXING}.items():
         p = sub.add_parser(name, help=line, description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
@@ -88,6 +92,7 @@ def main(argv: Sequence[str] | None = None, *, llm: LLMClient | None = None, enc
     args = build_parser().parse_args(argv)
     if args.command in tables.TABLES:
         return tables.run(args, argv, llm=llm, encoder=encoder)
-    module = COMMANDS[args.command] if args.command in COMMANDS else {**RELIABILITY, **STORAGE}[args.command][0]
+    others = {**RELIABILITY, **STORAGE, **INDEXING}
+    module = COMMANDS[args.command] if args.command in COMMANDS else others[args.command][0]
     run: Callable[[argparse.Namespace, Sequence[str]], int] = module.run
     return run(args, argv)

@@ -129,3 +129,19 @@ def test_tiny_documents_index_like_any_other(tmp_path):
     rag.index(docs)
     assert mdhash_id("topic0", "entity-") in rag.index_state.stores["entity"]
     assert len(rag.index_state.graph.node_ids) > 30
+
+
+def test_index_scale_benchmark_runs_and_accounts_for_every_stage(tmp_path):
+    """``python -m reproduce index-scale`` at toy sizes: its figures and files."""
+    import json
+
+    from reproduce.cli import main
+    assert main(["index-scale", "--sizes", "300", "600", "--out-dir", str(tmp_path), "--name", "t"]) == 0
+    res = json.loads((tmp_path / "t.json").read_text())
+    assert [r["size"] for r in res["rows"]] == [300, 600] and [r["added"] for r in res["rows"]] == [300, 600]
+    for r in res["rows"]:
+        assert abs(r["stages_sum_minus_total_s"]) < 1e-6 and r["outside_total_s"] >= 0
+        assert r["per_1k_s"]["total"] == pytest.approx(1000 * r["timings"]["total"] / r["size"])
+    md = (tmp_path / "t.md").read_text()
+    assert "python -m reproduce index-scale --sizes 300 600" in md and "load average" in md
+    assert "| write_documents |" in md
