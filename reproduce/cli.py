@@ -19,7 +19,7 @@ from hippo_engine.llm.base import LLMClient
 
 from . import build_filter_demos, check_index, communities, index_scale
 from . import tables as tables_pkg
-from .bench import backends, fuzzparsers, killharness, memcheck, pg_scale, twowriters
+from .bench import backends, fuzzparsers, killharness, memcheck, pg_scale, pg_sharing, twowriters
 from .bench import musique as bench_musique
 from .bench import suite as bench_suite
 from .tables import cli as tables
@@ -53,6 +53,7 @@ RELIABILITY: dict[str, tuple[ModuleType, str]] = {
     "fuzz-parsers": (fuzzparsers, "reliability: 100,000 generated replies through every model-output parser"),
     "memory-check": (memcheck, "reliability: RSS over thousands of retrieve calls on a MuSiQue index"),
     "two-writers": (twowriters, "reliability: two processes index halves of one corpus at once, a third retrieves"),
+    "pg-sharing": (pg_sharing, "reliability: two processes, each with its own HippoRAG, on one embedded PostgreSQL"),
 }
 #: The storage benchmarks (issue 14), same interface: name -> (module, help line).
 STORAGE: dict[str, tuple[ModuleType, str]] = {
