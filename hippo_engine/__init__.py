@@ -7,6 +7,14 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0+unknown"
 
 from hippo_engine.config import ConfigError, HippoConfig  # noqa: E402
-from hippo_engine.hipporag import HippoRAG  # noqa: E402
 
 __all__ = ["HippoRAG", "HippoConfig", "ConfigError", "__version__"]
+
+
+def __getattr__(name: str):
+    """``HippoRAG`` is imported on first use: the engine pulls in torch, scipy and igraph, which a
+    command that only prints its help or rejects its input never needs."""
+    if name == "HippoRAG":
+        from hippo_engine.hipporag import HippoRAG
+        return HippoRAG
+    raise AttributeError(f"module 'hippo_engine' has no attribute {name!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -83,11 +84,12 @@ def _make_rag(args, **extra):
         overrides["use_filter"] = False
     if getattr(args, "filter", False):
         overrides["use_filter"] = True
-    rag = HippoRAG(args.save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder, **overrides)
+    llm = getattr(args, "llm", None)
+    rag = HippoRAG(args.save_dir, llm_model_name=llm, embedding_model_name=args.embedder, **overrides)
     recorded = rag.index_state.extractor
     if getattr(args, "extractor", None) is None and recorded not in (None, rag.config.extractor):
         rag.close()   # an existing index keeps the extractor it was built with
-        rag = HippoRAG(args.save_dir, llm_model_name=args.llm, embedding_model_name=args.embedder,
+        rag = HippoRAG(args.save_dir, llm_model_name=llm, embedding_model_name=args.embedder,
                        **overrides, extractor=recorded)
     _OPENED.append(rag)     # closed when the command ends (stops an embedded PostgreSQL server)
     return rag
@@ -264,21 +266,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(sp, save_dir_default=None):
+    def common(sp, save_dir_default=None, *, creates: bool = False, llm: bool = True):
+        """The flags every command shares: the index folder, storage, embedder, output; ``llm``: also
+        the LLM flags (commands that call no LLM, stats and delete, leave them out); ``creates``:
+        the command makes a missing index folder (index, demo) instead of refusing it."""
         sp.add_argument("--save-dir", required=save_dir_default is None, default=save_dir_default,
-                        help="directory holding the index (created if missing)")
-        sp.add_argument("--llm", default=None, help="LLM name: packaged default, a local dir / hub name, or a "
-                        "model on --llm-base-url (default: packaged Qwen2.5-Coder-0.5B-Instruct)")
-        sp.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server URL, usually ending in /v1")
+                        help="directory holding the index (created if missing)" if creates else
+                        "directory holding an existing index (made by `hippo-engine index`)")
         sp.add_argument("--storage", choices=("sqlite", "postgres"), default=None,
-                        help="where the index lives: sqlite (a file in --save-dir, the default) or postgres "
-                             "(PostgreSQL + pgvector: an embedded server in --save-dir, or --dsn)")
+                        help="where the index lives: sqlite (a file in --save-dir, the default for a new index) or "
+                             "postgres (PostgreSQL + pgvector: an embedded server in --save-dir, or --dsn); an "
+                             "existing index is found whichever it uses")
         sp.add_argument("--dsn", default=None, help="a PostgreSQL server for the index (postgresql://...; "
                         "implies --storage postgres)")
         sp.add_argument("--postgres-search", choices=("hnsw", "exact", "memory"), default=None,
                         help="how retrieval reads a PostgreSQL index: hnsw (default: top-k by the HNSW index, "
                              "vectors stay in the database), exact (exact scans in the database) or memory "
                              "(every vector loaded)")
+        sp.add_argument("--embedder", default=None, help="embedding model (default: packaged all-MiniLM-L6-v2)")
+        sp.add_argument("--quiet", action="store_true", help="no progress bars or announcements")
+        if llm:
+            llm_flags(sp)
+
+    def llm_flags(sp):
+        sp.add_argument("--llm", default=None, help="LLM name: packaged default, a local dir / hub name, or a "
+                        "model on --llm-base-url (default: packaged Qwen2.5-Coder-0.5B-Instruct)")
+        sp.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server URL, usually ending in /v1")
         sp.add_argument("--api-key", default=None, help="API key for --llm-base-url (default: env OPENAI_API_KEY)")
         sp.add_argument("--llm-timeout", type=_positive_float, default=None, metavar="SECONDS",
                         help="seconds to wait for one LLM reply before giving up; a timed-out request is not "
@@ -289,8 +302,6 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--llm-backend", choices=("auto", "transformers", "llama_cpp"), default=None,
                         help="how a local model runs: llama_cpp (GGUF, fast; pip install 'hippo-engine[fast]'), "
                              "transformers, or auto (llama_cpp when installed; the default)")
-        sp.add_argument("--embedder", default=None, help="embedding model (default: packaged all-MiniLM-L6-v2)")
-        sp.add_argument("--quiet", action="store_true", help="no progress bars or announcements")
         sp.add_argument("--extractor", choices=("openie", "ner", "nary"), default=None,
                         help="how documents become facts: openie (LLM triples, the paper; default for a new "
                              "index), ner (spaCy sentences and entities, no LLM), nary (LLM n-ary facts); an "
@@ -301,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "are indexed under it (a known id with another text replaces that document)")
     sp.add_argument("--openie", default=None, help="seed OpenIE results from this file (reference or v1 format); "
                     "passages it covers make no LLM call")
-    common(sp)
+    common(sp, creates=True)
     sp.set_defaults(func=cmd_index)
 
     sp = sub.add_parser("delete", help="remove documents from an index")
@@ -310,11 +321,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--ids", nargs="+", default=None, metavar="ID", help="ids of the documents to remove")
     sp.add_argument("--ids-file", default=None, metavar="FILE", help="a file of document ids to remove: one per "
                     "line, or a JSON/JSONL list of ids or {id, ...} records")
-    common(sp)
+    common(sp, llm=False)
     sp.set_defaults(func=cmd_delete)
 
     sp = sub.add_parser("stats", help="print graph statistics")
-    common(sp)
+    common(sp, llm=False)
     sp.set_defaults(func=cmd_stats)
 
     for name, func, helptext in (("retrieve", cmd_retrieve, "retrieve passages for queries"),
@@ -339,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(func=func)
 
     sp = sub.add_parser("demo", help="index the bundled sample corpus and answer its questions, offline")
-    common(sp, save_dir_default="outputs/demo")
+    common(sp, save_dir_default="outputs/demo", creates=True)
     sp.set_defaults(func=cmd_demo)
     return p
 
@@ -360,12 +371,45 @@ def _run(args) -> int:
     try:
         with cli_handler(quiet=getattr(args, "quiet", False)):
             return args.func(args)
+    except BrokenPipeError as e:   # the reader of our output is gone (`| head`, or Ctrl-C also ended `| tee`)
+        _silence_output()
+        return 130 if _caused_by_interrupt(e) else 141
     except (OSError, ValueError, TypeError, ConfigError, RuntimeError) as e:   # library errors say what and where
-        print(f"hippo-engine: error: {e}", file=sys.stderr)
+        _say(f"hippo-engine: error: {e}")
         return 2
     except KeyboardInterrupt:
-        print("hippo-engine: interrupted (an index is left as it was before the interrupted write)", file=sys.stderr)
+        _say("hippo-engine: interrupted (an index is left as it was before the interrupted write)")
         return 130
+
+
+def _say(message: str) -> None:
+    """Print to stderr; a pipe whose reader is gone is not an error of its own."""
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        _silence_output()
+
+
+def _silence_output() -> None:
+    """Point stdout and stderr at /dev/null, so that the interpreter's own flush at exit does not
+    fail again on the broken pipe (Python's documented way out of SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):
+            pass
+
+
+def _caused_by_interrupt(e: BaseException | None) -> bool:
+    """Whether a Ctrl-C is in ``e``'s chain (a progress bar closing on a dead pipe while the
+    interrupt unwinds raises a BrokenPipeError in its place)."""
+    seen = 0
+    while e is not None and seen < 20:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        e, seen = e.__context__, seen + 1
+    return False
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ from hippo_engine.progress import announce, loading, plural
 from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
 from hippo_engine.qa.reader import QuerySolution, answer_questions
 from hippo_engine.retrieve.query_ner import query_entity_vectors
-from hippo_engine.retrieve.recognition import recording_filter
 from hippo_engine.retrieve.retriever import Retriever, encode_queries
 
 logger = logging.getLogger(__name__)
@@ -313,6 +312,7 @@ class HippoRAG:
         filter_many = None
         if self._use_filter(param) and r.linking in ("fact", "ner_fact"):
             announce(f"recognition filter: up to {plural(len(queries), 'LLM call')} ({self.llm_model_name!r})")
+            from hippo_engine.retrieve.recognition import recording_filter  # imports dspy: only when used
             filter_many = recording_filter(self.recognition_filter, failed)
         results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors)
         sols = [self._solution(q, res.order, res.scores, res) for q, res in zip(queries, results, strict=True)]

@@ -110,7 +110,7 @@ def test_llm_flags_reach_the_server_and_announcements_say_the_llm_calls(tmp_path
         assert "reader: 2 LLM calls ('m', top 1 passages each)" not in capsys.readouterr().err   # --quiet
     for bad in (["--llm-timeout", "nan"], ["--llm-timeout", "0"], ["--llm-concurrency", "0"]):
         with pytest.raises(SystemExit) as e:
-            main(["stats", "--save-dir", idx, *bad])
+            main(["qa", "--save-dir", idx, "--queries", str(queries), *bad])
         assert e.value.code == 2
 
 

@@ -5,10 +5,9 @@ import json
 import logging
 import math
 import os
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import numpy as np
 
@@ -313,15 +312,10 @@ class TransformersEncoder(Encoder):
         if show_progress:
             from tqdm.auto import tqdm
             progress = tqdm(total=n, desc=desc, unit="text")
-        lock = threading.Lock()
 
         def run(idx: np.ndarray) -> None:
             with torch.inference_mode():  # thread-local: entered in each worker
-                vecs = self._forward([ids[i] for i in idx])
-            out[idx] = vecs
-            if progress is not None:
-                with lock:
-                    progress.update(len(idx))
+                out[idx] = self._forward([ids[i] for i in idx])
 
         one_thread = self.num_workers > 1 and self.device.type == "cpu"
         workers = min(self.num_workers, len(batches)) if one_thread else 1
@@ -332,17 +326,10 @@ class TransformersEncoder(Encoder):
             if workers <= 1:
                 for idx in batches:
                     run(idx)
+                    if progress is not None:
+                        progress.update(len(idx))
             else:
-                # Costliest batches first (by tokens) so the workers finish together.
-                cost = np.array([len(b) * len(ids[b[0]]) for b in batches])
-                queue = [batches[i] for i in np.argsort(-cost, kind="stable")]
-                pool = ThreadPoolExecutor(max_workers=workers, initializer=torch.set_num_threads,
-                                          initargs=(1,))
-                try:
-                    for f in [pool.submit(run, idx) for idx in queue]:
-                        f.result()
-                finally:  # on an error, drop the batches not started yet
-                    pool.shutdown(wait=True, cancel_futures=True)
+                self._run_pool(run, batches, [len(ids[b[0]]) for b in batches], workers, progress)
         finally:
             if one_thread:
                 torch.set_num_threads(threads_before)
@@ -351,6 +338,25 @@ class TransformersEncoder(Encoder):
         if workers > 1 or n > 1000:
             _release_free_memory()
         return out
+
+    @staticmethod
+    def _run_pool(run, batches: list[np.ndarray], lengths: list[int], workers: int, progress) -> None:
+        """Run ``run(batch)`` for every batch on ``workers`` threads, costliest batches (by tokens)
+        first so the workers finish together. Only this (the calling) thread touches ``progress``:
+        a worker blocked on the progress bar's write lock (stderr piped into a reader that died on
+        Ctrl-C) would hang the pool's shutdown. On an error or an interrupt the batches not started
+        yet are dropped and the running ones (one forward pass each) are waited for."""
+        cost = np.array([len(b) * length for b, length in zip(batches, lengths, strict=True)])
+        queue = [batches[i] for i in np.argsort(-cost, kind="stable")]
+        pool = ThreadPoolExecutor(max_workers=workers, initializer=_one_torch_thread)
+        try:
+            futures = {pool.submit(run, idx): len(idx) for idx in queue}
+            for f in as_completed(futures):
+                f.result()
+                if progress is not None:
+                    progress.update(futures[f])
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _forward(self, batch_ids: list[list[int]]) -> np.ndarray:
         """Embed one batch of equal-length token sequences (no padding needed)."""
@@ -372,3 +378,9 @@ class TransformersEncoder(Encoder):
         pooled = hidden.sum(dim=1) / float(length)
         pooled = torch.nn.functional.normalize(pooled, p=2.0, dim=-1)
         return pooled.cpu().numpy()
+
+
+def _one_torch_thread() -> None:
+    """Pool initializer: each encoder worker runs torch on one thread."""
+    import torch
+    torch.set_num_threads(1)
