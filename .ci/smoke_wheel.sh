@@ -20,7 +20,7 @@ for f in ("openie_ner.json", "openie_triples.json", "qa_system.txt", "filter_pro
 print(f"wheel ok: {len(names)} files, top level {sorted(tops)}")
 PY
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q "$whl"
+"$work/venv/bin/pip" install -q -c "$repo/constraints.txt" "$whl"
 cd "$work"
 bin="$work/venv/bin"
 "$bin/hippo-engine" --version
@@ -44,7 +44,7 @@ server_pid=$!
 for _ in $(seq 50); do [ -s port.txt ] && break; sleep 0.1; done
 url="http://127.0.0.1:$(cat port.txt)/v1"
 "$bin/hippo-engine" index corpus.json --save-dir idx --llm smoke-model --llm-base-url "$url" --quiet
-"$bin/hippo-engine" stats --save-dir idx --llm smoke-model --llm-base-url "$url"
+"$bin/hippo-engine" stats --save-dir idx
 "$bin/hippo-engine" retrieve --save-dir idx --queries queries.json --no-filter --top-k 2 \
   --llm smoke-model --llm-base-url "$url" --quiet --output out.json
 "$bin/python" - <<'PY'
