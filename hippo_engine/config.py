@@ -131,7 +131,7 @@ class LLMConfig(_Section):
     """
 
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = Field(None, repr=False)   # a secret: never in a repr or an error message
     temperature: float = Field(0.0, ge=0.0)
     max_new_tokens: int = Field(2048, gt=0)
     max_concurrency: int = Field(default_factory=lambda: _env_number("HIPPO_LLM_CONCURRENCY", 8, int), gt=0)
@@ -178,6 +178,11 @@ class StorageConfig(_Section):
     #: "memory" (every vector mirrored in RAM, as the SQLite backend does; writers too, else they
     #: hold only ids and stream vectors from the database).
     postgres_search: Literal["hnsw", "exact", "memory"] = "hnsw"
+
+    def __repr_args__(self):
+        """The DSN's password is masked in reprs."""
+        for name, value in super().__repr_args__():
+            yield name, (_shown("postgres_dsn", value) if name == "postgres_dsn" else value)
 
     @field_validator("postgres_dsn")
     @classmethod
@@ -237,13 +242,27 @@ def _flat_names() -> dict[str, tuple[str, str]]:
 FLAT_FIELDS = _flat_names()
 
 
+def _shown(field: str, value: Any) -> Any:
+    """``value`` as a repr or an error message may show it: the API key masked, the DSN with its
+    password masked (``field``: the section's field name)."""
+    if value is None or not isinstance(value, str):
+        return value
+    if field == "api_key":
+        return "***"
+    if field == "postgres_dsn":
+        from hippo_engine.store.dsn import redact_dsn  # imported here: the store package loads numpy
+        return redact_dsn(value)
+    return value
+
+
 def _error(e: ValidationError) -> ConfigError:
     parts = []
     for err in e.errors():
         loc = [str(x) for x in err["loc"] if not str(x).startswith(("function-", "literal"))]
         name = loc[0] if loc else ""
         flat = next((k for k, (_, f) in FLAT_FIELDS.items() if f == name), name)
-        parts.append(f"{flat}: {err['msg']} (got {err.get('input')!r})" if flat else err["msg"])
+        shown = _shown(name, err.get("input"))
+        parts.append(f"{flat}: {err['msg']} (got {shown!r})" if flat else err["msg"])
     return ConfigError("; ".join(parts))
 
 
@@ -301,7 +320,7 @@ class HippoConfig:
         return hash(tuple(sorted(((k, repr(v)) for k, v in self.to_dict().items()))))
 
     def __repr__(self) -> str:
-        changed = {k: v for k, v in self.to_dict().items() if v != _DEFAULTS.get(k)}
+        changed = {k: _shown(FLAT_FIELDS[k][1], v) for k, v in self.to_dict().items() if v != _DEFAULTS.get(k)}
         return f"HippoConfig({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
     def replace(self, **overrides: Any) -> HippoConfig:

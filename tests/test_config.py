@@ -37,3 +37,15 @@ def test_config_is_immutable_and_replace_makes_a_checked_copy():
 def test_unknown_field_is_refused():
     with pytest.raises(ConfigError, match="dampng"):
         HippoConfig(dampng=0.3)
+
+
+def test_secrets_never_appear_in_reprs_or_errors():
+    """The LLM API key and the DSN's password stay out of every repr and validation message."""
+    from hippo_engine.config import HippoConfig
+    cfg = HippoConfig(llm_api_key="sk-topsecret-123", postgres_dsn="postgresql://me:hunter2pw@db.example/x")
+    for text in (repr(cfg), repr(cfg.llm), repr(cfg.storage), str(cfg.storage)):
+        assert "sk-topsecret-123" not in text and "hunter2pw" not in text, text
+    assert "me:***@db.example" in repr(cfg)
+    with pytest.raises(ConfigError) as ei:
+        HippoConfig(postgres_dsn="postgresql+psycopg://me:hunter2pw@db.example/x")
+    assert "hunter2pw" not in str(ei.value) and "postgres_dsn" in str(ei.value)
