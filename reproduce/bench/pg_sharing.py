@@ -295,7 +295,7 @@ def run(args: argparse.Namespace, argv) -> int:
 def report(args: argparse.Namespace, argv, rows: list[dict], kills: list[dict], wall: float) -> int:
     """Write the markdown table and the JSON; exit 1 if any run failed."""
     lines = [header("PostgreSQL in many hands: two processes on one embedded server",
-                    "python -m reproduce pg-sharing " + " ".join(argv[1:])),
+                    " ".join(["python -m reproduce pg-sharing", *argv[1:]])),
              f"{os.cpu_count()} cores; {wall:.0f} s in all; {args.docs} documents per writer and run "
              "(n-gram encoder, scripted OpenIE: the server, not the models, is under test)", "",
              "| scenario | runs | failed | s per run (median) |", "|---|---|---|---|"]
