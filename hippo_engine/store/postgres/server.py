@@ -51,6 +51,7 @@ from hippo_engine.store.postgres.pidfile import (
     DEFAULT_PORT,
     read_pid_file,
     remove_stale,
+    serves,
     socket_name,
     stale_advice,
 )
@@ -232,7 +233,7 @@ class EmbeddedPostgres:
         """Stop whatever server runs on the data directory (the caller holds the lock)."""
         pf = read_pid_file(self.data_dir)
         stopped = False
-        if pf is not None:
+        if pf is not None and serves(pf.pid, self.data_dir):    # never signal a process that took a dead server's pid
             r = self._run([bins / "pg_ctl", "-D", self.data_dir, "-w", "-t", str(int(self.timeout)),
                            "-m", mode, "stop"])
             stopped = r.returncode == 0

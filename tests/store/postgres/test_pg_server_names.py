@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -126,6 +127,27 @@ def test_a_pid_file_naming_a_live_process_of_the_folder_is_kept_with_advice(pg_d
             EmbeddedPostgres(data, timeout=2).start()
         assert str(other.pid) in str(err.value)
         assert (data / "postmaster.pid").exists()            # not removed
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_stop_never_signals_a_process_that_took_a_dead_servers_pid(pg_dirs):
+    data = pg_dirs() / "pg"
+    srv = EmbeddedPostgres(data)
+    srv.start()
+    pid = int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+    os.kill(pid, signal.SIGKILL)                             # the server dies; its pid goes to another process
+    deadline = time.monotonic() + 10
+    while srv.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    other = _sleeper()
+    try:
+        text = (data / "postmaster.pid").read_text()
+        (data / "postmaster.pid").write_text(str(other.pid) + "\n" + text.split("\n", 1)[1])
+        assert not srv.stop()                                # the last user: nothing of its server to stop
+        time.sleep(0.2)
+        assert other.poll() is None                          # and the other process was not signalled
     finally:
         other.kill()
         other.wait()
