@@ -23,7 +23,8 @@ Determinism. Each column stops on its own when the L1 change of its iterate fall
 columns leave the batch, so a query gets bit-identical scores alone or in any batch, in any
 run (scipy's product for one column and torch's CSR x dense product for a block both sum
 each row's terms in stored order, so a column of a block is bit-identical to a lone vector;
-``tests/test_ppr.py`` checks it).
+torch's kernel is used only after a probe product shows it so on this CPU, else scipy's block
+product; ``tests/retrieve/test_ppr.py`` checks it).
 """
 from __future__ import annotations
 
@@ -37,6 +38,35 @@ from hippo_engine.system import parallel_map, usable_cpus
 
 METHODS = ("chebyshev", "power")
 DTYPES = ("float32", "float64")
+
+
+def _torch_csr(S: sp.csr_matrix):
+    """The same CSR arrays as a torch sparse tensor (no copy), or None without torch."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return None
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)   # "sparse CSR support is in beta"
+        return torch.sparse_csr_tensor(torch.from_numpy(S.indptr), torch.from_numpy(S.indices),
+                                       torch.from_numpy(S.data), size=S.shape, check_invariants=False)
+
+
+#: columns of the probe block that compares torch's product with scipy's
+PROBE_COLUMNS = 4
+
+
+def _same_products(S: sp.csr_matrix, T) -> bool:
+    """Whether torch's CSR x dense product equals scipy's one-column products bit for bit on a
+    random block (it sums each row's terms in stored order unless the build fuses them)."""
+    import torch
+
+    z = np.random.default_rng(0).random((S.shape[1], PROBE_COLUMNS)).astype(S.dtype)
+    with _one_torch_thread(True):
+        block = (T @ torch.from_numpy(z)).numpy()
+    return all(np.array_equal(block[:, j], S @ np.ascontiguousarray(z[:, j])) for j in range(PROBE_COLUMNS))
 
 
 def _col_sums(m: np.ndarray) -> np.ndarray:
@@ -212,20 +242,12 @@ class PPRKernel:
         return (T @ torch.from_numpy(z)).numpy()
 
     def _torch_matrix(self):
+        """torch's view of the CSR arrays, or None where its product is not bit-identical to
+        scipy's on this CPU (checked once per kernel: some builds fuse multiply and add on some
+        CPUs, which rounds differently; scipy's block product is then used, as exact but slower)."""
         if self._torch_S is None:
-            try:
-                import torch
-            except ImportError:  # pragma: no cover - torch is a dependency
-                self._torch_S = False
-                return None
-            import warnings
-
-            S = self.S
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)   # "sparse CSR support is in beta"
-                self._torch_S = torch.sparse_csr_tensor(
-                    torch.from_numpy(S.indptr), torch.from_numpy(S.indices), torch.from_numpy(S.data),
-                    size=S.shape, check_invariants=False)
+            T = _torch_csr(self.S)
+            self._torch_S = False if T is None or not _same_products(self.S, T) else T
         return None if self._torch_S is False else self._torch_S
 
     def _run_block(self, r: np.ndarray, d: float, tol: float, max_iter: int, method: str,
