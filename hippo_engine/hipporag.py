@@ -60,7 +60,8 @@ class HippoRAG:
     ``llm_base_url=...`` for an OpenAI-compatible server) to use others. Keyword overrides are
     ``HippoConfig`` field names: ``HippoRAG(dir, use_filter=False, damping=0.5)``.
     ``storage="postgres"`` keeps the index in PostgreSQL + pgvector (an embedded server under
-    ``save_dir``, started here and stopped by ``close()``; ``dsn="postgresql://..."`` for a server
+    ``save_dir``, started or joined here; the last user, in any process, stops it on ``close()``;
+    ``dsn="postgresql://..."`` for a server
     of yours); the default is an SQLite file in ``save_dir``.
 
     Models are loaded lazily, on first use: opening an index to read statistics costs nothing.
@@ -441,8 +442,8 @@ class HippoRAG:
         return self.index_state.graph
 
     def close(self) -> None:
-        """Close the index's database, and stop the embedded PostgreSQL server this object started
-        (the object is unusable afterwards)."""
+        """Close the index's database and leave the embedded PostgreSQL server; the last user, in
+        any process, stops it (the object is unusable afterwards)."""
         self.index_state.close()
 
     def __enter__(self) -> HippoRAG:

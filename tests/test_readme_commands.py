@@ -19,7 +19,8 @@ def _readme_commands() -> list[str]:
 
 def test_the_readme_has_the_main_job_and_the_test_command():
     main, test = _readme_commands()
-    assert main.endswith("hippo-engine demo") and test.endswith("python -m pytest -q")
+    assert main.endswith("hippo-engine demo")
+    assert 'pytest -q -m "not slow and not integration"' in test and test.endswith('pytest -q -m "slow or integration"')
 
 
 def test_ci_runs_the_readme_test_command_exactly():
