@@ -165,7 +165,9 @@ class TransformersEncoder(Encoder):
         num_threads: if given, calls ``torch.set_num_threads`` (process-wide!) at load; used
             inside :meth:`encode` only when ``num_workers`` is 1.
         num_workers: parallel forward passes on the CPU (``None``: one per usable core; 1:
-            run in the calling thread with the process's torch thread count).
+            run in the calling thread with the process's torch thread count; with several
+            torch threads a vector can then depend on its batch on some CPUs, as an AVX-512
+            Xeon's multi-threaded matrix products split rows differently by batch size).
 
     bfloat16 is slower than float32 on CPUs without native bf16 instructions (measured on the
     AVX2 AMD EPYC box: 7 vs 56 GFLOP/s for a 384x1536 matrix product).

@@ -249,11 +249,14 @@ def test_bad_arguments():
         TransformersEncoder(num_workers=0)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1])
 def test_gemm_row_invariance_above_floor(threads):
     """The platform property the bit-exactness rests on: a linear layer's output row does not
     depend on how many rows share the matmul once there are >= _MIN_GEMM_ROWS of them
-    (smaller matmuls may use differently-rounding BLAS kernels; encode() pads them)."""
+    (smaller matmuls may use differently-rounding BLAS kernels; encode() pads them). It holds
+    for one intra-op thread, which is how encode() runs its forward passes on the CPU; with
+    two threads it does not hold on every CPU (an AVX-512 Xeon splits 57-192-row products of
+    a 1536x384 layer differently), which the encoder's docstring says."""
     import torch
 
     import hippo_engine.models.encoder as emb
