@@ -18,8 +18,8 @@ from typing import overload
 import numpy as np
 
 from hippo_engine.config import HippoConfig, QueryParam
+from hippo_engine.datatypes import HiContext, QuerySolution
 from hippo_engine.hirag.component import HiRAG
-from hippo_engine.hirag.context import HiContext
 from hippo_engine.hirag.modes import HI_MODES, MODE_SPECS, ModeTable, solution_from_context
 from hippo_engine.index.documents import (
     DocumentBatch,
@@ -37,7 +37,7 @@ from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.progress import announce, loading, plural
 from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
-from hippo_engine.qa.reader import QuerySolution, answer_questions
+from hippo_engine.qa.reader import answer_questions
 from hippo_engine.retrieve.query_ner import query_entity_vectors
 from hippo_engine.retrieve.retriever import Retriever, encode_queries
 
@@ -167,7 +167,7 @@ class HippoRAG:
 
     def index(self, docs: Sequence[str], ids: Sequence[str] | None = None) -> dict:
         """Add documents to the memory, with ``ids`` (unique non-empty strings, one per document)
-        or, without, ids derived from their texts (``"doc-" + md5(text)``). Re-indexing a
+        or, without, ids derived from their texts (:func:`.ids.document_id`). Re-indexing a
         document already present is a no-op; a known id with another text replaces that
         document (its passages no other document holds go). See :mod:`.index.documents`.
 
@@ -256,7 +256,7 @@ class HippoRAG:
                  mode: str | None = None, *, param: QueryParam | None = None) -> WithRecall: ...
 
     def retrieve(self, queries, num_to_retrieve=None, gold_docs=None, mode=None, *, param=None):
-        """Rank passages for each query: HippoRAG 2 retrieval (spec section 2) by default.
+        """Rank passages for each query: HippoRAG 2 retrieval by default.
 
         Returns a list of ``QuerySolution`` (passages best first with their scores, plus the
         candidate facts, kept facts, seed entities and whether the dense fallback fired), or

@@ -35,14 +35,16 @@ from typing import Any
 
 import numpy as np
 
+from hippo_engine.datatypes import Triple
+from hippo_engine.ids import fact_text
 from hippo_engine.index.openie import load_openie_file
+from hippo_engine.normalize import normalize_phrase
 from hippo_engine.retrieve.recognition import (
     FactFilterProgram,
     default_filter_program_path,
     format_facts,
     save_filter_program,
 )
-from hippo_engine.text import Triple, fact_text, normalize_phrase
 
 from .common import MUSIQUE_TRAIN_DIR, MUSIQUE_TRAIN_OPENIE, REPO_ROOT, file_sha256, setup_logging
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hippo_engine.index.extraction import Extraction
+from hippo_engine.datatypes import Extraction
 from hippo_engine.models.encoder import Encoder
 
 from .common import RESULTS_DIR, git_head, load_average, peak_rss_mb, rss_mb, write_result

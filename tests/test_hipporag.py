@@ -7,9 +7,9 @@ from fakes import NgramEncoder, NoCallLLM, ScriptedLLM
 from helpers import CORPUS, make_rag, snapshot, toy_respond
 
 from hippo_engine import ConfigError, HippoConfig, HippoRAG
+from hippo_engine.ids import chunk_id
 from hippo_engine.index.openie import OpenIEError
 from hippo_engine.llm.base import LLMTimeoutError
-from hippo_engine.text import mdhash_id
 
 
 def test_config_validation():
@@ -85,7 +85,7 @@ def test_malformed_model_output_is_handled(tmp_path):
     rag = make_rag(tmp_path, llm=ScriptedLLM(respond))
     with pytest.raises(OpenIEError, match="1 of 2 new passage.*unparseable reply: 'I cannot do that") as e:
         rag.index(CORPUS[1:3])
-    assert list(e.value.failed) == [mdhash_id(CORPUS[2], "chunk-")]
+    assert list(e.value.failed) == [chunk_id(CORPUS[2])]
     s = rag.graph_stats()
     assert s["passage_nodes"] == 1 and s["entity_nodes"] == 2 and s["fact_edges"] == 1
     state["refuse"] = False

@@ -88,14 +88,14 @@ def test_filter_is_opt_in_and_then_works_as_in_openie(tmp_path):
 
 
 def test_sentence_mean_passage_vectors(tmp_path):
-    from hippo_engine.text import mdhash_id
+    from hippo_engine.ids import chunk_id, hyperedge_id
 
     rag = ner_rag(tmp_path / "m", passage_vectors="sentence_mean")
     rag.index(CORPUS[:5])
     rag.index(CORPUS[5:])
     st, facts = rag.index_state.stores["passage"], rag.index_state.stores["fact"]
-    pid = mdhash_id(CORPUS[2], "chunk-")
-    fids = dict.fromkeys(mdhash_id(h.text, "fact-") for h in rag.index_state.passage_hyperedges[pid])
+    pid = chunk_id(CORPUS[2])
+    fids = dict.fromkeys(hyperedge_id(h) for h in rag.index_state.passage_hyperedges[pid])
     mean = np.mean([facts.matrix[facts.row(f)].astype(np.float64) for f in fids], axis=0)
     assert np.allclose(st.matrix[st.row(pid)], mean / np.linalg.norm(mean), atol=1e-6)
     batch = ner_rag(tmp_path / "b", passage_vectors="sentence_mean")

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from hippo_engine.hirag.reports import parse_report
 from hippo_engine.index.nary import parse_nary
 from hippo_engine.index.openie import parse_ner, parse_triples, read_ner, read_triples
+from hippo_engine.lenient_json import parse_json_lenient
 from hippo_engine.llm.base import LLMClient, LLMResponse
 from hippo_engine.qa.reader import parse_answer
 from hippo_engine.retrieve.recognition import RecognitionFilter, parse_fact_list
-from hippo_engine.text import parse_json_lenient
 
 JSONISH = st.lists(st.sampled_from(['[', ']', '{', '}', '"', ',', ':', ' ', 'a', '1', 'null', '"x"', '\\',
                                     '"named_entities"', '"triples"', '"segments"', '"title"', '"summary"',
@@ -84,7 +84,7 @@ def test_the_whole_recognition_filter_never_raises_on_a_reply(recognition, text)
 def test_json_repair_is_not_given_replies_longer_than_the_cap(monkeypatch):
     """json_repair grows faster than linearly on long unterminated strings (seconds at 640k
     characters, found by the fuzz benchmark); such replies skip it."""
-    import hippo_engine.text as text
+    import hippo_engine.lenient_json as text
 
     def guarded(body, *a, **kw):
         assert len(body) <= text.MAX_REPAIR_CHARS, "json_repair got an over-long reply"

@@ -13,41 +13,29 @@
 2. **Annotation**. Every :class:`Community` records its level, member entities, member edges
    (entity pairs inside it), source passages (passages whose triples mention a member, the
    ones mentioning most members first), parent and children. Its id is
-   ``"community-" + md5(sorted member ids)``: the member set identifies it.
+   ``COMMUNITY_PREFIX + md5(sorted member ids)`` (:func:`hippo_engine.ids.community_id`): the
+   member set identifies it.
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import random
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from hippo_engine.ids import COMMUNITY_PREFIX, community_id, member_key  # noqa: F401 (re-exported)
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
-
-COMMUNITY_PREFIX = "community-"
-
-
-# ============================================================================ ids
-def member_key(member_ids: Iterable[str]) -> str:
-    """md5 of the sorted member ids, one per line: identifies a member set."""
-    return hashlib.md5("\n".join(sorted(member_ids)).encode("utf-8")).hexdigest()
-
-
-def community_id(member_ids: Iterable[str]) -> str:
-    """``"community-" + member_key``."""
-    return COMMUNITY_PREFIX + member_key(member_ids)
 
 
 # ============================================================================ data
 @dataclass
 class Community:
-    """One community of the hierarchy. Ids are graph node ids (``entity-...``/``chunk-...``)."""
+    """One community of the hierarchy. Ids are graph node ids (entity and passage ids, :mod:`hippo_engine.ids`)."""
 
     id: str
     level: int

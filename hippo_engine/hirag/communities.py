@@ -3,7 +3,7 @@
 :func:`build_communities` clusters the entity graph (:mod:`~hippo_engine.hirag.clustering`),
 writes a report per community (:mod:`~hippo_engine.hirag.reports`, prompts built by
 :mod:`~hippo_engine.hirag.report_context`), embeds the report texts and stores everything
-(:mod:`~hippo_engine.hirag.store`). **Incremental reuse**: reports are keyed by the member-set
+(:mod:`~hippo_engine.hirag.report_store`). **Incremental reuse**: reports are keyed by the member-set
 hash; after an insert or delete the communities are recomputed, and only communities whose
 member set is new get a new report; all others reuse the stored one (and its vector).
 
@@ -35,16 +35,7 @@ from hippo_engine.hirag.report_context import (  # noqa: F401 - re-exported
     community_context,
     whitespace_tokens,
 )
-from hippo_engine.hirag.reports import (  # noqa: F401 - re-exported
-    SOURCE_LLM,
-    CommunityReport,
-    ReportStats,
-    listing_report,
-    parse_report,
-    report_messages,
-    write_reports,
-)
-from hippo_engine.hirag.store import (  # noqa: F401 - re-exported
+from hippo_engine.hirag.report_store import (  # noqa: F401 - re-exported
     META_PARAMS,
     META_VERSION,
     CommunityDB,
@@ -53,6 +44,15 @@ from hippo_engine.hirag.store import (  # noqa: F401 - re-exported
     communities_state,
     community_store,
     load_communities,
+)
+from hippo_engine.hirag.reports import (  # noqa: F401 - re-exported
+    SOURCE_LLM,
+    CommunityReport,
+    ReportStats,
+    listing_report,
+    parse_report,
+    report_messages,
+    write_reports,
 )
 from hippo_engine.llm.base import LLMClient
 

@@ -15,17 +15,18 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from hippo_engine.config import HippoConfig
+from hippo_engine.datatypes import HiContext, QuerySolution
 from hippo_engine.hirag.communities import build_communities
-from hippo_engine.hirag.context import HiContext, HiRAGEngine, passage_context, token_counter
+from hippo_engine.hirag.context import HiRAGEngine, passage_context, token_counter
 from hippo_engine.hirag.modes import MODE_SPECS, check_mode, solution_from_context
 from hippo_engine.hirag.report_context import TokenCounter
+from hippo_engine.hirag.report_store import META_VERSION, CommunitySet, communities_state, load_communities
 from hippo_engine.hirag.seeds import CommunitySeeds, augment_graph
-from hippo_engine.hirag.store import META_VERSION, CommunitySet, communities_state, load_communities
 from hippo_engine.index.graph import GraphData
 from hippo_engine.index.pipeline import Index
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.qa.reader import QuerySolution, answer_questions
+from hippo_engine.qa.reader import answer_questions
 
 logger = logging.getLogger(__name__)
 

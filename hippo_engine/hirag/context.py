@@ -21,20 +21,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from hippo_engine.config import HippoConfig
+from hippo_engine.datatypes import SECTION_TITLES, HiContext  # noqa: F401 (re-exported)
 from hippo_engine.hirag.clustering import Community, entity_edges, entity_igraph
 from hippo_engine.hirag.report_context import ReportInputs, TokenCounter, whitespace_tokens
-from hippo_engine.hirag.store import CommunitySet
+from hippo_engine.hirag.report_store import CommunitySet
 from hippo_engine.index.graph import KIND_CONTEXT
 from hippo_engine.qa.reader import DEFAULT_PASSAGE_PREFIX
 from hippo_engine.retrieve.scoring import top_k
 
-SECTION_TITLES = {"reports": "Backgrounds", "bridge": "Reasoning Path", "entities": "Entities",
-                  "relations": "Relations", "passages": "Sources"}
 #: the sections of each mode's context, in order
 MODE_SECTIONS = {
     "hipporag2": ("passages",),
@@ -113,40 +111,6 @@ def find_path_with_required_nodes(g, required: Sequence[int], components: Sequen
             path.extend(sp[1:] if sp else [nxt])
         cur = nxt
     return path
-
-
-@dataclass
-class HiContext:
-    """What one query's retrieval assembled for the reader in some mode.
-
-    ``sections`` maps section names (``reports``, ``bridge``, ``entities``, ``relations``,
-    ``passages``) to their text, in order; ``tokens`` their token counts. ``passages`` is the
-    passage ranking (best first) the mode produced; ``passage_context`` how many of them made
-    it into the passages section. ``path`` is the bridge's entity path (names).
-    """
-
-    query: str
-    mode: str
-    sections: dict = field(default_factory=dict)
-    tokens: dict = field(default_factory=dict)
-    passages: list = field(default_factory=list)
-    passage_context: int = 0
-    entities: list = field(default_factory=list)
-    communities: list = field(default_factory=list)
-    key_entities: list = field(default_factory=list)
-    path: list = field(default_factory=list)
-
-    @property
-    def text(self) -> str:
-        """The sections as one string, each under a ``-----Title-----`` line."""
-        return "\n".join(f"-----{SECTION_TITLES[k]}-----\n{v}\n" for k, v in self.sections.items())
-
-    def to_dict(self) -> dict:
-        """A JSON-serialisable dict (with the rendered ``text``)."""
-        return {"query": self.query, "mode": self.mode, "sections": dict(self.sections), "tokens": dict(self.tokens),
-                "passages": list(self.passages), "passage_context": self.passage_context,
-                "entities": list(self.entities), "communities": list(self.communities),
-                "key_entities": list(self.key_entities), "path": list(self.path), "text": self.text}
 
 
 class HiRAGEngine:

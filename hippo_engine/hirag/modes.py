@@ -25,6 +25,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from hippo_engine.config import MODES
+from hippo_engine.datatypes import QuerySolution
 from hippo_engine.hirag.context import (  # noqa: F401 - re-exported
     MODE_SECTIONS,
     HiContext,
@@ -33,8 +34,7 @@ from hippo_engine.hirag.context import (  # noqa: F401 - re-exported
     pack_by_tokens,
     token_counter,
 )
-from hippo_engine.qa.reader import QuerySolution
-from hippo_engine.text import mdhash_id
+from hippo_engine.ids import chunk_id
 
 H = TypeVar("H", bound=Callable)
 
@@ -91,4 +91,4 @@ def solution_from_context(ctx: HiContext) -> QuerySolution:
     scores = np.arange(n, 0, -1, dtype=np.float64) / max(n, 1)
     return QuerySolution(question=ctx.query, docs=list(ctx.passages), doc_scores=scores,
                          seed_entities=list(ctx.entities),
-                         passage_ids=[mdhash_id(p, "chunk-") for p in ctx.passages])
+                         passage_ids=[chunk_id(p) for p in ctx.passages])

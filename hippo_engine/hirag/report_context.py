@@ -11,8 +11,8 @@ from typing import Protocol
 import numpy as np
 
 from hippo_engine.hirag.clustering import Community, entity_edges
+from hippo_engine.ids import entity_id
 from hippo_engine.index.graph import KIND_SYNONYMY, GraphData
-from hippo_engine.text import mdhash_id
 
 TokenCounter = Callable[[str], int]
 
@@ -56,7 +56,7 @@ class ReportInputs:
         self.pair_triples: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
         for pid in sorted(passage_triples):
             for t in passage_triples[pid]:
-                x, y = mdhash_id(t[0], "entity-"), mdhash_id(t[2], "entity-")
+                x, y = entity_id(t[0]), entity_id(t[2])
                 if x == y:
                     continue
                 key = (x, y) if x < y else (y, x)

@@ -31,9 +31,9 @@ from hippo_engine.hirag.report_context import (
     community_context,
     whitespace_tokens,
 )
+from hippo_engine.lenient_json import parse_json_lenient
 from hippo_engine.llm.base import LLMClient, LLMResponse, unparseable_reason
 from hippo_engine.prompts import load_json_prompt
-from hippo_engine.text import parse_json_lenient
 
 logger = logging.getLogger(__name__)
 

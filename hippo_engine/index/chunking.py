@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from hippo_engine.ids import chunk_id
 from hippo_engine.inputs import check_documents
-from hippo_engine.text import mdhash_id
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def document_passages(docs: Sequence[str], what: str, chunk_size: int | None, ch
         if not d.strip():
             continue
         for p in (chunk_text(d, chunk_size, chunk_overlap, tokenizer) if chunk_size else [d]):
-            out.setdefault(mdhash_id(p, "chunk-"), p)
+            out.setdefault(chunk_id(p), p)
     dup = sum(1 for d in docs if d.strip()) - len(out) if not chunk_size else 0
     if dup > 0:
         logger.info("%s(): %d duplicate document(s) collapsed", what, dup)

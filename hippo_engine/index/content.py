@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 
+from hippo_engine.datatypes import Hyperedge, Triple
 from hippo_engine.progress import loading
 from hippo_engine.store.base import STORE_NAMES
-from hippo_engine.text import Hyperedge, Triple
 
 logger = logging.getLogger(__name__)
 

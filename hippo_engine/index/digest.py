@@ -17,7 +17,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 
-from hippo_engine.text import Hyperedge
+from hippo_engine.datatypes import Hyperedge
 
 META_KEY = "content_digest"
 _MOD = 1 << 128

@@ -2,7 +2,7 @@
 
 A document becomes one passage, or several with ``chunk_size``; one passage text may belong to
 several documents. Each document has an id: the caller's (``index(docs, ids=[...])``) or one
-derived from its text, ``"doc-" + md5(text)`` (:func:`document_id`). The store keeps
+derived from its text, ``DOC_PREFIX + md5(text)`` (:func:`~hippo_engine.ids.document_id`). The store keeps
 ``doc id -> [passage ids in order]`` (``IndexStore.put_documents``), written in the same
 transaction as the passages, so a crash never leaves passages without their document or the
 reverse.
@@ -17,8 +17,8 @@ Semantics (:class:`DocumentState`, a mixin of ``Index``):
   reported, not an error.
 
 Passages indexed before document ids were recorded have no document rows. Each counts as its
-own document with the id its text would get, ``"doc-" + md5(passage text)``: the passage id
-``"chunk-<md5>"`` with the prefix swapped (:func:`legacy_document_id`), found without a scan.
+own document with the id its text would get, ``DOC_PREFIX + md5(passage text)``: the passage
+id with its prefix swapped (:func:`~hippo_engine.ids.legacy_document_id`), found without a scan.
 ``delete(docs=[text])`` resolves a text to the documents holding exactly its passages (its
 derived id first), and, for such old passages, removes them as before.
 """
@@ -29,32 +29,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from hippo_engine.ids import chunk_id, document_id, legacy_document_id, legacy_passage_id
 from hippo_engine.index.chunking import chunk_text
 from hippo_engine.index.stopwatch import Stopwatch
 from hippo_engine.inputs import check_document_ids, check_documents
-from hippo_engine.text import mdhash_id
 
 logger = logging.getLogger(__name__)
-
-DOC_PREFIX = "doc-"
-CHUNK_PREFIX = "chunk-"
-
-
-def document_id(text: str) -> str:
-    """The id of a document given without one: ``"doc-" + md5(text)``."""
-    return mdhash_id(text, DOC_PREFIX)
-
-
-def legacy_document_id(pid: str) -> str:
-    """The document id of a passage without document rows (indexed before ids were kept): the
-    id its text gets as a document, ``chunk-<md5>`` -> ``doc-<md5>``."""
-    return DOC_PREFIX + pid.removeprefix(CHUNK_PREFIX)
-
-
-def legacy_passage_id(doc_id: str) -> str | None:
-    """The passage a legacy document id stands for (None for ids not of the derived form)."""
-    return CHUNK_PREFIX + doc_id[len(DOC_PREFIX):] if doc_id.startswith(DOC_PREFIX) else None
-
 
 @dataclass
 class DocumentBatch:
@@ -94,7 +74,7 @@ def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, c
             continue
         pids = []
         for p in (chunk_text(d, chunk_size, chunk_overlap, tokenizer) if chunk_size else [d]):
-            pid = mdhash_id(p, CHUNK_PREFIX)
+            pid = chunk_id(p)
             out.passages.setdefault(pid, p)
             pids.append(pid)
         out.documents[doc_id] = list(dict.fromkeys(pids))
@@ -368,7 +348,7 @@ def attach_ids(solutions: Sequence, index: DocumentState) -> None:
     and ``doc_ids`` (the documents holding each passage)."""
     for s in solutions:
         if len(s.passage_ids) != len(s.docs):
-            s.passage_ids = [mdhash_id(d, CHUNK_PREFIX) for d in s.docs]
+            s.passage_ids = [chunk_id(d) for d in s.docs]
         s.doc_ids = index.documents_of(s.passage_ids)
 
 

@@ -7,10 +7,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from hippo_engine.datatypes import Hyperedge
+from hippo_engine.ids import entity_id, fact_id, fact_text, hyperedge_id
 from hippo_engine.index.stopwatch import Stopwatch
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.store import EmbeddingStore
-from hippo_engine.text import Hyperedge, mdhash_id
 
 
 def encode_into(encoder: Encoder, store: EmbeddingStore, keys: Sequence[str], texts: Sequence[str], what: str,
@@ -37,7 +38,7 @@ def mean_passage_vectors(stores: Mapping[str, EmbeddingStore], ids: Sequence[str
     encode(st, bare, [passages[p] for p in bare], "passages")
     done = [p for p in ids if hyper[p]]
     vecs = np.zeros((len(done), st.dim), np.float32)
-    fids = {p: list(dict.fromkeys(mdhash_id(h.text, "fact-") for h in hyper[p])) for p in done}
+    fids = {p: list(dict.fromkeys(hyperedge_id(h) for h in hyper[p])) for p in done}
     every = list(dict.fromkeys(f for p in done for f in fids[p]))
     pos = {f: i for i, f in enumerate(every)}
     fact_vecs = facts.vectors_of(every)          # one read (a query, for vectors in the database)
@@ -53,16 +54,15 @@ def new_texts(stores: Mapping[str, EmbeddingStore], norm: Mapping[str, Sequence[
     """The entities and facts of new passages (``norm``: normalised triples, ``hyper``:
     hyperedges, per passage) that the stores do not hold yet: (entity id -> phrase, fact id ->
     fact text)."""
-    from hippo_engine.text import fact_text
     ent_text: dict[str, str] = {}
     fact_txt: dict[str, str] = {}
 
     def note(phrases, ft: str) -> None:
         for phrase in phrases:
-            eid = mdhash_id(phrase, "entity-")
+            eid = entity_id(phrase)
             if eid not in stores["entity"]:
                 ent_text[eid] = phrase
-        fid = mdhash_id(ft, "fact-")
+        fid = fact_id(ft)
         if fid not in stores["fact"]:
             fact_txt[fid] = ft
 

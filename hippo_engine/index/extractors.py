@@ -16,10 +16,10 @@ import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from hippo_engine.index.extraction import Extraction, safe_name  # noqa: F401 (re-exported)
+from hippo_engine.datatypes import Extraction
 from hippo_engine.index.ner import NERExtractor
 from hippo_engine.index.openie import OpenIE, OpenIEResult, load_openie_file, save_openie_file
-from hippo_engine.index.results_file import ResultsFile
+from hippo_engine.index.results_file import ResultsFile, safe_name
 from hippo_engine.llm.base import LLMClient
 
 logger = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hippo_engine.text import mdhash_id
+from hippo_engine.ids import entity_id
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class GraphData:
     """An undirected weighted graph given once per node pair (``src < dst``), edges sorted by
     ``(src, dst)``. ``parts`` is present on graphs built by this module (None on derived ones)."""
 
-    node_ids: np.ndarray          # object array of ids: "entity-..." then "chunk-..."
+    node_ids: np.ndarray          # object array of ids: entity ids then passage ids (hippo_engine.ids)
     num_entities: int
     src: np.ndarray               # int64
     dst: np.ndarray               # int64
@@ -159,9 +159,9 @@ def _triple_nodes(pids: Sequence[str], passage_triples: Mapping[str, Sequence[tu
     for pid in pids:
         for s, _, o in passage_triples.get(pid, ()):
             if s not in phrase_id:
-                phrase_id[s] = mdhash_id(s, "entity-")
+                phrase_id[s] = entity_id(s)
             if o not in phrase_id:
-                phrase_id[o] = mdhash_id(o, "entity-")
+                phrase_id[o] = entity_id(o)
     phrase_node = node_of_entity(phrase_id)
     subj, obj, owner, fw = [], [], [], []
     for i, pid in enumerate(pids):
@@ -299,7 +299,7 @@ def insert_passages(graph: GraphData, new_passage_ids: Sequence[str],
         for s, _, o in passage_triples.get(pid, ()):
             for ph in (s, o):
                 if ph not in phrases:
-                    phrases[ph] = mdhash_id(ph, "entity-")
+                    phrases[ph] = entity_id(ph)
     cand = sorted(set(phrases.values()))
     known = graph.node_index(cand, entities=True) >= 0 if cand else np.zeros(0, bool)
     new_ents = [e for e, k in zip(cand, known, strict=False) if not k]

@@ -14,9 +14,9 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from hippo_engine.datatypes import Triple
 from hippo_engine.index.graph import GraphData, insert_passages
 from hippo_engine.store.lock import WriterLock
-from hippo_engine.text import Triple
 
 logger = logging.getLogger(__name__)
 

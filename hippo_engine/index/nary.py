@@ -22,7 +22,7 @@ parsed as JSON, never evaluated.
 Results persist in ``save_dir/nary_results_<llm>.json``::
 
     {"format": "hippo-engine/nary", "version": 1,
-     "docs": [{"idx": "chunk-<md5>", "passage": str, "segments": [...], "dropped": int, "truncated": bool}]}
+     "docs": [{"idx": <passage id>, "passage": str, "segments": [...], "dropped": int, "truncated": bool}]}
 
 written atomically (temp file + rename) while the LLM works, so a crash loses (almost) no LLM
 work and only passages missing from the file are sent to the LLM.
@@ -39,7 +39,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from hippo_engine.index.extraction import Extraction, safe_name
+from hippo_engine.datatypes import Extraction
 from hippo_engine.index.nary_parse import (  # noqa: F401 (parse_nary re-exported)
     FILE_FORMAT,
     FILE_VERSION,
@@ -50,7 +50,7 @@ from hippo_engine.index.nary_parse import (  # noqa: F401 (parse_nary re-exporte
     NarySegment,
     parse_nary,
 )
-from hippo_engine.index.results_file import ResultsFile
+from hippo_engine.index.results_file import ResultsFile, safe_name
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, unparseable_reason
 from hippo_engine.prompts import load_json_prompt, prompt_path
 from hippo_engine.system import atomic_write_text

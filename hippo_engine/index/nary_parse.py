@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hippo_engine.text import Hyperedge, alnum_count, json_depth, json_events, parse_json_lenient
+from hippo_engine.datatypes import Hyperedge
+from hippo_engine.lenient_json import json_depth, json_events, parse_json_lenient
+from hippo_engine.normalize import alnum_count
 
 logger = logging.getLogger(__name__)
 

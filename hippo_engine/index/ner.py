@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 
 from tqdm.auto import tqdm
 
+from hippo_engine.datatypes import Hyperedge
+from hippo_engine.normalize import alnum_count
 from hippo_engine.progress import loading
-from hippo_engine.text import Hyperedge, alnum_count
 
 logger = logging.getLogger(__name__)
 

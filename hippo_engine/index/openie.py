@@ -1,8 +1,8 @@
-"""Open information extraction: NER, then triples, per passage (spec section 1).
+"""Open information extraction: NER, then triples, per passage (HippoRAG 2 offline indexing).
 
 Results persist in the reference implementation's OpenIE file format::
 
-    {"docs": [{"idx": "chunk-<md5>", "passage": str, "extracted_entities": [str],
+    {"docs": [{"idx": <passage id>, "passage": str, "extracted_entities": [str],
                "extracted_triples": [[s, p, o]]}], "avg_ent_chars": float, "avg_ent_words": float}
 
 Files in the older HippoRAG v1 format (docs with ``passage``/``title``/``text``, no ``idx``,
@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hippo_engine.datatypes import Triple
+from hippo_engine.ids import CHUNK_PREFIX, chunk_id
+from hippo_engine.lenient_json import parse_json_lenient
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, unparseable_reason
 from hippo_engine.prompts import load_prompt
 from hippo_engine.system import atomic_write_text
-from hippo_engine.text import Triple, mdhash_id, parse_json_lenient
 
 logger = logging.getLogger(__name__)
 
@@ -227,9 +229,9 @@ def _usage(r: LLMResponse) -> dict:
 def load_openie_file(path: str | os.PathLike) -> dict[str, OpenIEResult]:
     """Load an OpenIE file in the reference format or the HippoRAG v1 format.
 
-    A passage's id is always computed as ``chunk-`` + md5 of ``passage`` (or of
+    A passage's id is always computed as :func:`~hippo_engine.ids.chunk_id` of ``passage`` (or of
     ``title + "\\n" + text`` when ``passage`` is missing; v1 docs have no ``idx``, other tools'
-    ids are ignored); an entry whose ``chunk-`` id is another passage's is skipped with a warning
+    ids are ignored); an entry whose passage id is another passage's is skipped with a warning
     (its facts would attach to that passage). ``NaN`` and other non-string values are dropped.
     """
     path = Path(path)
@@ -255,9 +257,9 @@ def load_openie_file(path: str | os.PathLike) -> dict[str, OpenIEResult]:
             if not _is_unicode(text):
                 raise ValueError(f"OpenIE file {path}: docs[{n}] has {what} with a lone surrogate "
                                  f"({text[:60]!r}): not valid Unicode text")
-        idx = mdhash_id(passage, "chunk-")   # the id is derived, never trusted: facts stay with their text
+        idx = chunk_id(passage)   # the id is derived, never trusted: facts stay with their text
         given = d.get("idx")
-        if isinstance(given, str) and given.startswith("chunk-") and given != idx:
+        if isinstance(given, str) and given.startswith(CHUNK_PREFIX) and given != idx:
             mismatched.append(n)
             continue
         out[idx] = OpenIEResult(idx, passage, entities, triples)

@@ -23,6 +23,8 @@ from functools import partial
 from pathlib import Path
 
 from hippo_engine.config import HippoConfig
+from hippo_engine.datatypes import Hyperedge, Triple
+from hippo_engine.ids import entity_id, facts_by_id, hyperedge_id, hyperedges_by_id, triple_id
 from hippo_engine.index.content import ContentState
 from hippo_engine.index.digest import META_KEY as DIGEST_KEY
 from hippo_engine.index.digest import ContentDigest, content_digest
@@ -41,14 +43,6 @@ from hippo_engine.store.base import STORE_NAMES, IndexStore
 from hippo_engine.store.files import remove_orphan_temps
 from hippo_engine.store.lock import WriterLock
 from hippo_engine.store.opening import open_index_store
-from hippo_engine.text import (
-    Hyperedge,
-    Triple,
-    fact_text,
-    facts_by_id,
-    hyperedges_by_id,
-    mdhash_id,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -266,11 +260,11 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
         if self._fact_triples is not None:
             for p in new_ids:
                 for t in norm[p]:
-                    self._fact_triples.setdefault(mdhash_id(fact_text(t), "fact-"), t)
+                    self._fact_triples.setdefault(triple_id(t), t)
         if self._fact_hyperedges is not None:
             for p in new_ids:
                 for h in hyper[p]:
-                    self._fact_hyperedges.setdefault(mdhash_id(h.text, "fact-"), h)
+                    self._fact_hyperedges.setdefault(hyperedge_id(h), h)
 
     def _ensure_hnsw(self, extractor: str) -> bool:
         """A lazy PostgreSQL writer with ``postgres_search="hnsw"``: build the HNSW indexes once,
@@ -295,13 +289,13 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
         live_ents, live_facts = set(), set()
         for ts in remaining.values():
             for t in ts:
-                live_ents.add(mdhash_id(t[0], "entity-"))
-                live_ents.add(mdhash_id(t[2], "entity-"))
-                live_facts.add(mdhash_id(fact_text(t), "fact-"))
+                live_ents.add(entity_id(t[0]))
+                live_ents.add(entity_id(t[2]))
+                live_facts.add(triple_id(t))
         for hs in remaining_h.values():
             for h in hs:
-                live_ents.update(mdhash_id(e, "entity-") for e in h.entities)
-                live_facts.add(mdhash_id(h.text, "fact-"))
+                live_ents.update(entity_id(e) for e in h.entities)
+                live_facts.add(hyperedge_id(h))
         dead_ents = [e for e in stores["entity"].ids if e not in live_ents]
         dead_facts = [f for f in stores["fact"].ids if f not in live_facts]
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -20,6 +21,11 @@ from filelock import FileLock
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
+
+
+def safe_name(name: str) -> str:
+    """A model name usable in a file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
 
 
 class ResultsFile(Generic[R]):

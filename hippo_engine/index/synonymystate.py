@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from hippo_engine.index.synonymy import rows_of, streamed_pairs, update_synonymy
-from hippo_engine.text import alnum_count
+from hippo_engine.normalize import alnum_count
 
 
 class SynonymyState:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from hippo_engine.qa.reader import QuerySolution
+from hippo_engine.datatypes import QuerySolution
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The reader: answer questions from retrieved passages (spec section 3).
+"""The reader: answer questions from retrieved passages.
 
 The reader prompt shows the top ``qa_top_k`` passages, each as ``Wikipedia Title: <passage>``
 (``passage = "title\\ntext"``), or an assembled context (HiRAG modes), then ``Question: <q>`` and
@@ -12,11 +12,10 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from hippo_engine.datatypes import QuerySolution  # noqa: F401 (re-exported: its old import path)
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
 from hippo_engine.prompts import load_json_prompt, load_prompt
 
@@ -25,76 +24,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_SYSTEM_PROMPT = "qa_system.txt"
 DEFAULT_EXAMPLES_PROMPT = "qa_example.json"
 DEFAULT_PASSAGE_PREFIX = "Wikipedia Title: "
-
-
-# ----------------------------------------------------------------------------- solution
-@dataclass
-class QuerySolution:
-    """One query's retrieval result and, after reading, its answer.
-
-    ``docs`` are passages (``"title\\ntext"``) best first, ``doc_scores`` their scores.
-    ``candidate_facts`` / ``kept_facts`` are the facts before and after the recognition filter,
-    ``seed_entities`` the entities that seeded the graph walk; ``used_fallback`` is True when no
-    entity reached the graph and the dense ranking was returned. ``errors`` lists the LLM calls
-    that failed for this query (recognition filter, reader): a fallback with errors is a failure,
-    not "nothing relevant". ``passage_ids`` are the passages' ids (``chunk-...``, same order as
-    ``docs``) and ``doc_ids`` for each passage the ids of the documents holding it.
-    """
-
-    question: str
-    docs: list[str]
-    doc_scores: np.ndarray | list[float]
-    answer: str | None = None
-    gold_answers: list[str] | None = None
-    gold_docs: list[str] | None = None
-    candidate_facts: list = field(default_factory=list)
-    kept_facts: list = field(default_factory=list)
-    seed_entities: list = field(default_factory=list)
-    used_fallback: bool = False
-    errors: list[str] = field(default_factory=list)
-    passage_ids: list[str] = field(default_factory=list)
-    doc_ids: list[list[str]] = field(default_factory=list)
-
-    @classmethod
-    def from_ranking(cls, question: str, docs: Sequence[str], scores, found: Any = None) -> QuerySolution:
-        """A solution for ranked passages (``scores`` as float64); ``found`` (a retriever's
-        ``RawResult``) supplies the candidate and kept facts, seed entities and fallback flag."""
-        sol = cls(question=question, docs=list(docs), doc_scores=np.asarray(scores, dtype=np.float64))
-        if found is not None:
-            sol.candidate_facts, sol.kept_facts = found.candidate_facts, found.kept_facts
-            sol.seed_entities, sol.used_fallback = found.seed_entities, found.used_fallback
-        return sol
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (arrays become lists of floats, tuples become lists)."""
-        return {
-            "question": self.question,
-            "docs": list(self.docs),
-            "passage_ids": list(self.passage_ids),
-            "doc_ids": [list(d) for d in self.doc_ids],
-            "doc_scores": [float(s) for s in np.asarray(self.doc_scores, dtype=float).ravel()],
-            "answer": self.answer,
-            "gold_answers": None if self.gold_answers is None else list(self.gold_answers),
-            "gold_docs": None if self.gold_docs is None else list(self.gold_docs),
-            "candidate_facts": [_jsonable(f) for f in self.candidate_facts],
-            "kept_facts": [_jsonable(f) for f in self.kept_facts],
-            "seed_entities": [_jsonable(e) for e in self.seed_entities],
-            "used_fallback": bool(self.used_fallback),
-            "errors": list(self.errors),
-        }
-
-
-def _jsonable(value: Any) -> Any:
-    """Turn tuples, numpy scalars and arrays into plain JSON types (recursively)."""
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 # ----------------------------------------------------------------------------- template

@@ -9,7 +9,7 @@ import numpy as np
 from hippo_engine.config import HippoConfig
 from hippo_engine.index.ner import NERExtractor
 from hippo_engine.llm.base import LLMClient, unparseable_reason
-from hippo_engine.text import normalize_phrase
+from hippo_engine.normalize import normalize_phrase
 
 #: question -> texts of its failed LLM calls (what ``QuerySolution.errors`` lists)
 Errors = dict[str, list[str]]

@@ -1,4 +1,4 @@
-"""Recognition memory: the LLM filter over candidate facts (spec section 2, step 4).
+"""Recognition memory: the LLM filter over candidate facts (between fact scoring and seeding).
 
 :class:`RecognitionFilter` runs the DSPy program of :mod:`hippo_engine.retrieve.filter_program`
 (re-exported here) on the engine's ``LLMClient``: the question and its candidate facts in, the
@@ -20,7 +20,10 @@ from typing import Any, TypeVar
 import dspy
 from dspy.utils.exceptions import AdapterParseError, DSPyError
 
+from hippo_engine.datatypes import Triple
+from hippo_engine.lenient_json import parse_json_lenient
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, unparseable_reason
+from hippo_engine.normalize import normalize_phrase
 from hippo_engine.retrieve.filter_program import (  # noqa: F401 - re-exported: the filter's public names
     FIELD_NAMES,
     FILTER_PROGRAM_FILE,
@@ -37,7 +40,6 @@ from hippo_engine.retrieve.filter_program import (  # noqa: F401 - re-exported: 
     read_filter_program_metadata,
     save_filter_program,
 )
-from hippo_engine.text import Triple, normalize_phrase, parse_json_lenient
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""HippoRAG 2 retrieval (spec section 2): the ``Retriever`` orchestrating scoring, the
+"""HippoRAG 2 retrieval (paper section 3): the ``Retriever`` orchestrating scoring, the
 recognition filter, seeding and Personalized PageRank for batches of queries.
 
 The math lives in pure functions: :mod:`~hippo_engine.retrieve.scoring` (min-max, top-k, exact
@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hippo_engine.config import HippoConfig
+from hippo_engine.datatypes import Triple
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
 from hippo_engine.retrieve import seeding
-from hippo_engine.retrieve.facts import FactLookup, FactRows, MatrixSearch, StoreSearch
+from hippo_engine.retrieve.fact_search import FactLookup, FactRows, MatrixSearch, StoreSearch
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and dense_column re-exported
     dense_column,
@@ -42,7 +43,6 @@ from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and d
     top_k,
 )
 from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds  # noqa: F401
-from hippo_engine.text import Triple
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ class Retriever(FactRows):
     def search(self, queries: Sequence[str], q_fact: np.ndarray, q_pass: np.ndarray, k: int,
                filter_many: FilterMany | None = None, ner_vectors: Sequence[np.ndarray] | None = None
                ) -> tuple[list[RawResult], dict]:
-        """Rank passages for a batch of encoded queries (spec section 2).
+        """Rank passages for a batch of encoded queries (HippoRAG 2 retrieval).
 
         ``q_fact``/``q_pass``: (b, dim) query vectors for fact and passage matching.
         ``filter_many(questions, candidate lists) -> kept lists`` is the recognition filter,

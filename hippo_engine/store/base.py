@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from hippo_engine.text import Hyperedge
+from hippo_engine.datatypes import Hyperedge, Triple
+from hippo_engine.ids import hyperedge_id, triple_id
 
 logger = logging.getLogger(__name__)
 
-Triple = tuple[str, str, str]
 
 #: the embedding stores of an index (``community``: the HiRAG report vectors)
 STORE_NAMES = ("passage", "entity", "fact")
@@ -115,20 +115,19 @@ class IndexStore(ABC):
     def delete_passage_hyperedges(self, pids: Iterable[str]) -> None: ...
 
     def facts_of(self, fact_ids: Iterable[str]) -> dict[str, Triple | Hyperedge]:
-        """The stored triple or hyperedge of each fact id (``fact-`` + md5 of its text; unknown
-        ids are left out). This default reads every fact; a backend with a fact-id index
-        answers from it."""
-        from hippo_engine.text import fact_text, mdhash_id
+        """The stored triple or hyperedge of each fact id (:func:`hippo_engine.ids.fact_id` of its
+        text; unknown ids are left out). This default reads every fact; a backend with a fact-id
+        index answers from it."""
         want = set(fact_ids)
         out: dict[str, Triple | Hyperedge] = {}
         for ts in self.load_passage_triples().values():
             for t in ts:
-                fid = mdhash_id(fact_text(t), "fact-")
+                fid = triple_id(t)
                 if fid in want:
                     out.setdefault(fid, tuple(t))
         for hs in self.load_passage_hyperedges().values():
             for h in hs:
-                fid = mdhash_id(h.text, "fact-")
+                fid = hyperedge_id(h)
                 if fid in want:
                     out.setdefault(fid, h)
         return out

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from hippo_engine.datatypes import Hyperedge
 from hippo_engine.store.base import ALL_STORE_NAMES, IndexStore, StoreError, encode_entities, iter_chunks
-from hippo_engine.text import Hyperedge
 
 logger = logging.getLogger(__name__)
 

@@ -169,10 +169,10 @@ def parsers(filter_every: int) -> list[tuple[str, Callable[[str], object], tuple
     from hippo_engine.hirag.reports import parse_report
     from hippo_engine.index.nary_parse import NaryParse, parse_nary
     from hippo_engine.index.openie import parse_ner, parse_triples, read_ner, read_triples
+    from hippo_engine.lenient_json import parse_json_lenient
     from hippo_engine.llm.base import LLMClient, LLMResponse
     from hippo_engine.qa.reader import parse_answer
     from hippo_engine.retrieve.recognition import RecognitionFilter, parse_fact_list
-    from hippo_engine.text import parse_json_lenient
 
     class Echo(LLMClient):
         model_name, reply = "fuzz-echo", ""

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from hippo_engine.config import HippoConfig
+from hippo_engine.ids import chunk_id
 from hippo_engine.index.graph import build_graph
 from hippo_engine.index.pipeline import Index
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.retriever import Retriever, top_k
-from hippo_engine.text import mdhash_id
 
 from ..common import load_average, peak_rss_mb
 from .reference import HippoRAG2Loop, ReferenceRetriever, igraph_single_thread, reference_knn
@@ -90,7 +90,7 @@ def bench_corpus(name: str, corpus: SyntheticCorpus, n_base: int, inserts: Seque
     cfg = HippoConfig(show_progress=False, use_filter=False)
     row["config"] = {k: getattr(cfg, k) for k in ("ppr_dtype", "ppr_method", "ppr_tol", "ppr_block_size",
                                                   "query_batch_size", "synonymy_block_size")}
-    docs = [(mdhash_id(p, "chunk-"), p) for p in corpus.passages]
+    docs = [(chunk_id(p), p) for p in corpus.passages]
     index = Index(work, cfg, lambda: LookupEncoder(corpus), "synthetic-lookup")
     log(f"{name}: indexing {n_base} passages")
     t, _ = timed(index.add, dict(docs[:n_base]), corpus.triples)

@@ -23,11 +23,11 @@ through the engine's own retrieval path.
    mixture on the sphere. The result's ``base`` says which base was used and how it was made
    (``vectors_from``: the same in words).
 1. Data, consistent the way the engine builds an index (``extractor="openie"``): entity ``n`` is
-   the phrase ``"entity n"`` (entity store id ``mdhash_id(phrase, "entity-")``, content the
+   the phrase ``"entity n"`` (entity store id ``entity_id(phrase)``, content the
    phrase); a fact is the triple ``(phrase_a, "related to", phrase_b)`` (fact store id
-   ``mdhash_id(fact_text(t), "fact-")``, content ``fact_text(t)``), stated by one passage of its
+   ``triple_id(t)``, content ``fact_text(t)``), stated by one passage of its
    batch (``passage_triples`` rows hold the phrases, in the passage's order); passage ``n`` is
-   ``"passage n: " + a real passage text`` (id ``mdhash_id(text, "chunk-")``). Each batch's
+   ``"passage n: " + a real passage text`` (id ``chunk_id(text)``). Each batch's
    entities are the subjects of its facts (every entity is in the graph); objects are drawn from
    every entity written so far, so the graph links batches. Synonymy: one list per entity, one
    neighbour drawn from the entities written so far, score ``U(0.8, 1)``.
@@ -340,10 +340,10 @@ def batch_content(rng, bases: dict, first: dict, counts: dict, phrases: list[str
     """One batch's rows, consistent the way the engine writes an index: ``first`` and
     ``counts`` give the number of the batch's first row and its row count per store;
     ``phrases``/``entity_ids`` (every entity so far) are extended with the new entities."""
-    from hippo_engine.text import fact_text, mdhash_id
+    from hippo_engine.ids import chunk_id, entity_id, fact_id, fact_text
     e0, nb, nf, npas = first["entity"], counts["entity"], counts["fact"], counts["passage"]
     new_phrases = [f"entity {n}" for n in range(e0, e0 + nb)]
-    new_eids = [mdhash_id(p, "entity-") for p in new_phrases]
+    new_eids = [entity_id(p) for p in new_phrases]
     phrases.extend(new_phrases)
     entity_ids.extend(new_eids)
     subj, obj = fact_endpoints(rng, e0, nb, nf)
@@ -353,11 +353,11 @@ def batch_content(rng, bases: dict, first: dict, counts: dict, phrases: list[str
                                                                     strict=True)]
     owner = owner[order]
     ftexts = [fact_text(t) for t in triples]
-    fids = [mdhash_id(t, "fact-") for t in ftexts]
+    fids = [fact_id(t) for t in ftexts]
     ptxt_base = bases["passage"][1]
     ptexts = [f"passage {first['passage'] + i}: {ptxt_base[k]}"
               for i, k in enumerate(rng.integers(0, len(ptxt_base), npas).tolist())]
-    pids = [mdhash_id(t, "chunk-") for t in ptexts]
+    pids = [chunk_id(t) for t in ptexts]
     by_passage: dict[str, list] = {}
     rows = []                                          # (passage_id, pos, s, p, o, fact_id)
     for o, t, fid in zip(owner.tolist(), triples, fids, strict=True):

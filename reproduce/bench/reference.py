@@ -6,10 +6,10 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from hippo_engine.config import HippoConfig
+from hippo_engine.ids import entity_id
 from hippo_engine.index.graph import KIND_CONTEXT
 from hippo_engine.index.synonymy import _MARGIN, exact_scores
 from hippo_engine.retrieve.retriever import Retriever, min_max
-from hippo_engine.text import mdhash_id
 
 
 def reference_knn(mat: np.ndarray, threshold: float, rows: np.ndarray | None = None,
@@ -60,7 +60,7 @@ class ReferenceRetriever:
         for row in top:
             t = r.fact_triple(int(row))
             for phrase in (t[0], t[2]):
-                node = self.ent_node.get(mdhash_id(phrase, "entity-"))
+                node = self.ent_node.get(entity_id(phrase))
                 if node is None:
                     continue
                 w = fs[row] / max(1.0, self.counts[node])
@@ -116,7 +116,7 @@ class HippoRAG2Loop(ReferenceRetriever):
         for rank, f in enumerate(top_k_facts):
             fact_score = query_fact_scores[cand[rank]]
             for phrase in (f[0].lower(), f[2].lower()):
-                key = mdhash_id(phrase, "entity-")
+                key = entity_id(phrase)
                 pid = self.node_name_to_vertex_idx.get(key)
                 if pid is not None:
                     w = fact_score
@@ -133,7 +133,7 @@ class HippoRAG2Loop(ReferenceRetriever):
         linking_score_map = {p: float(np.mean(v)) for p, v in phrase_scores.items()}
         # get_top_k_weights: a Python loop over every node
         linking_score_map = dict(sorted(linking_score_map.items(), key=lambda x: x[1], reverse=True)[:k])
-        top_keys = {mdhash_id(p, "entity-") for p in linking_score_map}
+        top_keys = {entity_id(p) for p in linking_score_map}
         for key in self.node_name_to_vertex_idx:
             if key not in top_keys:
                 phrase_weights[self.node_name_to_vertex_idx[key]] = 0.0

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from hippo_engine import HippoRAG
+from hippo_engine.ids import chunk_id
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.text import mdhash_id
 
 from ..common import MUSIQUE_TRAIN_DIR, MUSIQUE_TRAIN_OPENIE, REPO_ROOT, RESULTS_DIR, ForbiddenLLM, write_result
 
@@ -28,7 +28,7 @@ ENCODERS = ("real", "fake")
 
 def passage_id(text: str) -> str:
     """The id the engine gives a passage."""
-    return mdhash_id(text, "chunk-")
+    return chunk_id(text)
 
 
 def musique_passages(n: int, data: Path = MUSIQUE_TRAIN_DIR) -> list[str]:

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hippo_engine.ids import chunk_id, fact_text, mdhash_id
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.text import fact_text, mdhash_id, normalize_phrase
+from hippo_engine.normalize import normalize_phrase
 
 DIM = 384
 
@@ -87,7 +88,7 @@ class SyntheticCorpus:
             ts = [(self.names[ents[a]], f"rel {t % 7}", self.names[ents[b]]) for t, (a, b) in enumerate(pairs)]
             text = f"passage {p}: " + "; ".join(" ".join(t) for t in ts)
             self.passages.append(text)
-            self.triples[mdhash_id(text, "chunk-")] = ts
+            self.triples[chunk_id(text)] = ts
             self.first_fact.append(fact_text(tuple(normalize_phrase(x) for x in ts[0])))
         self._rng = rng
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from hippo_engine import HippoRAG
 from hippo_engine.evaluation.datasets import Dataset
 from hippo_engine.evaluation.metrics import qa_metrics_per_query
+from hippo_engine.ids import chunk_id
 from hippo_engine.llm.base import LLMClient
-from hippo_engine.text import mdhash_id
 
 from ..common import file_sha256
 from .meter import MeteredLLM, delta
@@ -241,7 +241,7 @@ class Runner(ReportMixin):
                         for r, d in enumerate(sol.docs, 1):
                             rank.setdefault(d, r)
                         entries.append({"key": keys[i], "gold_ranks": [rank.get(g) for g in gold],
-                                        "n_gold": len(gold), "top": [mdhash_id(d, "chunk-") for d in sol.docs[:qa_k]],
+                                        "n_gold": len(gold), "top": [chunk_id(d) for d in sol.docs[:qa_k]],
                                         "fallback": bool(sol.used_fallback), "kept": len(sol.kept_facts),
                                         "s": dt, "llm": llm})
                     cache.append(entries)
@@ -257,7 +257,7 @@ class Runner(ReportMixin):
         """Per-question reader results on top of ``method``'s retrieval (same caching rules)."""
         from tqdm.auto import tqdm
 
-        from hippo_engine.qa.reader import QuerySolution
+        from hippo_engine.datatypes import QuerySolution
 
         if compute is None:
             compute = self._selected(method)
@@ -270,7 +270,7 @@ class Runner(ReportMixin):
             return None
         if todo:
             ret = self.retrieval(method, compute=True)
-            by_id = {mdhash_id(d, "chunk-"): d for d in self.ds.docs}
+            by_id = {chunk_id(d): d for d in self.ds.docs}
             rag = self.open(method)
             step = self.args.batch_llm
             logger.info("%s: reading %d question(s) with %s", method.label, len(todo), self.llm_name)

@@ -11,8 +11,9 @@ from helpers import make_rag, toy_respond
 
 from hippo_engine.hirag.clustering import _leiden_groups, cluster_entities, entity_igraph, member_key
 from hippo_engine.hirag.report_context import ReportInputs, community_context
+from hippo_engine.hirag.report_store import communities_state, load_communities
 from hippo_engine.hirag.reports import CommunityReport, parse_report, write_reports
-from hippo_engine.hirag.store import communities_state, load_communities
+from hippo_engine.ids import community_id
 from hippo_engine.index.graph import KIND_CONTEXT, KIND_FACT, GraphData
 from hippo_engine.llm.base import LLMError, LLMResponse
 from hippo_engine.prompts import load_json_prompt
@@ -104,7 +105,7 @@ def test_clustering_is_deterministic_and_leaves_global_random_state_alone():
     assert [c.to_json() for c in a] == [c.to_json() for c in b]
     assert random.getstate() == before
     # a seed is honoured: the same seed gives the same, and the ids are member-set hashes
-    assert all(c.id == "community-" + member_key(c.entities) for c in a)
+    assert all(c.id == community_id(c.entities) for c in a)
 
 
 def test_clustering_is_hierarchical_and_respects_max_cluster_size():

@@ -5,14 +5,14 @@ import logging
 import pytest
 from helpers import CORPUS, assert_same, make_rag, snapshot
 
-from hippo_engine.index.documents import document_id, legacy_document_id, split_documents
-from hippo_engine.text import mdhash_id
+from hippo_engine.ids import chunk_id, document_id, legacy_document_id
+from hippo_engine.index.documents import split_documents
 
 IDS = [f"d{i}" for i in range(len(CORPUS))]
 
 
 def pid(text: str) -> str:
-    return mdhash_id(text, "chunk-")
+    return chunk_id(text)
 
 
 def test_split_documents_ids_chunks_and_duplicates():

@@ -5,6 +5,7 @@ import random
 import numpy as np
 import pytest
 
+from hippo_engine.ids import entity_id
 from hippo_engine.index.graph import (
     CONTEXT_WEIGHT,
     FACT_WEIGHT,
@@ -15,11 +16,10 @@ from hippo_engine.index.graph import (
     build_graph,
     insert_passages,
 )
-from hippo_engine.text import mdhash_id
 
 
 def eid(phrase):
-    return mdhash_id(phrase, "entity-")
+    return entity_id(phrase)
 
 
 def same_graph(a: GraphData, b: GraphData):

@@ -6,9 +6,9 @@ import logging
 import pytest
 from helpers import CORPUS, make_rag
 
-from hippo_engine.index.extraction import Extraction
+from hippo_engine.datatypes import Extraction
+from hippo_engine.ids import entity_id
 from hippo_engine.index.graph import GraphData
-from hippo_engine.text import mdhash_id
 
 
 class CountingExtraction(Extraction):
@@ -127,7 +127,7 @@ def test_tiny_documents_index_like_any_other(tmp_path):
     rag.extractor = OneTriple()
     docs = tiny_docs(30)
     rag.index(docs)
-    assert mdhash_id("topic0", "entity-") in rag.index_state.stores["entity"]
+    assert entity_id("topic0") in rag.index_state.stores["entity"]
     assert len(rag.index_state.graph.node_ids) > 30
 
 

@@ -10,6 +10,8 @@ from helpers import CORPUS, assert_same, snapshot, toy_entities
 from openai_server import FakeOpenAIServer
 
 from hippo_engine import HippoRAG
+from hippo_engine.datatypes import Hyperedge
+from hippo_engine.ids import chunk_id, entity_id, fact_id
 from hippo_engine.index.extractors import make_extractor
 from hippo_engine.index.nary import (
     NaryExtractor,
@@ -22,7 +24,6 @@ from hippo_engine.index.nary import (
 )
 from hippo_engine.index.openie import OpenIEError
 from hippo_engine.llm.base import LLMError, LLMResponse
-from hippo_engine.text import Hyperedge, mdhash_id
 
 try:  # property tests need hypothesis (pip install hypothesis); the rest runs without it
     from hypothesis import given, settings
@@ -240,7 +241,7 @@ def nary_respond(messages) -> str:
 
 
 def ids(docs):
-    return {mdhash_id(d, "chunk-"): d for d in docs}
+    return {chunk_id(d): d for d in docs}
 
 
 def extractor(tmp_path, llm, **kw):
@@ -254,17 +255,17 @@ def test_extract_persists_and_resumes(tmp_path):
     first = ex.extract(ids(CORPUS[:3]))
     assert llm.calls == 3 and first.llm_passages == 3 and first.failed == {} and first.triples is None
     assert ex.path == tmp_path / "nary_results_my_model_1.json" and ex.path.exists()
-    he = first.hyperedges[mdhash_id(CORPUS[1], "chunk-")]
+    he = first.hyperedges[chunk_id(CORPUS[1])]
     assert he == [Hyperedge("Ilse Marrow was born in Velor.", ("Ilse Marrow", "Velor")),
                   Hyperedge("Ilse Marrow studied at Tamsin College.", ("Ilse Marrow", "Tamsin College"))]
-    stored = load_nary_file(ex.path)[mdhash_id(CORPUS[1], "chunk-")]
+    stored = load_nary_file(ex.path)[chunk_id(CORPUS[1])]
     assert stored.passage == CORPUS[1] and stored.segments[0].completeness == 8
     assert stored.segments[0].entities[0].importance == 50
     # a new extractor (a new process) sends only the passages missing from the file
     llm2 = ScriptedLLM(nary_respond, name="my/model:1")
     again = extractor(tmp_path, llm2).extract(ids(CORPUS[:5]))
     assert llm2.calls == 2 and again.llm_passages == 2
-    assert set(again.hyperedges) == set(ids(CORPUS[:5])) and again.hyperedges[mdhash_id(CORPUS[1], "chunk-")] == he
+    assert set(again.hyperedges) == set(ids(CORPUS[:5])) and again.hyperedges[chunk_id(CORPUS[1])] == he
     assert len(load_nary_file(ex.path)) == 5
     assert extractor(tmp_path, ScriptedLLM(nary_respond, name="other")).path != ex.path
 
@@ -302,9 +303,9 @@ def test_failures_are_reported_and_retried_next_time(tmp_path):
 
     ex = extractor(tmp_path, ScriptedLLM(respond))
     out = ex.extract(ids(CORPUS[:4]))
-    assert set(out.failed) == {mdhash_id(CORPUS[0], "chunk-"), mdhash_id(CORPUS[1], "chunk-")}
-    assert "server on fire" in out.failed[mdhash_id(CORPUS[0], "chunk-")]
-    msg = out.failed[mdhash_id(CORPUS[1], "chunk-")]
+    assert set(out.failed) == {chunk_id(CORPUS[0]), chunk_id(CORPUS[1])}
+    assert "server on fire" in out.failed[chunk_id(CORPUS[0])]
+    msg = out.failed[chunk_id(CORPUS[1])]
     assert "no list of segments" in msg and "retry" in msg
     assert set(out.hyperedges) == set(ids(CORPUS[2:4]))          # the retry with the reminder worked
     assert (CORPUS[1], True) in seen and (CORPUS[0], True) not in seen    # LLM errors are not re-asked
@@ -376,13 +377,13 @@ def test_facade_indexes_segments_as_hyperedges_and_retrieves(tmp_path):
     rep = rag.index(CORPUS)
     assert rep["added"] == len(CORPUS) and rep["openie_llm_passages"] == len(CORPUS) and llm.calls == len(CORPUS)
     assert rag.index_state.extractor == "nary"
-    hs = rag.index_state.passage_hyperedges[mdhash_id(CORPUS[1], "chunk-")]
+    hs = rag.index_state.passage_hyperedges[chunk_id(CORPUS[1])]
     assert hs[0] == Hyperedge("Ilse Marrow was born in Velor.", ("ilse marrow", "velor"))   # normalised
     ents, facts = rag.index_state.stores["entity"], rag.index_state.stores["fact"]
     for name in ("ilse marrow", "velor", "tamsin college", "kaldavia"):
-        assert mdhash_id(name, "entity-") in ents and mdhash_id(name, "entity-") in rag.graph.node_ids
-    assert mdhash_id("Ilse Marrow was born in Velor.", "fact-") in facts
-    assert facts.text(mdhash_id("Ilse Marrow was born in Velor.", "fact-")) == "Ilse Marrow was born in Velor."
+        assert entity_id(name) in ents and entity_id(name) in rag.graph.node_ids
+    assert fact_id("Ilse Marrow was born in Velor.") in facts
+    assert facts.text(fact_id("Ilse Marrow was born in Velor.")) == "Ilse Marrow was born in Velor."
     stats = rag.graph_stats()
     assert stats["passage_nodes"] == len(CORPUS) and stats["entity_nodes"] >= 12 and stats["context_edges"] > 0
     calls = llm.calls
@@ -420,8 +421,8 @@ def test_facade_reports_failed_passages_and_retries_them(tmp_path):
     rag = nary_rag(tmp_path, llm=ScriptedLLM(respond))
     with pytest.raises(OpenIEError) as e:
         rag.index(CORPUS)
-    assert list(e.value.failed) == [mdhash_id(CORPUS[3], "chunk-")] and "rate limited" in str(e.value)
-    assert not rag.index_state.has_passage(mdhash_id(CORPUS[3], "chunk-"))
+    assert list(e.value.failed) == [chunk_id(CORPUS[3])] and "rate limited" in str(e.value)
+    assert not rag.index_state.has_passage(chunk_id(CORPUS[3]))
     broken.clear()
     rep = rag.index(CORPUS)
     assert rep["added"] == 1 and rep["openie_llm_passages"] == 1
@@ -440,7 +441,7 @@ def test_facade_with_a_real_http_server(tmp_path):
     assert body["model"] == "served/model" and body["messages"][0]["content"] == load_nary_prompt()["system"]
     assert body["messages"][-1]["content"].endswith(CORPUS[5])
     assert (tmp_path / "nary_results_served_model.json").exists()
-    assert rag.index_state.passage_hyperedges[mdhash_id(CORPUS[5], "chunk-")] == [
+    assert rag.index_state.passage_hyperedges[chunk_id(CORPUS[5])] == [
         Hyperedge("Brask is the capital of Kaldavia.", ("brask", "kaldavia")),
         Hyperedge("Brask lies on the Tamsin River.", ("brask", "tamsin river"))]
     assert sols[0].docs == [CORPUS[5]]
@@ -460,10 +461,10 @@ def test_unusable_replies_are_reported_as_unparseable_and_discarded_from_the_cac
     inner = ScriptedLLM(respond)
     cache = CachedLLM(inner, tmp_path / "cache.sqlite")
     out = extractor(tmp_path, cache).extract(ids(CORPUS[:3]))
-    bad = mdhash_id(CORPUS[1], "chunk-")
+    bad = chunk_id(CORPUS[1])
     assert list(out.failed) == [bad]
     assert out.failed[bad].startswith("n-ary facts: unparseable reply: 'I am sorry, I cannot produce JSON")
-    assert out.hyperedges[mdhash_id(CORPUS[2], "chunk-")] == []
+    assert out.hyperedges[chunk_id(CORPUS[2])] == []
     assert inner.calls == 4 and len(cache) == 2           # both bad replies (ask + retry) were discarded
     fixed.append(True)
     again = extractor(tmp_path, cache).extract(ids(CORPUS[:3]))

@@ -4,15 +4,16 @@ from fakes import NgramEncoder
 from helpers import CORPUS
 
 from hippo_engine.config import HippoConfig
+from hippo_engine.datatypes import Hyperedge
+from hippo_engine.ids import chunk_id, entity_id
 from hippo_engine.index.ner import NERExtractor, doc_hyperedges, passage_title
 from hippo_engine.index.pipeline import Index, normalize_hyperedges
 from hippo_engine.store import StoreError
-from hippo_engine.text import Hyperedge, mdhash_id
 
 
 @pytest.fixture(scope="module")
 def extracted():
-    return NERExtractor(show_progress=False).run({mdhash_id(p, "chunk-"): p for p in CORPUS})
+    return NERExtractor(show_progress=False).run({chunk_id(p): p for p in CORPUS})
 
 
 def test_titles_are_short_first_lines():
@@ -23,13 +24,13 @@ def test_titles_are_short_first_lines():
 
 
 def test_sentences_become_hyperedges_with_their_entities(extracted):
-    pid = mdhash_id(CORPUS[0], "chunk-")
+    pid = chunk_id(CORPUS[0])
     hs = extracted[pid]
     assert [h.text for h in hs] == ["Lake Veloria", "Lake Veloria lies in the Orsk Highlands.",
                                     "Ilse Marrow mapped Lake Veloria in 1873."]   # the title line is a fact
     assert all("Lake Veloria" in h.entities for h in hs)          # the title joins every sentence
     assert "1873" in hs[2].entities
-    assert set(extracted) == {mdhash_id(p, "chunk-") for p in CORPUS}
+    assert set(extracted) == {chunk_id(p) for p in CORPUS}
 
 
 def test_numeric_entities_are_skipped():
@@ -54,7 +55,7 @@ def test_normalize_hyperedges_dedupes_and_drops_empty():
 
 def test_hyperedges_round_trip_and_extractors_do_not_mix(tmp_path, extracted):
     enc = NgramEncoder()
-    passages = {mdhash_id(p, "chunk-"): p for p in CORPUS}
+    passages = {chunk_id(p): p for p in CORPUS}
     idx = Index(tmp_path, HippoConfig(show_progress=False, extractor="ner"), lambda: enc, enc.name)
     rep = idx.add(passages, hyperedges=extracted, extractor="ner")
     assert rep["added"] == len(CORPUS) and rep["new_facts"] > len(CORPUS)
@@ -63,8 +64,8 @@ def test_hyperedges_round_trip_and_extractors_do_not_mix(tmp_path, extracted):
     assert stats["fact_edges"] > 0 and stats["context_edges"] > 0 and stats["passage_nodes"] == len(CORPUS)
     # entity-entity edges are sentence co-occurrences: each sentence adds 1 / (m - 1) per pair
     edges = idx.graph.edge_dict()
-    a, b = sorted([mdhash_id("lake veloria", "entity-"), mdhash_id("1873", "entity-")])
-    m = len(extracted[mdhash_id(CORPUS[0], "chunk-")][2].entities)   # the one sentence naming both
+    a, b = sorted([entity_id("lake veloria"), entity_id("1873")])
+    m = len(extracted[chunk_id(CORPUS[0])][2].entities)   # the one sentence naming both
     assert edges[(a, b)] == round(2**20 / (m - 1)) / 2**20
     fe = idx.fact_entities()
     assert len(fe) == rep["new_facts"] and all(isinstance(v, tuple) and v for v in fe.values())

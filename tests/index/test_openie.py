@@ -4,6 +4,7 @@ import json
 import pytest
 from fakes import ScriptedLLM
 
+from hippo_engine.ids import chunk_id
 from hippo_engine.index.openie import (
     OpenIE,
     load_openie_file,
@@ -13,8 +14,9 @@ from hippo_engine.index.openie import (
     save_openie_file,
     triple_messages,
 )
+from hippo_engine.lenient_json import parse_json_lenient
 from hippo_engine.llm.base import LLMTimeoutError
-from hippo_engine.text import mdhash_id, normalize_phrase, parse_json_lenient
+from hippo_engine.normalize import normalize_phrase
 
 
 def test_parse_variants():
@@ -55,7 +57,7 @@ def test_v1_file_with_nan(tmp_path):
                  ' "extracted_triples": [["T", "is", "Body"], ["T", NaN, "x"], ["bad"]]}], "avg_ent_chars": NaN}')
     res = load_openie_file(p)
     (idx, r), = res.items()
-    assert idx == mdhash_id("T\nBody", "chunk-") and r.entities == ["T"] and r.triples == [("T", "is", "Body")]
+    assert idx == chunk_id("T\nBody") and r.entities == ["T"] and r.triples == [("T", "is", "Body")]
     out = tmp_path / "ref.json"
     save_openie_file(out, res.values())
     data = json.loads(out.read_text())
@@ -92,19 +94,19 @@ def test_llm_failures_are_reported_not_raised():
 def test_import_refuses_an_idx_that_is_not_its_passages_id(tmp_path, caplog):
     import json
 
+    from hippo_engine.ids import chunk_id
     from hippo_engine.index.openie import load_openie_file
-    from hippo_engine.text import mdhash_id
 
     good, other = "A\nAlpha text.", "B\nBeta text."
     path = tmp_path / "openie.json"
     path.write_text(json.dumps({"docs": [
-        {"idx": mdhash_id(good, "chunk-"), "passage": good, "extracted_entities": ["Alpha"],
+        {"idx": chunk_id(good), "passage": good, "extracted_entities": ["Alpha"],
          "extracted_triples": [["alpha", "is", "text"]]},
-        {"idx": mdhash_id(good, "chunk-"), "passage": other, "extracted_entities": ["evil"],
+        {"idx": chunk_id(good), "passage": other, "extracted_entities": ["evil"],
          "extracted_triples": [["evil", "injected", "fact"]]}]}))
     loaded = load_openie_file(path)
-    assert list(loaded) == [mdhash_id(good, "chunk-")]
-    assert loaded[mdhash_id(good, "chunk-")].triples == [("alpha", "is", "text")]
+    assert list(loaded) == [chunk_id(good)]
+    assert loaded[chunk_id(good)].triples == [("alpha", "is", "text")]
     assert "1 entry skipped" in caplog.text and str(path) in caplog.text
 
 
@@ -167,7 +169,7 @@ def test_index_raises_naming_the_passage_with_an_unparseable_reply_and_indexes_t
     with pytest.raises(OpenIEError, match="unparseable reply") as ei:
         rag.index(CORPUS[:6])
     (bad,) = ei.value.failed
-    assert bad == mdhash_id(CORPUS[4], "chunk-")
+    assert bad == chunk_id(CORPUS[4])
     assert rag.graph_stats()["passage_nodes"] == 5
     rag2 = make_rag(tmp_path)
     rag2.index(CORPUS[:6])

@@ -6,8 +6,8 @@ from fakes import NgramEncoder, NoCallLLM, ScriptedLLM
 from helpers import CORPUS, assert_same, crash_mid_index, make_rag, snapshot
 
 from hippo_engine import HippoRAG
+from hippo_engine.ids import chunk_id, entity_id, facts_by_id, triple_id
 from hippo_engine.index.graph import CONTEXT_WEIGHT, FACT_WEIGHT
-from hippo_engine.text import mdhash_id
 
 
 def test_index_builds_graph(tmp_path):
@@ -19,10 +19,10 @@ def test_index_builds_graph(tmp_path):
     assert s["entity_nodes"] > 10 and s["fact_edges"] > 5 and s["context_edges"] > 10
     # fact edge weight: 2 per occurrence; "ilse marrow" - "lake veloria" occurs once
     e = rag.graph.edge_dict()
-    a, b = mdhash_id("ilse marrow", "entity-"), mdhash_id("lake veloria", "entity-")
+    a, b = entity_id("ilse marrow"), entity_id("lake veloria")
     assert e[tuple(sorted((a, b)))] >= FACT_WEIGHT
     # context edge passage-entity weight 1 (+ nothing else between them)
-    pid = mdhash_id(CORPUS[0], "chunk-")
+    pid = chunk_id(CORPUS[0])
     assert e[tuple(sorted((pid, a)))] == CONTEXT_WEIGHT
     # one edge per pair, no self loops
     g = rag.graph
@@ -161,7 +161,7 @@ def test_short_entities_are_not_synonymy_queries(tmp_path):
     inc.index(["the second one"])
     full = make_rag(tmp_path / "f", llm=ScriptedLLM(respond), **kw)
     full.index(["the first one", "the second one"])
-    short = mdhash_id("ab", "entity-")
+    short = entity_id("ab")
     assert short not in inc.index_state.synonymy                       # never a query
     assert any(short in nb for nb in inc.index_state.synonymy.values())  # but a neighbour
     assert snapshot(inc)["synonymy"] == snapshot(full)["synonymy"]
@@ -180,10 +180,9 @@ def test_chunked_encoding_gives_the_same_index(tmp_path, monkeypatch):
 
 
 def test_facts_by_id_one_entry_per_fact():
-    from hippo_engine.text import fact_text, facts_by_id
     t1, t2 = ("a", "likes", "b"), ("b", "owns", "c")
     got = facts_by_id({"p1": [t1, t2], "p2": [t1]})
-    assert got == {mdhash_id(fact_text(t1), "fact-"): t1, mdhash_id(fact_text(t2), "fact-"): t2}
+    assert got == {triple_id(t1): t1, triple_id(t2): t2}
 
 
 def test_vectors_loaded_after_another_writer_committed_bring_the_facts_along(tmp_path):

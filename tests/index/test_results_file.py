@@ -12,9 +12,9 @@ def _file(path):
 
 
 def _result(i: int) -> OpenIEResult:
-    from hippo_engine.text import mdhash_id
+    from hippo_engine.ids import chunk_id
     p = f"Passage {i}\ntext {i}"
-    return OpenIEResult(mdhash_id(p, "chunk-"), p, [f"E{i}"], [(f"E{i}", "is", f"F{i}")])
+    return OpenIEResult(chunk_id(p), p, [f"E{i}"], [(f"E{i}", "is", f"F{i}")])
 
 
 def test_two_writers_keep_each_others_results(tmp_path):

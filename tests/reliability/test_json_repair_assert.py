@@ -10,8 +10,8 @@ from openai_server import FakeOpenAIServer
 from test_fault_server import DOCS, QUERIES, open_rag
 
 from hippo_engine.index.openie import OpenIEError, parse_ner, parse_triples
+from hippo_engine.lenient_json import parse_json_lenient
 from hippo_engine.retrieve.recognition import parse_fact_list
-from hippo_engine.text import parse_json_lenient
 
 #: the shortest reply found (delta-debugged from three fuzz findings)
 TRIPS_JSON_REPAIR = '{"```json{```'

@@ -161,7 +161,7 @@ def test_top_facts_exact_with_ties():
     q = np.vstack([mat[30] + 0.01 * rng.standard_normal(16).astype(np.float32), rng.standard_normal((3, 16))])
     q = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
     r = Retriever.__new__(Retriever)      # only the fact matrix is needed
-    from hippo_engine.retrieve.facts import MatrixSearch
+    from hippo_engine.retrieve.fact_search import MatrixSearch
     r.fact_search = MatrixSearch(mat)
     import hippo_engine.retrieve.scoring as sc
     for block in (sc.ROW_BLOCK, 777):

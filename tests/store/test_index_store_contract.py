@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hippo_engine.datatypes import Hyperedge
+from hippo_engine.ids import hyperedge_id, triple_id
 from hippo_engine.store import IndexDB, StoreError
 from hippo_engine.store.base import IndexStore
-from hippo_engine.text import Hyperedge
 
 DIM = 8
 BACKENDS = ["sqlite", "postgres"]
@@ -98,13 +99,12 @@ def test_hyperedges_round_trip_replace_and_delete(db):
 
 # ---------------------------------------------------------------------------------------- synonymy
 def test_facts_by_id(db):
-    from hippo_engine.text import fact_text, mdhash_id
     t1, t2 = ("ann", "met", "bob"), ("bob", "lives in", "paris ✓")
     h = Hyperedge("Ann met Bob in Paris.", ("ann", "bob", "paris"))
     db.put_passage_triples("p1", [t1, t2])
     db.put_passage_triples("p2", [t2])                    # the same fact in two passages: once
     db.put_passage_hyperedges("p3", [h])
-    ids = [mdhash_id(fact_text(t1), "fact-"), mdhash_id(fact_text(t2), "fact-"), mdhash_id(h.text, "fact-")]
+    ids = [triple_id(t1), triple_id(t2), hyperedge_id(h)]
     got = db.facts_of(ids + ["fact-unknown"])
     assert got == {ids[0]: t1, ids[1]: t2, ids[2]: h}
     db.delete_passage_triples(["p1"])

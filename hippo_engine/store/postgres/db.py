@@ -21,6 +21,8 @@ import os
 import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
+from hippo_engine.datatypes import Hyperedge
+from hippo_engine.ids import hyperedge_id, triple_id
 from hippo_engine.store.base import IndexStore, StoreError, Triple, encode_entities
 from hippo_engine.store.lock import IndexLockedError
 from hippo_engine.store.postgres.errors import connect_error, guard_driver_errors
@@ -37,7 +39,6 @@ from hippo_engine.store.postgres.schema import (
     schema_complete,
     schema_version,
 )
-from hippo_engine.text import Hyperedge, fact_text, mdhash_id
 
 logger = logging.getLogger(__name__)
 
@@ -257,7 +258,7 @@ class PostgresIndexStore(GraphFileCopy, IndexStore):
         with self.transaction():
             self._delete_any("passage_triples", "passage_id", [pid])
             self._copy_in("passage_triples", "passage_id, pos, subj, pred, obj, fact_id",
-                          ((pid, i, s, p, o, mdhash_id(fact_text((s, p, o)), "fact-"))
+                          ((pid, i, s, p, o, triple_id((s, p, o)))
                            for i, (s, p, o) in enumerate(triples)))
 
     def delete_passage_triples(self, pids: Iterable[str]) -> None:
@@ -279,7 +280,7 @@ class PostgresIndexStore(GraphFileCopy, IndexStore):
         with self.transaction():
             self._delete_any("passage_hyperedges", "passage_id", [pid])
             self._copy_in("passage_hyperedges", "passage_id, pos, text, entities, fact_id",
-                          ((pid, i, h.text, encode_entities(h.entities), mdhash_id(h.text, "fact-"))
+                          ((pid, i, h.text, encode_entities(h.entities), hyperedge_id(h))
                            for i, h in enumerate(hyperedges)))
 
     def delete_passage_hyperedges(self, pids: Iterable[str]) -> None:

@@ -132,7 +132,7 @@ def schema_version(conn, schema: str) -> str | None:
 def migrate_1_to_2(conn, schema: str) -> None:
     """Version 1 -> 2 (inside the caller's transaction, under the lock): add ``fact_id`` to the
     fact tables, computed from the stored facts as the engine computes it."""
-    from hippo_engine.text import fact_text, mdhash_id
+    from hippo_engine.ids import fact_id, fact_text
     q = f'"{schema}"'
     for table, cols, text_of in (("passage_triples", "subj, pred, obj", lambda r: fact_text(r)),
                                  ("passage_hyperedges", "text", lambda r: r[0])):
@@ -142,7 +142,7 @@ def migrate_1_to_2(conn, schema: str) -> None:
         rows = conn.execute(f"SELECT passage_id, pos, {cols} FROM {q}.{table}").fetchall()
         with conn.cursor() as cur, cur.copy("COPY hippo_fact_ids FROM STDIN") as cp:
             for r in rows:
-                cp.write_row((r[0], r[1], mdhash_id(text_of(tuple(r[2:])), "fact-")))
+                cp.write_row((r[0], r[1], fact_id(text_of(tuple(r[2:])))))
         conn.execute(f"UPDATE {q}.{table} t SET fact_id = f.fact_id FROM hippo_fact_ids f "
                      "WHERE t.passage_id = f.passage_id AND t.pos = f.pos")
         conn.execute("DROP TABLE hippo_fact_ids")

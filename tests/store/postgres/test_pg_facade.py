@@ -96,8 +96,8 @@ def test_nul_characters_are_refused_at_the_door_and_dropped_from_model_output(tm
     import pytest
     from fakes import ScriptedLLM
 
+    from hippo_engine.datatypes import Hyperedge
     from hippo_engine.index.facts import normalize_hyperedges
-    from hippo_engine.text import Hyperedge
 
     def respond(messages):
         if "Named entities:" in messages[-1]["content"]:

@@ -134,7 +134,7 @@ def test_memory_mode_mirrors_every_vector(built, tmp_path, pg_dsn, pg_schema):
 def test_a_version_1_schema_is_upgraded_with_its_fact_ids(built, tmp_path, pg_dsn, pg_schema):
     import psycopg
 
-    from hippo_engine.text import fact_text, mdhash_id
+    from hippo_engine.ids import triple_id
     lite, writer = built
     writer.close()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:      # what version 1 looked like
@@ -147,7 +147,7 @@ def test_a_version_1_schema_is_upgraded_with_its_fact_ids(built, tmp_path, pg_ds
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         rows = conn.execute(f'SELECT subj, pred, obj, fact_id FROM "{pg_schema}".passage_triples').fetchall()
         assert conn.execute(f"SELECT value FROM \"{pg_schema}\".meta WHERE key='schema_version'").fetchone()[0] == "2"
-    assert rows and all(f == mdhash_id(fact_text((s, p, o)), "fact-") for s, p, o, f in rows)
+    assert rows and all(f == triple_id((s, p, o)) for s, p, o, f in rows)
     reader.close()
 
 

@@ -1,7 +1,7 @@
 """Where the retriever finds facts and entities for a query: small strategy objects.
 
 HippoRAG 2 scores every fact against the query, keeps the ``linking_top_k`` best and min-max
-normalises their scores over all facts (spec section 2). Two ways to get that:
+normalises their scores over all facts. Two ways to get that:
 
 - :class:`MatrixSearch`: an in-memory matrix of every vector (the SQLite store, or a PostgreSQL
   store mirrored in RAM): :func:`~hippo_engine.retrieve.scoring.top_fact_rows`, exact.
@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from hippo_engine.datatypes import Hyperedge, Triple, hyperedge_triple
+from hippo_engine.ids import entity_id
 from hippo_engine.retrieve.scoring import max_row_norm, nearest_rows, row_blocks, row_scores, top_fact_rows, top_k
-from hippo_engine.text import Hyperedge, Triple, hyperedge_triple, mdhash_id
 
 
 class MatrixSearch:
@@ -199,7 +200,7 @@ class FactRows:
             missing = list(dict.fromkeys(int(r) for r in rows))
         if missing:
             self.facts.prefetch([self._fid(r) for r in missing])
-            ents = [[mdhash_id(e, "entity-") for e in self._entities_of_row(r)] for r in missing]
+            ents = [[entity_id(e) for e in self._entities_of_row(r)] for r in missing]
             nodes = self.graph.node_index([e for es in ents for e in es], entities=True)
             ends = np.cumsum([len(es) for es in ents])
             for r, part in zip(missing, np.split(nodes.astype(np.int64), ends[:-1]), strict=True):

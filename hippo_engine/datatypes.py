@@ -1,0 +1,169 @@
+"""The data and result types shared across the engine: the one definition of each.
+
+* :data:`Triple` and :class:`Hyperedge`: a passage's facts (a triple, or an n-ary fact linking a
+  text to the entities it mentions);
+* :class:`Extraction`: what an extractor returns for a batch of passages;
+* :class:`QuerySolution`: one query's retrieval result (and, after reading, its answer);
+* :class:`HiContext`: what a query mode assembled for the reader.
+
+Older import paths (``hippo_engine.qa.reader.QuerySolution``, ``hippo_engine.hirag.context.HiContext``,
+``hippo_engine.index.extractors.Extraction``, ``hippo_engine.text.Triple``...) re-export these.
+No heavy library at import time (numpy is imported where an array is handled).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: A fact: (subject, predicate, object).
+Triple = tuple[str, str, str]
+
+
+class Hyperedge(NamedTuple):
+    """An n-ary fact: a sentence (``extractor="ner"``) or an LLM knowledge segment
+    (``extractor="nary"``) linked to every normalised entity it mentions. Its fact id is
+    :func:`hippo_engine.ids.hyperedge_id` (of ``text``) and ``text`` is what the fact store embeds."""
+
+    text: str
+    entities: tuple[str, ...]
+
+
+def hyperedge_triple(h: Hyperedge) -> Triple:
+    """How a hyperedge is shown where a triple is expected (candidate facts, the recognition
+    filter): ``(text, "mentions", "entity; entity; ...")``."""
+    return (h.text, "mentions", "; ".join(h.entities))
+
+
+# ----------------------------------------------------------------------------- extraction
+@dataclass
+class Extraction:
+    """Facts of the passages that got them; ``failed`` maps the others to their error."""
+
+    triples: dict[str, list[Triple]] | None = None
+    hyperedges: dict[str, list[Hyperedge]] | None = None
+    failed: dict[str, str] = field(default_factory=dict)
+    llm_passages: int = 0     # passages sent to an LLM in this call
+
+    @property
+    def passages(self) -> set[str]:
+        return set(self.triples or {}) | set(self.hyperedges or {})
+
+
+# ----------------------------------------------------------------------------- solution
+@dataclass
+class QuerySolution:
+    """One query's retrieval result and, after reading, its answer.
+
+    ``docs`` are passages (``"title\\ntext"``) best first, ``doc_scores`` their scores.
+    ``candidate_facts`` / ``kept_facts`` are the facts before and after the recognition filter,
+    ``seed_entities`` the entities that seeded the graph walk; ``used_fallback`` is True when no
+    entity reached the graph and the dense ranking was returned. ``errors`` lists the LLM calls
+    that failed for this query (recognition filter, reader): a fallback with errors is a failure,
+    not "nothing relevant". ``passage_ids`` are the passages' ids (:func:`hippo_engine.ids.chunk_id`,
+    same order as ``docs``) and ``doc_ids`` for each passage the ids of the documents holding it.
+    """
+
+    question: str
+    docs: list[str]
+    doc_scores: np.ndarray | list[float]
+    answer: str | None = None
+    gold_answers: list[str] | None = None
+    gold_docs: list[str] | None = None
+    candidate_facts: list = field(default_factory=list)
+    kept_facts: list = field(default_factory=list)
+    seed_entities: list = field(default_factory=list)
+    used_fallback: bool = False
+    errors: list[str] = field(default_factory=list)
+    passage_ids: list[str] = field(default_factory=list)
+    doc_ids: list[list[str]] = field(default_factory=list)
+
+    @classmethod
+    def from_ranking(cls, question: str, docs: Sequence[str], scores, found: Any = None) -> QuerySolution:
+        """A solution for ranked passages (``scores`` as float64); ``found`` (a retriever's
+        ``RawResult``) supplies the candidate and kept facts, seed entities and fallback flag."""
+        import numpy as np
+
+        sol = cls(question=question, docs=list(docs), doc_scores=np.asarray(scores, dtype=np.float64))
+        if found is not None:
+            sol.candidate_facts, sol.kept_facts = found.candidate_facts, found.kept_facts
+            sol.seed_entities, sol.used_fallback = found.seed_entities, found.used_fallback
+        return sol
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (arrays become lists of floats, tuples become lists)."""
+        import numpy as np
+
+        return {
+            "question": self.question,
+            "docs": list(self.docs),
+            "passage_ids": list(self.passage_ids),
+            "doc_ids": [list(d) for d in self.doc_ids],
+            "doc_scores": [float(s) for s in np.asarray(self.doc_scores, dtype=float).ravel()],
+            "answer": self.answer,
+            "gold_answers": None if self.gold_answers is None else list(self.gold_answers),
+            "gold_docs": None if self.gold_docs is None else list(self.gold_docs),
+            "candidate_facts": [_jsonable(f) for f in self.candidate_facts],
+            "kept_facts": [_jsonable(f) for f in self.kept_facts],
+            "seed_entities": [_jsonable(e) for e in self.seed_entities],
+            "used_fallback": bool(self.used_fallback),
+            "errors": list(self.errors),
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    """Turn tuples, numpy scalars and arrays into plain JSON types (recursively)."""
+    import numpy as np
+
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+# ----------------------------------------------------------------------------- HiRAG context
+#: the title each context section is shown under
+SECTION_TITLES = {"reports": "Backgrounds", "bridge": "Reasoning Path", "entities": "Entities",
+                  "relations": "Relations", "passages": "Sources"}
+
+
+@dataclass
+class HiContext:
+    """What one query's retrieval assembled for the reader in some mode.
+
+    ``sections`` maps section names (``reports``, ``bridge``, ``entities``, ``relations``,
+    ``passages``) to their text, in order; ``tokens`` their token counts. ``passages`` is the
+    passage ranking (best first) the mode produced; ``passage_context`` how many of them made
+    it into the passages section. ``path`` is the bridge's entity path (names).
+    """
+
+    query: str
+    mode: str
+    sections: dict = field(default_factory=dict)
+    tokens: dict = field(default_factory=dict)
+    passages: list = field(default_factory=list)
+    passage_context: int = 0
+    entities: list = field(default_factory=list)
+    communities: list = field(default_factory=list)
+    key_entities: list = field(default_factory=list)
+    path: list = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The sections as one string, each under a ``-----Title-----`` line."""
+        return "\n".join(f"-----{SECTION_TITLES[k]}-----\n{v}\n" for k, v in self.sections.items())
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict (with the rendered ``text``)."""
+        return {"query": self.query, "mode": self.mode, "sections": dict(self.sections), "tokens": dict(self.tokens),
+                "passages": list(self.passages), "passage_context": self.passage_context,
+                "entities": list(self.entities), "communities": list(self.communities),
+                "key_entities": list(self.key_entities), "path": list(self.path), "text": self.text}
