@@ -1,4 +1,4 @@
-"""Retrieval and QA metrics of the HippoRAG 2 evaluation (spec section 3), as pure functions.
+"""Retrieval and QA metrics of the HippoRAG 2 evaluation, as pure functions.
 
 * ``Recall@k``: per query ``|top-k ∩ gold| / |gold|`` with the gold passages de-duplicated and
   passages compared as exact strings (``"title\\ntext"``); 0 for a query without gold passages;

@@ -8,7 +8,7 @@ flat (``config.damping`` is ``config.retrieval.damping``), and ``HippoConfig(dam
 ``HippoRAG(dir, use_filter=False)`` keep working.
 
 Per-call options of a query live in :class:`QueryParam`, not in the configuration.
-Defaults follow the HippoRAG 2 paper (spec section 4).
+Defaults follow the HippoRAG 2 paper's setup.
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ class IndexConfig(_Section):
 
 
 class RetrievalConfig(_Section):
-    """HippoRAG 2 retrieval (paper section 3, spec section 2) and its ablation switches."""
+    """HippoRAG 2 retrieval (paper section 3) and its ablation switches."""
 
     linking_top_k: int = Field(5, gt=0)
     retrieval_top_k: int = Field(200, gt=0)

@@ -1,5 +1,5 @@
-"""Seeding the graph walk (spec section 2, steps 5-6), as pure functions, and the interface of
-extra seed sources.
+"""Seeding the graph walk (the entity and passage seeds of the PageRank reset vector), as pure
+functions, and the interface of extra seed sources.
 
 Entity seeds: each (fact, entity) link weighs ``fact score / passages of the entity``; an
 entity linked several times gets the mean; the ``linking_top_k`` heaviest entities stay.

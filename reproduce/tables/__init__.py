@@ -3,7 +3,7 @@
 Each command writes ``reproduce/results/<dataset>/<table>.md`` (``<table>-no-filter.md`` with
 ``--no-filter``, ``...-firstN.md`` with ``--limit N``; ``--extractor`` other than openie,
 ``--dense-first N`` and ``--shuffle-corpus SEED`` add ``-ner``, ``-dense-firstN``, ``-shuffleSEED``):
-our figures beside the paper's (spec section 5;
+our figures beside the paper's (:mod:`reproduce.tables.paper`;
 "n/a" where the paper has none), the models, the exact command, the git commit, the wall time and
 the LLM tokens spent. Recall tables also get a PNG of the Recall@k curves next to the markdown.
 

@@ -1,4 +1,4 @@
-"""The HippoRAG 2 paper's figures (spec section 5) and the paper column of a dataset."""
+"""The HippoRAG 2 paper's figures (its tables) and the paper column of a dataset."""
 from __future__ import annotations
 
 #: Llama-3.3-70B-Instruct (OpenIE, filter, reader) and NV-Embed-v2 (7B).

@@ -32,8 +32,8 @@ def table_weights(r: Runner) -> Path:
                      [e for e in res.values() if e])
     lines += ["## Recall (%)", ""]
     lines += rows_table(["passage_node_weight", "R@2", "R@5", "paper R@5", "paper", "s / question"], rows)
-    lines += ["", "The weight scales the dense-retrieval passage seeds of the PageRank reset vector (spec section "
-              "2, step 7). The paper's sweep figures other than the default are not in our spec, hence n/a. "
+    lines += ["", "The weight scales the dense-retrieval passage seeds of the PageRank reset vector (the step "
+              "after seeding). The paper's sweep figures other than the default are not in its text, hence n/a. "
               + S_NOTE, "",
               "## Recall@k (%)", ""] + curve_table(r.ks(), {m.label: curves[m.key] for m in methods})
     return r.write("weights", lines, {m.label: curves[m.key] for m in methods if curves[m.key]},
