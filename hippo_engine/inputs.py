@@ -112,7 +112,8 @@ def read_documents(path: str | Path) -> tuple[list[str], list[str] | None]:
     strings or ``{"title", "text"}`` records, which become ``"title\\ntext"``; records may carry
     an ``"id"`` (a string or whole number), and then every item must. Ids are None when no
     item has one."""
-    docs, ids = [], []
+    docs: list[str] = []
+    ids: list[str | None] = []
     for n, it in enumerate(_read_items(path)):
         if isinstance(it, str):
             docs.append(it)
@@ -129,7 +130,7 @@ def read_documents(path: str | Path) -> tuple[list[str], list[str] | None]:
     if len(given) < len(ids):
         raise ValueError(f"{path}: item {ids.index(None)} has no 'id' but item {given[0]} has one; give every "
                          f"document an id or none")
-    return docs, ids
+    return docs, [i for i in ids if i is not None]
 
 
 def _record_id(record: dict, path, n: int) -> str | None:
@@ -164,7 +165,9 @@ def read_queries(path: str | Path) -> tuple[list[str], list | None, list | None]
     ``answers``/``answer``+``answer_aliases`` and ``gold_docs``, or MuSiQue-style
     ``paragraphs`` with ``is_supporting``). Returns (questions, gold_docs, gold_answers)."""
     items = _read_items(path)
-    qs, gd, ga = [], [], []
+    qs: list[str] = []
+    gd: list[list | None] = []
+    ga: list[list | None] = []
     for n, it in enumerate(items):
         if isinstance(it, str):
             qs.append(it)

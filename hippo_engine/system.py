@@ -62,14 +62,15 @@ def parallel_map(fn: Callable[[T], object], items: Iterable[T], workers: int) ->
         return
     feed = iter(items)
     lock = threading.Lock()
+    done = object()
 
     def drain() -> None:
         while True:
             with lock:
-                it = next(feed, feed)
-            if it is feed:
+                it = next(feed, done)
+            if it is done:
                 return
-            fn(it)
+            fn(it)  # type: ignore[arg-type]  # not the sentinel: an item
 
     futures = [worker_pool().submit(drain) for _ in range(workers)]
     errors = [f.exception() for f in futures]
@@ -112,7 +113,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`atomic_write`)."""
     data = text.encode("utf-8")
-    atomic_write(path, lambda f: f.write(data))
+
+    def write(f) -> None:
+        f.write(data)
+
+    atomic_write(path, write)
 
 
 def fsync_dir(folder: str | os.PathLike) -> None:

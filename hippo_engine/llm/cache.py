@@ -190,10 +190,10 @@ class CachedLLM(LLMClient):
             self._count(hit=True)
             return hit
         with self._inflight_lock:
-            fut = self._inflight.get(key)
-            owner = fut is None
+            shared = self._inflight.get(key)
+            owner = shared is None
+            fut: Future = Future() if shared is None else shared
             if owner:
-                fut = Future()
                 self._inflight[key] = fut
         if not owner:  # the same request is in flight in another thread: share its outcome
             resp = fut.result()  # re-raises the owner's error

@@ -122,10 +122,17 @@ class LlamaCppClient(LLMClient):
             if self._spec is not None:
                 self._weights_id = self._spec.sha256[:16]
             else:
-                st = self._gguf.stat()
+                gguf = self._gguf_path()
+                st = gguf.stat()
                 self._weights_id = hashlib.sha256(
-                    f"{self._gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+                    f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
         return self._weights_id
+
+    def _gguf_path(self) -> Path:
+        """The user's GGUF file (set whenever no packaged model is)."""
+        if self._gguf is None:   # pragma: no cover - __init__ refuses a model with neither
+            raise LLMError(f"{self.model_name!r} has no GGUF file")
+        return self._gguf
 
     def _ensure_loaded(self) -> None:
         if self._llm is not None:
@@ -152,9 +159,10 @@ class LlamaCppClient(LLMClient):
     # ------------------------------------------------------------------ generation
     def generation_params(self, *, max_new_tokens: int | None = None,
                           temperature: float | None = None) -> dict:
-        params = {"max_new_tokens": int(max_new_tokens or self.default_max_new_tokens),
-                  "temperature": float(self.default_temperature if temperature is None else temperature),
-                  "backend": "llama_cpp", "weights": self._weights()}
+        params: dict[str, Any] = {
+            "max_new_tokens": int(max_new_tokens or self.default_max_new_tokens),
+            "temperature": float(self.default_temperature if temperature is None else temperature),
+            "backend": "llama_cpp", "weights": self._weights()}
         if params["temperature"] > 0:
             params["seed"] = self.seed
         return params

@@ -207,8 +207,11 @@ class LocalHFClient(LLMClient):
         self._gguf_file: Path | None = None
         self._source: str = ""
         if model is None or (not Path(model).exists() and find_packaged_llm(str(model))):
-            self._spec = find_packaged_llm(None if model is None else str(model))
-            self.model_name = self._spec.name
+            spec = find_packaged_llm(None if model is None else str(model))
+            if spec is None:   # pragma: no cover - the condition above found it
+                raise LLMError(f"no packaged model {model!r}")
+            self._spec = spec
+            self.model_name = spec.name
         else:
             p = Path(model)
             if p.is_file() and p.suffix == ".gguf":
@@ -226,8 +229,8 @@ class LocalHFClient(LLMClient):
         env_threads = os.environ.get("HIPPO_ENGINE_LLM_THREADS")
         self.num_threads = int(num_threads or env_threads or max(1, min(8, usable_cpus() // 2)))
         self._lock = threading.Lock()
-        self._model = None
-        self._tokenizer = None
+        self._model: Any = None       # the transformers model, loaded on first use
+        self._tokenizer: Any = None
         self._eos_ids: list[int] = []
         self._pad_id: int | None = None
         self._load_error: LLMError | None = None

@@ -26,6 +26,7 @@ import os
 import random
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
@@ -106,7 +107,7 @@ class OpenAIClient(LLMClient):
     def generation_params(self, *, max_new_tokens: int | None = None,
                           temperature: float | None = None) -> dict:
         """Effective parameters of a call (defaults filled in, plus ``extra_body``)."""
-        params = {"max_new_tokens": int(max_new_tokens or self.default_max_new_tokens),
+        params: dict[str, Any] = {"max_new_tokens": int(max_new_tokens or self.default_max_new_tokens),
                   "temperature": float(self.default_temperature if temperature is None else temperature)}
         if self.extra_body:
             params["extra_body"] = self.extra_body
@@ -118,7 +119,7 @@ class OpenAIClient(LLMClient):
         openai = self._openai
         try:
             resp = self._client.chat.completions.create(
-                model=self.model_name, messages=[dict(m) for m in messages],
+                model=self.model_name, messages=[dict(m) for m in messages],  # type: ignore[misc]
                 max_tokens=params["max_new_tokens"], temperature=params["temperature"],
                 extra_body=self.extra_body or None)
             if resp.choices is not None and not isinstance(resp.choices, list):
@@ -222,7 +223,7 @@ def _retry_after(response) -> float | None:
     headers = getattr(response, "headers", None) or {}
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         try:
-            value = float(headers.get(name)) * scale
+            value = float(headers.get(name)) * scale  # type: ignore[arg-type]  # None: TypeError
         except (TypeError, ValueError):
             continue
         if value >= 0 and value == value:

@@ -73,7 +73,7 @@ class MeteredLLM(LLMClient):
     def __init__(self, inner: LLMClient | Callable[[], LLMClient], model_name: str | None = None,
                  usage: Usage | None = None):
         self._inner = inner if isinstance(inner, LLMClient) else None
-        self._factory = None if isinstance(inner, LLMClient) else inner
+        self._factory: Callable[[], LLMClient] | None = None if isinstance(inner, LLMClient) else inner
         self.model_name = model_name or (self._inner.model_name if self._inner is not None else "unknown")
         self.usage = usage or Usage()
         self._load_lock = threading.Lock()
@@ -88,6 +88,8 @@ class MeteredLLM(LLMClient):
         """The wrapped client (created on first access when built from a factory)."""
         with self._load_lock:
             if self._inner is None:
+                if self._factory is None:   # pragma: no cover - one of the two is always set
+                    raise RuntimeError("MeteredLLM has neither a client nor a factory")
                 logger.info("loading LLM %s", self.model_name)
                 self._inner = self._factory()
             return self._inner

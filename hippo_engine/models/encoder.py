@@ -8,6 +8,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any
 
 import numpy as np
 
@@ -68,7 +69,7 @@ def _release_free_memory() -> None:
         _malloc_trim(0)
 
 
-_malloc_trim = None
+_malloc_trim: Any = None   # libc.malloc_trim, False where missing, None before the first look
 
 
 
@@ -273,15 +274,15 @@ class TransformersEncoder(Encoder):
         A batch of length-``L`` texts holds at most :meth:`texts_per_batch` ``(L)`` texts.
         Batches come in increasing length; within a length, input order is kept.
         """
-        lengths = np.asarray(lengths, dtype=np.int64)
-        order = np.argsort(lengths, kind="stable")
+        length_array = np.asarray(lengths, dtype=np.int64)
+        order = np.argsort(length_array, kind="stable")
         batches: list[np.ndarray] = []
         if len(order) == 0:
             return batches
-        sorted_lengths = lengths[order]
+        sorted_lengths = length_array[order]
         cuts = np.flatnonzero(np.diff(sorted_lengths)) + 1
         for group in np.split(order, cuts):
-            size = self.texts_per_batch(int(lengths[group[0]]))
+            size = self.texts_per_batch(int(length_array[group[0]]))
             for start in range(0, len(group), size):
                 batches.append(group[start:start + size])
         return batches
