@@ -15,7 +15,7 @@ def test_every_command_has_a_subcommand_and_a_help_line():
     names = set(TABLES) | set(COMMANDS)
     assert names == set(HELP)
     assert {"table-recall", "table-ablations", "table-weights", "table-qa", "table-graph", "bench",
-            "bench-musique", "check-index", "communities", "build-filter-demos"} == names
+            "bench-musique", "check-index", "communities", "build-filter-demos", "rankings"} == names
     text = build_parser().format_help()
     for name in names:
         assert name in text
@@ -28,7 +28,7 @@ def _minimal_args(name):
 
 
 @pytest.mark.parametrize("name", ["table-recall", "bench", "bench-musique", "check-index", "communities",
-                                  "build-filter-demos"])
+                                  "build-filter-demos", "rankings"])
 def test_command_help_explains_it(name, capsys):
     with pytest.raises(SystemExit) as e:
         build_parser().parse_args([name, "--help"])
