@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import overload
@@ -20,7 +19,8 @@ import numpy as np
 from hippo_engine.config import HippoConfig, QueryParam
 from hippo_engine.datatypes import HiContext, QuerySolution
 from hippo_engine.hirag.component import HiRAG
-from hippo_engine.hirag.modes import HI_MODES, MODE_SPECS, ModeTable, solution_from_context
+from hippo_engine.hirag.modes import HI_MODES, ModeTable
+from hippo_engine.hirag.search import HiRAGSearch
 from hippo_engine.index.documents import (
     DocumentBatch,
     attach_ids,
@@ -38,8 +38,10 @@ from hippo_engine.models.encoder import Encoder
 from hippo_engine.progress import announce, loading, plural
 from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
 from hippo_engine.qa.reader import answer_questions
+from hippo_engine.retrieve.hipporag2_search import HippoRAG2Search
 from hippo_engine.retrieve.query_ner import query_entity_vectors
 from hippo_engine.retrieve.retriever import Retriever, encode_queries
+from hippo_engine.retrieve.search import DenseSearch, QuerySearch
 
 logger = logging.getLogger(__name__)
 
@@ -103,15 +105,27 @@ class HippoRAG:
                                         max_new_tokens=config.max_new_tokens, show_progress=config.show_progress,
                                         ner=self.ner)
         self._wire()
-        self._rankers = ModeTable({"hipporag2": self._rank_ppr, "naive": self._rank_dense,
-                                   **dict.fromkeys(HI_MODES, self._rank_hirag)})
 
     def _wire(self) -> None:
-        """(Re)build the components that hold the configuration."""
-        self.hirag = HiRAG(self.index_state, self._config, encoder=lambda: self.encoder, llm=lambda: self.llm)
+        """(Re)build the components that hold the configuration: HiRAG and the mode table of
+        search objects (see :mod:`.retrieve.search`)."""
+        cfg, encoder = self._config, (lambda: self.encoder)
+        self.hirag = hirag = HiRAG(self.index_state, cfg, encoder=encoder, llm=lambda: self.llm)
         self._retriever: Retriever | None = None
         self._retriever_key: tuple | None = None
         self._filter = None
+        rc, retriever, wrap = cfg.retrieval, (lambda: self.retriever), hirag.passage_contexts
+        self.searches: ModeTable[QuerySearch] = ModeTable({
+            "hipporag2": HippoRAG2Search(rc, retriever, encoder, self._query_ner, lambda: self.recognition_filter,
+                                         lambda: self.index_state.extractor != "ner", wrap,
+                                         llm_name=self.llm_model_name),
+            "naive": DenseSearch(rc, retriever, encoder, hirag.ranked_contexts, wrap),
+            **{m: HiRAGSearch(m, rc, hirag, encoder, wrap) for m in HI_MODES}})
+
+    def _query_ner(self, queries: list[str], failed: dict) -> list:
+        """Each query's NER entity vectors (``ner``/``ner_fact`` linking)."""
+        return query_entity_vectors(queries, self.config, self.index_state.extractor, lambda: self.llm, self.ner,
+                                    self.encoder, failed)
 
     @property
     def config(self) -> HippoConfig:
@@ -209,7 +223,8 @@ class HippoRAG:
             graph, sources = state.graph, []
             if self.config.use_community_nodes:
                 graph, sources = self.hirag.seeded_graph(graph)
-            self._retriever = Retriever.from_index(self.config, state, graph, sources)
+            self._retriever = Retriever.from_index(self.config.retrieval, state, graph, sources,
+                                                   exact=self.config.postgres_search == "exact")
             self._retriever_key = key
         return self._retriever
 
@@ -267,7 +282,7 @@ class HippoRAG:
         """
         param = self._param(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"))
         queries = self._check_queries(queries, "retrieve")
-        solutions = self._rankers(param.mode, queries, param)
+        solutions = self.searches.handler(param.mode).retrieve(queries, param)
         attach_ids(solutions, self.index_state)
         return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
                                f"retrieve[{param.mode}]")
@@ -288,75 +303,13 @@ class HippoRAG:
         return self._contexts(queries, param, "retrieve_context")
 
     def _contexts(self, queries, param: QueryParam, what: str) -> list[HiContext]:
+        search = self.searches.handler(param.mode)
         given = bool(queries) and all(isinstance(q, QuerySolution) for q in queries)
-        if given and not MODE_SPECS[param.mode].reads_context:
-            return self.hirag.passage_contexts(queries, param.mode)
+        if given and not search.reads_context:
+            return search.wrap(queries)
         if given:   # hi_* modes retrieve in their own way
             queries = [q.question for q in queries]
-        queries = self._check_queries(queries, what)
-        if param.mode == "hipporag2":
-            return self.hirag.passage_contexts(self._rank_ppr(param.mode, queries, param), param.mode)
-        q_fact, q_pass = self.encode_queries(queries)
-        return self.hirag.contexts(queries, param.mode, q_fact, q_pass, param.top_k or self.config.retrieval_top_k)
-
-    # --- mode handlers (the ``_rankers`` table) ------------------------------------------------
-    def _rank_ppr(self, mode: str, queries: list[str], param: QueryParam) -> Solutions:
-        cfg = self.config
-        k = param.top_k or cfg.retrieval_top_k
-        t0 = time.perf_counter()
-        r = self.retriever
-        q_fact, q_pass = self.encode_queries(queries)
-        ner_vectors, failed = None, {}
-        if r.linking in ("ner", "ner_fact"):
-            ner_vectors = query_entity_vectors(queries, cfg, self.index_state.extractor, lambda: self.llm,
-                                               self.ner, self.encoder, failed)
-        filter_many = None
-        if self._use_filter(param) and r.linking in ("fact", "ner_fact"):
-            announce(f"recognition filter: up to {plural(len(queries), 'LLM call')} ({self.llm_model_name!r})")
-            from hippo_engine.retrieve.recognition import recording_filter  # imports dspy: only when used
-            filter_many = recording_filter(self.recognition_filter, failed)
-        results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors)
-        sols = [self._solution(q, res.order, res.scores, res) for q, res in zip(queries, results, strict=True)]
-        for s in sols:
-            s.errors.extend(failed.get(s.question, ()))
-        logger.info("retrieve: %d queries in %.2fs (encoding %.2fs, filter %.2fs, PPR %.2fs, scoring+seeding "
-                    "%.2fs); dense fallback for %d", len(queries), time.perf_counter() - t0,
-                    time.perf_counter() - t0 - timings["total"], timings["filter"], timings["ppr"],
-                    timings["scoring"] + timings["seeding"], sum(s.used_fallback for s in sols))
-        return sols
-
-    def _use_filter(self, param: QueryParam) -> bool:
-        """The recognition filter is on unless switched off; on an ``extractor="ner"`` index it
-        is off unless switched on (that path makes no LLM call by default)."""
-        if param.use_filter is not None:
-            return param.use_filter
-        if self.config.use_filter is not None:
-            return self.config.use_filter
-        return self.index_state.extractor != "ner"
-
-    def _rank_dense(self, mode: str, queries: list[str], param: QueryParam) -> Solutions:
-        k = param.top_k or self.config.retrieval_top_k
-        r = self.retriever
-        _, q_pass = self.encode_queries(queries)
-        dense = r.dense_scores(q_pass)
-        return [self._solution(q, *r.dense_rank(dense[:, j], k)) for j, q in enumerate(queries)]
-
-    def _rank_hirag(self, mode: str, queries: list[str], param: QueryParam) -> Solutions:
-        return [solution_from_context(c) for c in self._contexts(queries, param, "retrieve")]
-
-    def _solution(self, question: str, order, scores, res=None) -> QuerySolution:
-        st = self.index_state.reader_stores["passage"]
-        pids = [str(st.ids[i]) for i in order]
-        if hasattr(st, "texts_found"):   # lazy reader: a passage deleted since its view is left out
-            found = st.texts_found(pids)
-            keep = [j for j, p in enumerate(pids) if p in found]
-            pids, scores = [pids[j] for j in keep], np.asarray(scores)[keep]
-            texts = [found[p] for p in pids]
-        else:
-            texts = st.texts(pids)
-        sol = QuerySolution.from_ranking(question, texts, scores, res)
-        sol.passage_ids = pids
-        return sol
+        return search.contexts(self._check_queries(queries, what), param)
 
     # ------------------------------------------------------------------ QA
     def qa(self, solutions: Sequence[QuerySolution], template=None, *, param: QueryParam | None = None) -> QAResult:
@@ -400,7 +353,7 @@ class HippoRAG:
             param = dataclasses.replace(param, mode="naive")
         given = bool(queries) and all(isinstance(q, QuerySolution) for q in queries)
         retrieval: dict = {}
-        if MODE_SPECS[param.mode].reads_context:
+        if self.searches.handler(param.mode).reads_context:
             solutions, responses, metadata = self.hirag.answer(self._contexts(queries, param, "rag_qa"), template)
             attach_ids(solutions, self.index_state)
             if gold_docs is not None:

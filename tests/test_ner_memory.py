@@ -26,7 +26,7 @@ def test_index_and_retrieve_make_no_llm_call(tmp_path):
     assert rep["added"] == len(CORPUS) and rep["openie_llm_passages"] == 0
     assert rag.index_state.extractor == "ner"
     sols = rag.retrieve(QUESTIONS, num_to_retrieve=3)
-    assert rag.retriever.linking == "ner_fact"
+    assert rag.retriever.linking.name == "ner_fact"
     assert [len(s.docs) for s in sols] == [3, 3, 3]
     assert sols[0].docs[0].startswith("Ilse Marrow")
     assert all(s.kept_facts and not s.used_fallback for s in sols)

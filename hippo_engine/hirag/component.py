@@ -115,11 +115,10 @@ class HiRAG:
 
     def contexts(self, queries: Sequence[str], mode: str, q_fact: np.ndarray, q_pass: np.ndarray,
                  limit: int) -> list[HiContext]:
-        """The assembled context of each query in ``mode`` (``naive`` or a hi_* mode), from its
-        encoded vectors; at most ``limit`` passages ranked."""
-        check_mode(mode)
-        if mode == "hipporag2":
-            raise ValueError("hipporag2 contexts wrap ranked solutions: use passage_contexts()")
+        """The assembled context of each query in a hi_* ``mode``, from its encoded vectors; at
+        most ``limit`` passages ranked."""
+        if not MODE_SPECS[check_mode(mode)].reads_context:
+            raise ValueError(f"{mode} contexts wrap ranked solutions: use passage_contexts() or ranked_contexts()")
         t0 = time.perf_counter()
         eng = self.engine(need_communities=MODE_SPECS[mode].needs_communities)
         out = [eng.context(q, mode, q_fact[j], q_pass[j], limit) for j, q in enumerate(queries)]
@@ -131,6 +130,13 @@ class HiRAG:
         count = self.token_counter()
         return [passage_context(s.question, mode, s.docs, self.config.qa_top_k, count,
                                 self.config.hi_text_unit_tokens, s.seed_entities) for s in solutions]
+
+    def ranked_contexts(self, solutions: Sequence, mode: str = "naive") -> list[HiContext]:
+        """Contexts of a mode's own ranking (``naive``): every ranked passage that fits the
+        passage budget (``hi_text_unit_tokens``)."""
+        count = self.token_counter()
+        return [passage_context(s.question, mode, s.docs, len(s.docs), count, self.config.hi_text_unit_tokens)
+                for s in solutions]
 
     def answer(self, contexts: Sequence[HiContext], template=None) -> tuple[list[QuerySolution], list[str], list[dict]]:
         """Read each context with the reader LLM (the context in place of the passage list).

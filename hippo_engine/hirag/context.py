@@ -272,43 +272,39 @@ class HiRAGEngine:
 
     # --- assembling a context ---------------------------------------------------------------
     def context(self, query: str, mode: str, q_ent: np.ndarray, q_pass: np.ndarray, limit: int) -> HiContext:
-        """Build the context of ``mode`` (one of the hi_* modes or naive) for one query."""
+        """Build the context of ``mode`` (one of the hi_* modes) for one query (``q_pass`` unused)."""
         cfg = self.config
         ctx = HiContext(query=query, mode=mode)
         wanted = MODE_SECTIONS[mode]
-        if mode == "naive":
-            dense = self.passage_mat @ q_pass
-            ranking = [int(self.passage_nodes[r]) for r in top_k(dense, limit)]
-        else:
-            overall = self.top_entities(q_ent, cfg.hi_top_k * 10)
-            top = [e for e, _ in overall[: cfg.hi_top_k]]
-            ctx.entities = [(self.name(e), round(s, 6)) for e, s in overall[: cfg.hi_top_k]]
-            ranking = self.text_units(top)
-            comms: list[int] = []
-            if "reports" in wanted or "bridge" in wanted:
-                ranked = [ci for ci in self.top_communities(top) if self.communities[ci].id in self.reports]
-                texts = [self.reports[self.communities[ci].id].text() for ci in ranked]
-                kept = pack_by_tokens(texts, self.count, cfg.hi_report_tokens)
-                comms = ranked[: len(kept)]
-                ctx.communities = [self.communities[ci].id for ci in comms]
-                if "reports" in wanted:
-                    self._section(ctx, "reports", [t.replace("\n", " ") for t in kept], cfg.hi_report_tokens)
-            if "bridge" in wanted:
-                keys = self.key_entities(comms, [e for e, _ in overall], cfg.hi_top_m)
-                path, pairs = self.bridge(keys)
-                ctx.key_entities = [self.name(e) for e in keys]
-                ctx.path = [self.name(e) for e in path]
-                kept = self._section(ctx, "bridge", [self.relation_text(p) for p in pairs], cfg.hi_bridge_tokens)
-                # HiRAG's passages are the top entities' text units; the passages stating the
-                # path's relations come after them (ranked first they cut MuSiQue Recall@5
-                # from 48.6 to 21.0)
-                ranking = dedupe(ranking + self.pair_passages(pairs[:kept]))
-            if "entities" in wanted:
-                lines = [f"{self.name(e)} (degree {int(self.degree[e])})" for e in top]
-                self._section(ctx, "entities", lines, cfg.hi_local_context_tokens)
-            if "relations" in wanted:
-                left = cfg.hi_local_context_tokens - ctx.tokens.get("entities", 0)
-                self._section(ctx, "relations", [self.relation_text(p) for p in self.relations(top)], max(left, 0))
+        overall = self.top_entities(q_ent, cfg.hi_top_k * 10)
+        top = [e for e, _ in overall[: cfg.hi_top_k]]
+        ctx.entities = [(self.name(e), round(s, 6)) for e, s in overall[: cfg.hi_top_k]]
+        ranking = self.text_units(top)
+        comms: list[int] = []
+        if "reports" in wanted or "bridge" in wanted:
+            ranked = [ci for ci in self.top_communities(top) if self.communities[ci].id in self.reports]
+            texts = [self.reports[self.communities[ci].id].text() for ci in ranked]
+            kept = pack_by_tokens(texts, self.count, cfg.hi_report_tokens)
+            comms = ranked[: len(kept)]
+            ctx.communities = [self.communities[ci].id for ci in comms]
+            if "reports" in wanted:
+                self._section(ctx, "reports", [t.replace("\n", " ") for t in kept], cfg.hi_report_tokens)
+        if "bridge" in wanted:
+            keys = self.key_entities(comms, [e for e, _ in overall], cfg.hi_top_m)
+            path, pairs = self.bridge(keys)
+            ctx.key_entities = [self.name(e) for e in keys]
+            ctx.path = [self.name(e) for e in path]
+            kept = self._section(ctx, "bridge", [self.relation_text(p) for p in pairs], cfg.hi_bridge_tokens)
+            # HiRAG's passages are the top entities' text units; the passages stating the
+            # path's relations come after them (ranked first they cut MuSiQue Recall@5
+            # from 48.6 to 21.0)
+            ranking = dedupe(ranking + self.pair_passages(pairs[:kept]))
+        if "entities" in wanted:
+            lines = [f"{self.name(e)} (degree {int(self.degree[e])})" for e in top]
+            self._section(ctx, "entities", lines, cfg.hi_local_context_tokens)
+        if "relations" in wanted:
+            left = cfg.hi_local_context_tokens - ctx.tokens.get("entities", 0)
+            self._section(ctx, "relations", [self.relation_text(p) for p in self.relations(top)], max(left, 0))
         ranking = ranking[:limit]
         ctx.passages = [self.passage_text(p) for p in ranking]
         self._passages_section(ctx, ctx.passages)

@@ -32,9 +32,10 @@ from hippo_engine.retrieve.scoring import max_row_norm, nearest_rows, row_blocks
 class MatrixSearch:
     """Top-k over an in-memory matrix whose rows follow the store's sorted ids."""
 
-    def __init__(self, mat: np.ndarray):
-        self.mat = mat
+    def __init__(self, mat: np.ndarray, ids: np.ndarray | None = None):
+        self.mat, self.ids = mat, ids     # ids: needed by ``nearest_nodes`` only
         self._norm: float | None = None
+        self._nodes: tuple[object, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.mat)
@@ -65,6 +66,13 @@ class MatrixSearch:
             rows = top_k(sims[:, j], per_vector)
             out.append((rows, sims[rows, j]))
         return out
+
+    def nearest_nodes(self, vecs: np.ndarray, per_vector: int, graph) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``nearest`` as entity nodes of ``graph`` (-1: a row not in the graph)."""
+        if self._nodes is None or self._nodes[0] is not graph:
+            self._nodes = (graph, graph.node_index(np.asarray(self.ids, dtype=object), entities=True))
+        nodes = self._nodes[1]
+        return [(nodes[rows], sims) for rows, sims in self.nearest(vecs, per_vector)]
 
 
 class StoreSearch:
@@ -107,6 +115,10 @@ class StoreSearch:
             return [([], np.zeros(0)) for _ in range(len(v))]
         ids, scores, _ = self.store.extremes(v, per_vector, self.exact, lowest=False)
         return [(ids[j], scores[j, :len(ids[j])]) for j in range(len(v))]
+
+    def nearest_nodes(self, vecs: np.ndarray, per_vector: int, graph) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``nearest_ids`` as entity nodes of ``graph`` (-1: an id not in the graph)."""
+        return [(graph.node_index(ids, entities=True), sims) for ids, sims in self.nearest_ids(vecs, per_vector)]
 
 
 class FactLookup:

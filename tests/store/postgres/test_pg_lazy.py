@@ -171,7 +171,7 @@ def test_a_query_is_ranked_alike_alone_or_batched_while_writers_change_the_table
     r = reader.retriever
     writer.delete([d for d in corpus() if d.split("\n")[0] == gone.docs[0].split("\n")[0]])
     raw, _ = r.search(qs[1:], q_fact[1:], q_pass[1:], 10)     # ranked on the old view ...
-    sol = reader._solution(qs[1], raw[0].order, raw[0].scores, raw[0])
+    sol = r.views.passages.solution(qs[1], raw[0].order, raw[0].scores, raw[0])
     assert gone.docs[0] not in sol.docs and len(sol.docs) == len(sol.doc_scores) == len(sol.passage_ids) == 9
     reader.close()
 
@@ -222,7 +222,7 @@ def test_llm_free_memory_on_postgres_equals_sqlite(tmp_path, pg_dsn, pg_schema):
         reader = ner(tmp_path / "pg", storage="postgres", dsn=pg_dsn, postgres_schema=pg_schema,
                      postgres_search=search)
         got, want = reader.retrieve(qs, 5), lite.retrieve(qs, 5)
-        assert reader.retriever.linking == "ner_fact" and not reader.index_state.content_loaded
+        assert reader.retriever.linking.name == "ner_fact" and not reader.index_state.content_loaded
         if search == "exact":
             assert [(s.doc_ids, s.kept_facts, np.asarray(s.doc_scores).tobytes()) for s in got] == \
                 [(s.doc_ids, s.kept_facts, np.asarray(s.doc_scores).tobytes()) for s in want]

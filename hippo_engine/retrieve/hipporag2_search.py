@@ -1,0 +1,76 @@
+"""``hipporag2``: HippoRAG 2 retrieval as a search object (see :mod:`.search`).
+
+Per call: encode the queries (:func:`.retriever.encode_queries`), compute the query NER vectors
+when the linking strategy needs them, wrap the recognition filter when it is on and the linking
+scores facts, rank with the ``Retriever`` (:meth:`.Retriever.search`), and turn its rows into
+``QuerySolution``s (:class:`.views.PassageTexts`), with the errors of failed LLM calls.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from hippo_engine.config import QueryParam, RetrievalConfig
+from hippo_engine.datatypes import QuerySolution
+from hippo_engine.progress import announce, plural
+from hippo_engine.retrieve.retriever import FilterMany, Retriever, encode_queries
+from hippo_engine.retrieve.search import ContextBuilder, QuerySearch
+
+logger = logging.getLogger(__name__)
+
+#: ``query_ner(queries, failed) -> entity vectors per query`` (failed: question -> error texts)
+QueryNER = Callable[[list[str], dict], list]
+
+
+class HippoRAG2Search(QuerySearch):
+    """HippoRAG 2 (paper section 3) over the current ``Retriever``.
+
+    ``query_ner``: the query entity vectors (linkings that ``needs_ner``);
+    ``recognition_filter``: provider of the ``RecognitionFilter`` (on the LLM named ``llm_name``);
+    ``filter_default``: whether the filter is on when neither the call nor the config says
+    (off on an ``extractor="ner"`` index, which makes no LLM call by default).
+    """
+
+    def __init__(self, config: RetrievalConfig, retriever: Callable[[], Retriever], encoder: Callable[[], object],
+                 query_ner: QueryNER, recognition_filter: Callable[[], object], filter_default: Callable[[], bool],
+                 contexts_of: ContextBuilder, *, llm_name: str = ""):
+        super().__init__("hipporag2", contexts_of)
+        self.config = config
+        self._retriever, self._encoder, self._query_ner = retriever, encoder, query_ner
+        self._recognition_filter, self._filter_default, self.llm_name = recognition_filter, filter_default, llm_name
+
+    def use_filter(self, param: QueryParam) -> bool:
+        """The recognition filter is on unless switched off (by the call, else the config);
+        without either, ``filter_default()``."""
+        if param.use_filter is not None:
+            return param.use_filter
+        if self.config.use_filter is not None:
+            return self.config.use_filter
+        return self._filter_default()
+
+    def _filter(self, queries: list[str], param: QueryParam, linking, failed: dict) -> FilterMany | None:
+        if not (linking.scores_facts and self.use_filter(param)):
+            return None
+        announce(f"recognition filter: up to {plural(len(queries), 'LLM call')} ({self.llm_name!r})")
+        from hippo_engine.retrieve.recognition import recording_filter  # imports dspy: only when used
+        return recording_filter(self._recognition_filter(), failed)
+
+    def retrieve(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
+        k = param.top_k or self.config.retrieval_top_k
+        t0 = time.perf_counter()
+        r = self._retriever()
+        q_fact, q_pass = encode_queries(self._encoder(), queries, self.config)
+        failed: dict[str, list[str]] = {}
+        ner_vectors = self._query_ner(queries, failed) if r.linking.needs_ner else None
+        filter_many = self._filter(queries, param, r.linking, failed)
+        results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors)
+        sols = [r.views.passages.solution(q, res.order, res.scores, res)
+                for q, res in zip(queries, results, strict=True)]
+        for s in sols:
+            s.errors.extend(failed.get(s.question, ()))
+        logger.info("retrieve: %d queries in %.2fs (encoding %.2fs, filter %.2fs, PPR %.2fs, scoring+seeding "
+                    "%.2fs); dense fallback for %d", len(queries), time.perf_counter() - t0,
+                    time.perf_counter() - t0 - timings["total"], timings["filter"], timings["ppr"],
+                    timings["scoring"] + timings["seeding"], sum(s.used_fallback for s in sols))
+        return sols

@@ -1,0 +1,83 @@
+"""What retrieval reads of one index version, chosen once: :class:`ReaderViews`.
+
+An index read in memory (SQLite, or PostgreSQL with ``postgres_search="memory"``) gives every
+matrix: facts and entities are searched by :class:`~.fact_search.MatrixSearch`, facts looked up
+in the index's dicts. A lazy PostgreSQL reader (``index.lazy_reader``) holds only the passage
+vectors and the fact ids: facts and entities are searched in the database
+(:class:`~.fact_search.StoreSearch`), facts fetched a batch at a time, and names and passage
+texts of rows another process deleted since the view was made are left out (an entity then
+shows its id). :func:`reader_views` is the one place that tells the two apart.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hippo_engine.datatypes import QuerySolution
+from hippo_engine.retrieve.fact_search import FactLookup, MatrixSearch, StoreSearch
+
+
+@dataclass
+class PassageTexts:
+    """Passage rows -> a ``QuerySolution``: ids and texts of the ranked rows (rows whose passage
+    is gone since the view was made are dropped with their scores when ``drop_missing``)."""
+
+    store: object
+    drop_missing: bool = False
+
+    def solution(self, question: str, order, scores, res=None) -> QuerySolution:
+        st = self.store
+        pids = [str(st.ids[i]) for i in order]
+        if self.drop_missing:
+            found = st.texts_found(pids)
+            keep = [j for j, p in enumerate(pids) if p in found]
+            pids, scores = [pids[j] for j in keep], np.asarray(scores)[keep]
+            texts = [found[p] for p in pids]
+        else:
+            texts = st.texts(pids)
+        sol = QuerySolution.from_ranking(question, texts, scores, res)
+        sol.passage_ids = pids
+        return sol
+
+
+@dataclass
+class ReaderViews:
+    """The vectors and lookups a ``Retriever`` reads (``fact_mat``/``entity_ids``/``entity_mat``
+    are None on a lazy reader, whose searches run in the database)."""
+
+    passage_ids: np.ndarray
+    passage_mat: np.ndarray
+    fact_ids: np.ndarray
+    facts: FactLookup
+    fact_search: MatrixSearch | StoreSearch
+    entity_search: MatrixSearch | StoreSearch
+    entity_text: Callable[[str], str]
+    entity_texts: Callable[[Sequence[str]], list[str]]
+    passages: PassageTexts
+    fact_mat: np.ndarray | None = None
+    entity_ids: np.ndarray | None = None
+    entity_mat: np.ndarray | None = None
+
+
+def _names_of(store) -> Callable[[Sequence[str]], list[str]]:
+    """Entity names from a lazy store; an entity deleted since the reader's view shows its id."""
+    def names(keys: Sequence[str]) -> list[str]:
+        found = store.texts_found(keys)
+        return [found.get(k, k) for k in keys]
+    return names
+
+
+def reader_views(index, exact: bool) -> ReaderViews:
+    """The views of ``index``'s current version (``exact``: exact database scans instead of HNSW
+    on a lazy reader; see ``postgres_search``)."""
+    st = index.reader_stores
+    p, f, e = st["passage"], st["fact"], st["entity"]
+    if index.lazy_reader:
+        return ReaderViews(p.ids, p.matrix, f.ids, FactLookup(fetch=index.db.facts_of), StoreSearch(f, exact),
+                           StoreSearch(e, exact), e.text, _names_of(e), PassageTexts(p, drop_missing=True))
+    known = index.fact_hyperedges if index.passage_hyperedges else index.fact_triples
+    return ReaderViews(p.ids, p.matrix, f.ids, FactLookup(known=known), MatrixSearch(f.matrix),
+                       MatrixSearch(e.matrix, ids=e.ids), e.text, e.texts, PassageTexts(p),
+                       fact_mat=f.matrix, entity_ids=e.ids, entity_mat=e.matrix)
