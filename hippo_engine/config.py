@@ -163,10 +163,10 @@ class StorageConfig(_Section):
     #: seconds a writer waits for another writer of the same index before failing
     write_lock_timeout: float = Field(600.0, ge=0.0)
     show_progress: bool = True
-    #: where the index lives: "sqlite" (``<save_dir>/index.sqlite`` + numpy, the default) or
-    #: "postgres" (PostgreSQL + pgvector: an embedded server under ``<save_dir>/postgres``, or the
-    #: server of ``postgres_dsn``)
-    storage_backend: Literal["sqlite", "postgres"] = "sqlite"
+    #: where the index lives, a backend registered in :mod:`hippo_engine.store.registry`: "sqlite"
+    #: (``<save_dir>/index.sqlite`` + numpy, the default) or "postgres" (PostgreSQL + pgvector: an
+    #: embedded server under ``<save_dir>/postgres``, or the server of ``postgres_dsn``)
+    storage_backend: str = "sqlite"
     postgres_dsn: str | None = None
     #: the PostgreSQL schema holding this index (None: ``hippo`` on the embedded server; on a
     #: ``postgres_dsn`` server ``hippo_<save_dir name>``); one schema per index
@@ -183,6 +183,14 @@ class StorageConfig(_Section):
         """The DSN's password is masked in reprs."""
         for name, value in super().__repr_args__():
             yield name, (_shown("postgres_dsn", value) if name == "postgres_dsn" else value)
+
+    @field_validator("storage_backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        from hippo_engine.store.registry import backend_names, unknown_backend
+        if v not in backend_names():
+            raise ValueError(unknown_backend(v))
+        return v
 
     @field_validator("postgres_dsn")
     @classmethod

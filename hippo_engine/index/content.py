@@ -97,7 +97,7 @@ class ContentState:
     def lazy_reader(self) -> bool:
         """Whether retrieval reads the stores lazily (PostgreSQL with ``postgres_search`` other
         than ``"memory"``) instead of the writers' in-memory mirrors."""
-        return self.config.storage_backend == "postgres" and self.config.postgres_search != "memory"
+        return not self.db.vectors_in_memory
 
     @property
     def reader_stores(self) -> dict:
@@ -113,8 +113,8 @@ class ContentState:
                          self.config.show_progress and len(self) > 0), self.db.snapshot():
                 current = self.version == self._loaded_version
                 if current:
-                    self._views = {ns: self.db.reader_store(ns, dim, keep=READER_KEEP[ns],
-                                                            vector_dtype=self.config.embedding_storage_dtype)
+                    self._views = {ns: self.db.vector_search(ns, dim, keep=READER_KEEP[ns],
+                                                             vector_dtype=self.config.embedding_storage_dtype)
                                    for ns in STORE_NAMES}
                     self._views_version = self._loaded_version
             if not current:
@@ -137,8 +137,7 @@ class ContentState:
                     self.db.snapshot():
                 current = self.version == self._loaded_version
                 if current:
-                    self._mirrors = {ns: self.db.embedding_store(ns, dim,
-                                                                 vector_dtype=self.config.embedding_storage_dtype)
+                    self._mirrors = {ns: self.db.vector_scan(ns, dim, vector_dtype=self.config.embedding_storage_dtype)
                                      for ns in STORE_NAMES}
                     self._mirrors_version = self._loaded_version
             if not current:

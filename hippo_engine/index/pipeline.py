@@ -90,10 +90,9 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
             dim = int(dim) if dim is not None else self.encoder.dim
             with loading(f"index vectors from {self.db.location}", self.config.show_progress and len(self) > 0), \
                     self.db.snapshot():
-                # a lazy PostgreSQL index: the writer's stores hold ids only (vectors stay in the database)
-                opts = {"mirror": False} if self.lazy_reader else {}
-                self._stores = {ns: self.db.embedding_store(ns, dim, vector_dtype=self.config.embedding_storage_dtype,
-                                                            mmap=self.config.embedding_mmap, **opts)
+                # vectors searched where they are stored: the writer's stores hold ids only
+                self._stores = {ns: self.db.vector_writer(ns, dim, vector_dtype=self.config.embedding_storage_dtype,
+                                                          mmap=self.config.embedding_mmap)
                                 for ns in STORE_NAMES}
                 moved_on = self.version != self._loaded_version
             if moved_on:   # another process wrote since the facts were loaded: load both again, together
@@ -267,16 +266,15 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
                     self._fact_hyperedges.setdefault(hyperedge_id(h), h)
 
     def _ensure_hnsw(self, extractor: str) -> bool:
-        """A lazy PostgreSQL writer with ``postgres_search="hnsw"``: build the HNSW indexes once,
-        after the first batch; later rows go into them. Entities are searched only by the
-        linkings that embed query entities (the NER-based memory uses one)."""
+        """Build the store's search indexes over the vectors (once, after the first batch; later rows
+        go into them: PostgreSQL's HNSW with ``postgres_search="hnsw"``), if it keeps any. Entities
+        are searched only by the linkings that embed query entities (the NER-based memory uses one)."""
         cfg = self.config
-        if self.lazy_reader and cfg.postgres_search == "hnsw":
-            self.stores["fact"].ensure_hnsw()
-            if cfg.linking in ("query", "ner", "ner_fact") or (cfg.linking == "auto" and extractor == "ner"):
-                self.stores["entity"].ensure_hnsw()
-            return True
-        return False
+        if not self.stores["fact"].prepare_search():
+            return False
+        if cfg.linking in ("query", "ner", "ner_fact") or (cfg.linking == "auto" and extractor == "ner"):
+            self.stores["entity"].prepare_search()
+        return True
 
     def _remove(self, passage_ids: Iterable[str]) -> dict:
         stores = self.stores

@@ -37,7 +37,7 @@ class SynonymyState:
         ents = self.stores["entity"]
         eligible = self._eligible(ents.ids, added, removed)
         pairs = None
-        if hasattr(ents, "blocks"):     # a writer whose vectors stay in the database: stream them
+        if not ents.holds_vectors:     # a writer whose vectors stay in the database: stream them
             def pairs(rows):
                 return streamed_pairs(rows, ents.vectors_of(list(ents.ids[rows])), ents.blocks(),
                                       cfg.synonymy_threshold)

@@ -12,6 +12,7 @@ default) and the PostgreSQL + pgvector backend. Writes happen inside :meth:`tran
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from abc import ABC, abstractmethod
@@ -45,19 +46,62 @@ class IndexStore(ABC):
 
     location: str
 
+    def __init__(self) -> None:
+        self._depth = 0                                    # transaction nesting (0: none open)
+        self._after_commit: list[Callable[[], None]] = []  # hooks of the open transaction
+
     # ------------------------------------------------------------------ transactions
+    # The protocol is owned here, once: nesting (an inner block joins the outer one), rollback of
+    # the outermost block on any exception, and the after-commit hooks. Backends implement the
+    # three steps of one outermost transaction: ``_begin`` (which may refuse, e.g. inside a
+    # snapshot, and rolls back what it started if it fails), ``_commit`` and ``_rollback``.
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """All writes inside are committed together or not at all (nesting allowed: an inner
+        block joins the outer one). Yields the backend's connection (``_connection``)."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self._connection()
+            finally:
+                self._depth -= 1
+            return
+        self._begin()
+        self._depth = 1
+        try:
+            yield self._connection()
+        except BaseException:
+            self._depth = 0
+            self._after_commit.clear()
+            self._rollback()
+            raise
+        self._depth = 0
+        try:
+            self._commit()
+        except BaseException:
+            self._after_commit.clear()
+            raise
+        self._run_after_commit()
+
     @abstractmethod
-    def transaction(self) -> AbstractContextManager[Any]:
-        """All writes inside are committed together or not at all (nesting allowed)."""
+    def _begin(self) -> None:
+        """Start the outermost write transaction (taking whatever lock the backend's writers take)."""
+
+    @abstractmethod
+    def _commit(self) -> None:
+        """Commit the outermost write transaction."""
+
+    @abstractmethod
+    def _rollback(self) -> None:
+        """Roll the outermost write transaction back (never raises for a connection already gone)."""
+
+    def _connection(self) -> Any:
+        """What ``transaction()`` yields (the backend's connection); None by default."""
+        return None
 
     @abstractmethod
     def snapshot(self) -> AbstractContextManager[Any]:
         """Reads inside see one committed state, whatever other processes commit meanwhile."""
-
-    # implementations keep the transaction depth in ``_depth`` and the pending hooks in
-    # ``_after_commit``, and call ``_run_after_commit()`` after the outermost commit
-    _depth: int
-    _after_commit: list[Callable[[], None]]
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` once the current transaction has committed (now, outside one); dropped if
@@ -173,11 +217,40 @@ class IndexStore(ABC):
         """Replace all communities (``(id, level, parent, JSON)``) and keep exactly the reports
         of ``reports`` (``(member key, report JSON, source)``). Call inside a transaction."""
 
-    # ------------------------------------------------------------------ vectors and lifetime
+    # ------------------------------------------------------------------ vectors, by role
+    # Callers ask for the store of a namespace (one of ``ALL_STORE_NAMES``) by the role they use
+    # it in; each backend hands out the right object. Every object is an
+    # :class:`~hippo_engine.store.vectors.EmbeddingStore`; ``holds_vectors`` says whether its
+    # ``matrix`` holds every vector (else the vectors stay in the backend: a writer reads them
+    # back with ``blocks()``/``vectors_of()``, a search object asks ``extremes()``).
+    @property
+    def vectors_in_memory(self) -> bool:
+        """Whether every vector is mirrored in memory (so the writer's stores also serve
+        retrieval); False for a backend that searches its vectors where they are stored."""
+        return True
+
     @abstractmethod
     def embedding_store(self, namespace: str, dim: int, **options):
         """The :class:`~hippo_engine.store.vectors.EmbeddingStore` of ``namespace`` (one of
-        :data:`ALL_STORE_NAMES`) in this index, ``dim``-dimensional."""
+        :data:`ALL_STORE_NAMES`) in this index, ``dim``-dimensional, every vector in memory."""
+
+    def vector_writer(self, namespace: str, dim: int, *, vector_dtype: str = "float32", mmap: bool = False):
+        """Role *writing vectors*: ``upsert``/``delete``, ``ids``, ``__contains__``, ``texts``,
+        ``iter_texts``, ``vectors_of``, ``blocks`` (every vector in row blocks, for a kNN over all
+        of them) and ``prepare_search`` (build the backend's search index, if it keeps one)."""
+        return self.embedding_store(namespace, dim, vector_dtype=vector_dtype, mmap=mmap)
+
+    def vector_search(self, namespace: str, dim: int, *, keep: str, vector_dtype: str = "float32"):
+        """Role *searching vectors*, for retrieval on a store whose vectors are not in memory
+        (``vectors_in_memory`` False): ``ids`` and ``matrix`` as far as ``keep`` says
+        (``"ids+matrix"``, ``"ids"``, ``"count"``), ``texts``/``texts_found``, and top-k with the
+        exact scores HippoRAG 2 normalises (``extremes``). By default the full store."""
+        return self.embedding_store(namespace, dim, vector_dtype=vector_dtype)
+
+    def vector_scan(self, namespace: str, dim: int, *, vector_dtype: str = "float32"):
+        """Role *scanning ids and matrices*: every id and vector in memory (HiRAG's contexts,
+        comparing two indexes), whatever the backend keeps."""
+        return self.embedding_store(namespace, dim, vector_dtype=vector_dtype)
 
     # ------------------------------------------------------------------ the graph file
     def put_graph_file(self, path, version: str, digest: str) -> bool:
@@ -189,11 +262,6 @@ class IndexStore(ABC):
     def fetch_graph_file(self, dest, version: str, digest: str) -> bool:
         """Write the kept graph file of ``version``/``digest`` to ``dest``; False if there is none."""
         return False
-
-    def reader_store(self, namespace: str, dim: int, *, keep: str, vector_dtype: str = "float32"):
-        """A read-only view of a store that keeps only ``keep`` in memory and searches in the
-        database; backends without one read their stores in full (``embedding_store``)."""
-        raise NotImplementedError(f"{type(self).__name__} has no lazy reader; use postgres_search='memory'")
 
     @abstractmethod
     def close(self) -> None: ...

@@ -13,7 +13,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from hippo_engine.datatypes import Hyperedge
@@ -28,6 +28,7 @@ class IndexDB(IndexStore):
     """The SQLite file behind an index (the default :class:`IndexStore`)."""
 
     def __init__(self, path: Path):
+        super().__init__()
         self.path = Path(path)
         self.location = str(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -38,8 +39,6 @@ class IndexDB(IndexStore):
         except sqlite3.DatabaseError as e:
             raise StoreError(f"cannot open index database {self.path}: {e}") from e
         self._file_id = self._current_file_id()
-        self._depth = 0
-        self._after_commit: list[Callable[[], None]] = []
 
     def _open(self, patience: float = 60.0) -> None:
         """Check, set up WAL mode and create the tables. Another process opening or creating the
@@ -126,26 +125,18 @@ class IndexDB(IndexStore):
             raise StoreError(f"{self.path} was deleted or replaced while this index was open; nothing was "
                              "written. Open the index again (restore the file first if it was deleted by mistake).")
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """All writes inside are committed together or not at all (nesting allowed)."""
-        if self._depth == 0:
-            self._refuse_lost_file()
-            self.conn.execute("BEGIN IMMEDIATE")
-        self._depth += 1
-        try:
-            yield self.conn
-        except BaseException:
-            self._depth -= 1
-            if self._depth == 0:
-                self._after_commit.clear()
-                self.conn.execute("ROLLBACK")
-            raise
-        else:
-            self._depth -= 1
-            if self._depth == 0:
-                self.conn.execute("COMMIT")
-                self._run_after_commit()
+    def _begin(self) -> None:
+        self._refuse_lost_file()
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def _commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        self.conn.execute("ROLLBACK")
+
+    def _connection(self) -> sqlite3.Connection:
+        return self.conn
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hippo_engine.store.base import IndexStore, StoreError
 from hippo_engine.store.identity import IDENTITY_FILE, folder_key, read_identity, reconcile
+from hippo_engine.store.registry import StorageBackend, get_backend
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +79,7 @@ def open_index_store(save_dir: Path, config) -> IndexStore:
     save_dir = Path(save_dir)
     rec = read_identity(save_dir)
     _refuse_other_backend(save_dir, rec, config)
-    if config.storage_backend == "sqlite":
-        return _open_sqlite(save_dir, rec)
-    return _open_postgres(save_dir, rec, config)
+    return get_backend(config.storage_backend).open(save_dir, rec, config)
 
 
 def _refuse_other_backend(save_dir: Path, rec: dict | None, config) -> None:
@@ -103,7 +102,7 @@ def _refuse_missing(save_dir: Path, rec: dict | None, what: Path) -> None:
                          f"start a new empty index here instead, remove {save_dir / IDENTITY_FILE}.")
 
 
-def _open_sqlite(save_dir: Path, rec: dict | None) -> IndexStore:
+def _open_sqlite(save_dir: Path, rec: dict | None, config=None) -> IndexStore:
     from hippo_engine.store.db import IndexDB
     _refuse_missing(save_dir, rec, save_dir / SQLITE_FILE)
     store = IndexDB(save_dir / SQLITE_FILE)
@@ -129,6 +128,7 @@ def _open_postgres(save_dir: Path, rec: dict | None, config) -> IndexStore:
         raise
     if server is not None:
         store.owned_server = server
+    store.search = config.postgres_search
     from hippo_engine.store.postgres.schema import describe_dsn
     record = {"backend": "postgres", "schema": schema, "explicit": explicit,
               "server": EMBEDDED if server is not None else describe_dsn(dsn)}
@@ -167,12 +167,24 @@ def index_exists(save_dir: Path, config) -> bool:
     save_dir = Path(save_dir)
     if recorded_storage(save_dir) is not None:
         return True
-    if getattr(config, "storage_backend", None) in (None, "sqlite"):
-        return (save_dir / SQLITE_FILE).is_file()
+    return get_backend(getattr(config, "storage_backend", None) or "sqlite").exists(save_dir, config)
+
+
+def _sqlite_exists(save_dir: Path, config) -> bool:
+    return (save_dir / SQLITE_FILE).is_file()
+
+
+def _postgres_exists(save_dir: Path, config) -> bool:
+    """An embedded server's data in the folder; an index on a ``postgres_dsn`` server is taken to exist."""
     if getattr(config, "postgres_dsn", None) is None:
         return (save_dir / POSTGRES_DIR / "PG_VERSION").is_file()
     return True
 
 
-__all__ = ["default_schema", "index_exists", "legacy_schema", "open_index_store", "recorded_storage",
-           "with_recorded_backend"]
+#: the built-in backends (registered by name in :mod:`hippo_engine.store.registry`)
+SQLITE_BACKEND = StorageBackend("sqlite", _open_sqlite, _sqlite_exists)
+POSTGRES_BACKEND = StorageBackend("postgres", _open_postgres, _postgres_exists, accepts_nul=False)
+
+
+__all__ = ["POSTGRES_BACKEND", "SQLITE_BACKEND", "default_schema", "index_exists", "legacy_schema",
+           "open_index_store", "recorded_storage", "with_recorded_backend"]

@@ -30,6 +30,9 @@ class EmbeddingStore(ABC):
 
     namespace: str
     dim: int
+    #: whether ``matrix`` holds every vector (False: they stay in the backend; a writer reads them
+    #: with ``blocks()``/``vectors_of()``, retrieval asks the backend for top-k: ``extremes()``)
+    holds_vectors = True
 
     @abstractmethod
     def __len__(self) -> int: ...
@@ -103,6 +106,22 @@ class MirroredStore(EmbeddingStore):
     def vectors_of(self, keys: Sequence[str]) -> np.ndarray:
         """(len(keys), dim) float32 vectors of ``keys``, in that order."""
         return np.asarray(self._mat[[self._row[k] for k in keys]], dtype=np.float32).reshape(len(keys), self.dim)
+
+    def texts_found(self, keys: Iterable[str]) -> dict[str, str]:
+        """id -> text of those ``keys`` that are stored (a view of an older version may name
+        ids deleted since; these are left out)."""
+        return {k: self.text(k) for k in keys if k in self}
+
+    def blocks(self, size: int = 65536):
+        """Every vector in row blocks: (first row, block), rows in the order of ``ids``."""
+        mat = self.matrix
+        for start in range(0, len(mat), size):
+            yield start, mat[start:start + size]
+
+    def prepare_search(self) -> bool:
+        """Build the backend's search index over these vectors if it keeps one; True if it does
+        (an in-memory store keeps none)."""
+        return False
 
     def iter_texts(self) -> Iterable[tuple[str, str]]:
         """Every (id, text)."""

@@ -1,4 +1,6 @@
-"""The IndexStore contract, run against both backends: SQLite (IndexDB) and PostgreSQL.
+"""The IndexStore contract, run against every registered backend (``hippo_engine.store.registry``:
+SQLite and PostgreSQL built in), each opened as an index folder is (``open_index_store``); a new
+backend is accepted by registering it and passing these tests.
 
 Every method of ``IndexStore`` and the embedding store API: round trips, order, replace
 semantics, transactions (rollback, nesting, after-commit hooks), snapshot isolation against a
@@ -9,26 +11,34 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hippo_engine.config import HippoConfig
 from hippo_engine.datatypes import Hyperedge
 from hippo_engine.ids import hyperedge_id, triple_id
 from hippo_engine.store import IndexDB, StoreError
 from hippo_engine.store.base import IndexStore
+from hippo_engine.store.opening import open_index_store
+from hippo_engine.store.registry import backend_names
 
 DIM = 8
-BACKENDS = ["sqlite", "postgres"]
+BACKENDS = backend_names()
+
+
+def _settings(name: str, request) -> dict:
+    """The configuration a backend's test index needs (PostgreSQL: the session's server, a fresh schema)."""
+    if name == "postgres":
+        return {"postgres_dsn": request.getfixturevalue("pg_dsn"),
+                "postgres_schema": request.getfixturevalue("pg_schema")}
+    return {}
 
 
 @pytest.fixture(params=BACKENDS)
 def opener(request, tmp_path):
     """A function opening (another connection to) one index of the parametrized backend."""
     opened: list[IndexStore] = []
+    config = HippoConfig(storage_backend=request.param, show_progress=False, **_settings(request.param, request))
 
     def open_store() -> IndexStore:
-        if request.param == "sqlite":
-            db = IndexDB(tmp_path / "index.sqlite")
-        else:
-            from hippo_engine.store.postgres import PostgresIndexStore
-            db = PostgresIndexStore(request.getfixturevalue("pg_dsn"), request.getfixturevalue("pg_schema"))
+        db = open_index_store(tmp_path, config)
         opened.append(db)
         return db
 

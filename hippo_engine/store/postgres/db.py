@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from hippo_engine.datatypes import Hyperedge
 from hippo_engine.ids import hyperedge_id, triple_id
@@ -56,6 +56,7 @@ class PostgresIndexStore(GraphFileCopy, IndexStore):
     owned_server = None       # the EmbeddedPostgres to stop on close (set by open_index_store)
 
     def __init__(self, dsn: str, schema: str, *, lock_timeout: float | None = None):
+        super().__init__()
         psycopg = psycopg_module()
         check_schema_name(schema)
         self.dsn, self.schema, self.lock_timeout = dsn, schema, lock_timeout
@@ -66,9 +67,7 @@ class PostgresIndexStore(GraphFileCopy, IndexStore):
         except psycopg.Error as e:
             raise connect_error(e, dsn, schema) from None
         self.location = f"postgresql {self.conn.info.dbname} schema {schema}"
-        self._depth = 0
         self._in_snapshot = False
-        self._after_commit: list[Callable[[], None]] = []
         try:
             self._setup()
         except BaseException:
@@ -119,36 +118,22 @@ class PostgresIndexStore(GraphFileCopy, IndexStore):
             with contextlib.suppress(Exception):
                 self.conn.execute("ROLLBACK")
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[object]:
-        """All writes inside are committed together or not at all (nesting allowed: an inner
-        block joins the outer one). The outermost block takes the index's advisory lock."""
+    def _begin(self) -> None:
+        """BEGIN and take the index's advisory lock (refused inside a snapshot)."""
         if self._in_snapshot:
             raise StoreError(f"{self.location}: a write transaction cannot start inside a snapshot")
-        if self._depth:
-            self._depth += 1
-            try:
-                yield self.conn
-            finally:
-                self._depth -= 1
-            return
         self.conn.execute("BEGIN")
-        self._depth = 1
         try:
             self._take_lock()
-            yield self.conn
         except BaseException:
-            self._depth = 0
-            self._after_commit.clear()
             self._rollback()
             raise
-        self._depth = 0
-        try:
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self._after_commit.clear()
-            raise
-        self._run_after_commit()
+
+    def _commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def _connection(self) -> object:
+        return self.conn
 
     def _take_lock(self) -> None:
         psycopg = psycopg_module()
@@ -375,11 +360,27 @@ class PostgresIndexStore(GraphFileCopy, IndexStore):
         from hippo_engine.store.postgres.vectors import PostgresEmbeddingStore
         return PostgresEmbeddingStore(self, namespace, dim, **options)
 
-    def reader_store(self, namespace: str, dim: int, *, keep: str, vector_dtype: str = "float32"):
+    #: how retrieval searches this index (``postgres_search``, set by the opener): "memory"
+    #: mirrors every vector in RAM; "hnsw" and "exact" search them in the database
+    search = "memory"
+
+    @property
+    def vectors_in_memory(self) -> bool:
+        return self.search == "memory"
+
+    def vector_writer(self, namespace: str, dim: int, *, vector_dtype: str = "float32", mmap: bool = False):
+        """The writer's store: mirrored in memory, or (searching in the database) a
+        :class:`~hippo_engine.store.postgres.writer.PostgresWriteStore` holding only ids."""
+        return self.embedding_store(namespace, dim, mirror=self.vectors_in_memory, vector_dtype=vector_dtype,
+                                    mmap=mmap)
+
+    def vector_search(self, namespace: str, dim: int, *, keep: str, vector_dtype: str = "float32"):
         """A read-only, memory-light view of a store for retrieval
         (:class:`~hippo_engine.store.postgres.lazy.LazyPostgresStore`)."""
         from hippo_engine.store.postgres.lazy import LazyPostgresStore
         return LazyPostgresStore(self, namespace, dim, keep=keep, vector_dtype=vector_dtype)
+
+    reader_store = vector_search
 
     def close(self) -> None:
         """Close the connection, and stop the embedded server this store was opened with

@@ -37,6 +37,8 @@ class LazyPostgresStore(PostgresEmbeddingStore):
     """Read-only, memory-light view of table ``store_<namespace>`` (see the module documentation).
     ``keep``: ``"ids+matrix"`` (passages), ``"ids"`` (facts: ids as bytes) or ``"count"``."""
 
+    holds_vectors = False     # the vectors stay in the database
+
     def __init__(self, db, namespace: str, dim: int, *, keep: str = "count", vector_dtype: str = "float32"):
         if keep not in ("ids+matrix", "ids", "count"):
             raise ValueError(f"keep must be 'ids+matrix', 'ids' or 'count', got {keep!r}")

@@ -214,6 +214,14 @@ class PostgresEmbeddingStore(MirroredStore):
             c.execute(f"CREATE INDEX IF NOT EXISTS {self.name}_hnsw ON {self.table} USING hnsw "
                       f"(vec {self.kind}_ip_ops) WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})")
 
+    def prepare_search(self) -> bool:
+        """With ``postgres_search="hnsw"``: build the HNSW index (once; later rows go into it). True
+        if the index searches with one."""
+        if self.db.search != "hnsw":
+            return False
+        self.ensure_hnsw()
+        return True
+
     def has_hnsw(self) -> bool:
         """Whether the HNSW index exists."""
         return self.db.table_exists(f"{self.name}_hnsw")

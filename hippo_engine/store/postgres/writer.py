@@ -27,6 +27,8 @@ ROWS_PER_FETCH = 100_000
 class PostgresWriteStore(PostgresEmbeddingStore):
     """Writes to table ``store_<namespace>``; keeps only the sorted ids in memory."""
 
+    holds_vectors = False     # the vectors stay in the database
+
     def reload(self) -> None:
         """Re-read the ids (after a rolled-back transaction, for instance)."""
         self._mat, self._texts, self._row = None, None, None
