@@ -109,7 +109,7 @@ class DocumentPlan:
 class DocumentState:
     """Mixin of ``Index``: documents and their passages, kept with the passages in one
     transaction. Uses ``self.db`` (an ``IndexStore``), ``self.lock``, ``self.refresh``,
-    ``self._reload``, ``self._add`` and ``self._remove`` of the ``Index``."""
+    ``self.refresh`` and ``self._reload`` of the ``Index``; changes go through :class:`.writer.IndexWriter`."""
 
     def stored_documents(self, doc_ids: Iterable[str]) -> tuple[dict[str, list[str]], set[str]]:
         """doc id -> its stored passage ids for the known ``doc_ids``, and which of them are
@@ -146,34 +146,23 @@ class DocumentState:
                       triples=None, hyperedges=None, *, extractor: str = "openie",
                       watch: Stopwatch | None = None) -> dict:
         """Add ``passages`` (those not stored yet) with their facts and record ``documents``,
-        replacing stored documents of the same ids, in one transaction under the writer lock.
-        Every passage of ``documents`` must be stored or among ``passages``. Returns the
-        ``Index.add`` report (plus ``removed*`` counts if replaced documents left passages
-        behind) with ``documents``: ids added and replaced, how many unchanged. ``watch``
-        (a :class:`.stopwatch.Stopwatch`) gets the time of each stage."""
+        replacing stored documents of the same ids, in one transaction under the writer lock
+        (:class:`.writer.IndexWriter`: plan, write, derive). Every passage of ``documents`` must be
+        stored or among ``passages``. Returns the ``Index.add`` report (plus ``removed*`` counts if
+        replaced documents left passages behind) with ``documents``: ids added and replaced, how
+        many unchanged. ``watch`` (a :class:`.stopwatch.Stopwatch`) gets the time of each stage."""
+        from hippo_engine.index.writer import IndexWriter
         watch = watch or Stopwatch()
         with self.lock.held():
             watch.lap("lock")
             self.refresh()
             watch.lap("refresh")
-            try:
-                with self.db.transaction():
-                    self.db.after_commit(lambda: watch.lap("commit"))   # the first hook: before the graph file's
-                    plan = self.document_plan(documents)
-                    watch.lap("plan_documents")
-                    report = self._add(passages, triples, hyperedges, extractor, watch)
-                    self._write_documents(plan.writes)
-                    watch.lap("write_documents")
-                    report.update(self._remove(self._unheld(plan.stale)))
-                    watch.lap("remove_stale")
-                watch.lap("save_graph")    # the graph file, written once the transaction committed
-            except BaseException:
-                self._reload()
-                raise
-        report["documents"] = plan.report()
+            writer = IndexWriter(self, watch)
+            report = writer.index(documents, passages, triples, hyperedges, extractor=extractor)
+        report["documents"] = writer.last_plan.documents.report()
         return report
 
-    def _write_documents(self, writes: Mapping[str, Sequence[str]]) -> None:
+    def write_documents(self, writes: Mapping[str, Sequence[str]]) -> None:
         """Put the document rows, after checking that each of their passages is stored."""
         missing = [p for d in writes for p in writes[d] if not self.db.has_passage(p)]
         if missing:
@@ -187,26 +176,12 @@ class DocumentState:
         the passages no remaining document holds; one transaction under the writer lock.
         Returns the ``Index.remove`` report with ``documents``: ids removed, ids unknown, and
         for texts the positions of those not found (``unknown_docs``)."""
+        from hippo_engine.index.writer import IndexWriter
         with self.lock.held():
             self.refresh()
-            try:
-                with self.db.transaction():
-                    ids, loose, unknown_docs = self._resolve_texts(texts)
-                    ids = list(dict.fromkeys([*doc_ids, *ids]))
-                    stored, legacy = self.stored_documents(ids)
-                    self.db.delete_documents([d for d in stored if d not in legacy])
-                    gone = {p for pids in stored.values() for p in pids}
-                    report = self._remove(self._unheld(gone) | loose)
-            except BaseException:
-                self._reload()
-                raise
-        report["documents"] = {"removed": [d for d in ids if d in stored],
-                               "unknown": [d for d in doc_ids if d not in stored]}
-        if texts:
-            report["documents"]["unknown_docs"] = unknown_docs
-        return report
+            return IndexWriter(self).delete(doc_ids, texts)
 
-    def _resolve_texts(self, texts: Sequence[tuple[str, list[str]]]) -> tuple[list[str], set[str], list[int]]:
+    def resolve_texts(self, texts: Sequence[tuple[str, list[str]]]) -> tuple[list[str], set[str], list[int]]:
         """Doc ids for texts: the derived id if stored, else the documents whose passages are
         exactly the text's; else the text's stored passages without document rows (legacy)."""
         ids: list[str] = []
@@ -229,7 +204,7 @@ class DocumentState:
                 unknown.append(i)
         return ids, loose, unknown
 
-    def _unheld(self, pids: Iterable[str]) -> set[str]:
+    def unheld(self, pids: Iterable[str]) -> set[str]:
         """Those of ``pids`` that no stored document holds (call after writing the rows)."""
         pids = set(pids)
         return pids - set(self.db.passage_documents(pids))

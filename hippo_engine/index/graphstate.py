@@ -80,10 +80,16 @@ class GraphState:
                 logger.warning("could not fetch the graph file from %s: %s", self.db.location, e)
                 return False
 
-    def _rebuild_graph(self) -> None:
-        """Build the graph from the index; its file is written once the outermost transaction
-        has committed (now, outside one), so a file never carries an uncommitted version."""
+    def rebuild_graph(self) -> None:
+        """Build the graph from the index (after a change's commit: ``IndexWriter.derive``)."""
         self._graph = self._build_graph()
+
+    def insert_into_graph(self, *args) -> None:
+        self._insert_into_graph(*args)
+
+    def save_graph(self) -> None:
+        """Write ``graph.npz`` once the outermost transaction has committed (now, outside one),
+        so a file never carries an uncommitted version."""
         self.db.after_commit(self._save_graph)
 
     def _save_graph(self) -> None:

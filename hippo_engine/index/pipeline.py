@@ -19,25 +19,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
 from pathlib import Path
 
 from hippo_engine.config import HippoConfig
 from hippo_engine.datatypes import Hyperedge, Triple
-from hippo_engine.ids import entity_id, facts_by_id, hyperedge_id, hyperedges_by_id, triple_id
+from hippo_engine.ids import facts_by_id, hyperedge_id, hyperedges_by_id, triple_id
 from hippo_engine.index.content import ContentState
 from hippo_engine.index.digest import META_KEY as DIGEST_KEY
-from hippo_engine.index.digest import ContentDigest, content_digest
+from hippo_engine.index.digest import content_digest
 from hippo_engine.index.documents import DocumentState
-from hippo_engine.index.encoding import encode_into, mean_passage_vectors, new_texts
 from hippo_engine.index.facts import graph_input as _graph_input
 from hippo_engine.index.facts import normalize_hyperedges, normalize_triples  # noqa: F401 (re-exported)
 from hippo_engine.index.graph import GraphData, build_graph
 from hippo_engine.index.graphstate import GraphState
-from hippo_engine.index.stopwatch import Stopwatch
 from hippo_engine.index.synonymystate import SynonymyState
+from hippo_engine.index.writer import IndexWriter
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.progress import announce, loading
+from hippo_engine.progress import loading
 from hippo_engine.store import EmbeddingStore, StoreError
 from hippo_engine.store.base import STORE_NAMES, IndexStore
 from hippo_engine.store.files import remove_orphan_temps
@@ -181,74 +179,48 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
         (sentences / n-ary facts with their entities), holding the writer lock. Returns a small report."""
         with self.lock.held():
             self.refresh()
-            return self._add(passages, triples, hyperedges, extractor)
+            return IndexWriter(self).add(passages, triples, hyperedges, extractor=extractor)
 
     def remove(self, passage_ids: Iterable[str]) -> dict:
         """Remove passages and everything only they contributed (holding the writer lock)."""
         with self.lock.held():
             self.refresh()
-            return self._remove(passage_ids)
+            return IndexWriter(self).remove(passage_ids)
 
-    def _add(self, passages: Mapping[str, str], triples: Mapping[str, Sequence[Triple]] | None,
-             hyperedges: Mapping[str, Sequence[Hyperedge]] | None, extractor: str,
-             watch: Stopwatch | None = None) -> dict:
-        """Add what ``add`` adds; ``watch`` gets each stage's time (also kept in ``timings``).
-        The graph file is written once the outermost transaction has committed."""
-        cfg = self.config
-        watch = watch or Stopwatch()
-        self.check_extractor(extractor)
-        stores = self.stores
-        new_ids = [p for p in passages if p not in stores["passage"]]
-        if not new_ids:
-            return {"added": 0}
-        norm = {p: normalize_triples((triples or {}).get(p, ()), cfg.normalization) for p in new_ids}
-        hyper = {p: normalize_hyperedges((hyperedges or {}).get(p, ()), cfg.normalization) for p in new_ids}
-        ent_text, fact_txt = new_texts(stores, norm, hyper)
-        eids, fids = sorted(ent_text), sorted(fact_txt)
-        announce(f"indexing {len(new_ids)} passage(s): {len(eids)} new entities, {len(fids)} new facts to embed, "
-                 f"then synonymy edges and the graph")
-        old_version, old_digest = self._loaded_version, self._digest
-        watch.lap("prepare")
-        watch.declare("embed_passages", "embed_entities", "embed_facts", "write_stores")
-        encode = partial(self._encode_into, watch=watch)
-        try:
-            with self.db.transaction():
-                self._write_meta(extractor)
-                mean_of_facts = cfg.passage_vectors == "sentence_mean" and any(hyper.values())
-                if not mean_of_facts:
-                    encode(stores["passage"], new_ids, [passages[p] for p in new_ids], "passages")
-                encode(stores["entity"], eids, [ent_text[e] for e in eids], "entities")
-                encode(stores["fact"], fids, [fact_txt[f] for f in fids], "facts")
-                if mean_of_facts:
-                    mean_passage_vectors(stores, new_ids, passages, hyper, watch, encode)
-                for p in new_ids:
-                    self.db.put_passage_triples(p, norm[p])
-                    if hyper[p]:
-                        self.db.put_passage_hyperedges(p, hyper[p])
-                watch.lap("write_stores")
-                syn_changes = self._update_synonymy(added=eids, removed=())
-                watch.lap("synonymy")
-                marks = self._mark_change(syn_changes, added=[(p, norm[p], hyper[p]) for p in new_ids])
-                watch.lap("mark_change")
-            watch.lap("commit")     # its own commit, unless inside a caller's transaction
-        except BaseException:
-            self._reload()
-            raise
+    # ------------------------------------------------------------------ what IndexWriter updates
+    @property
+    def digest(self) -> str:
+        """The content checksum of the loaded version."""
+        return self._digest
+
+    def mark(self, marks: tuple[str, str]) -> None:
+        """Take on the (version, checksum) a change wrote."""
         self._loaded_version, self._digest = marks
-        self._note_added(new_ids, norm, hyper)
-        watch.lap("update_caches")
-        self._insert_into_graph(old_version, old_digest, new_ids, *_graph_input(norm, hyper), syn_changes)
-        watch.lap("graph")
-        self.db.after_commit(self._save_graph)     # now, or once the caller's transaction commits
-        watch.lap("save_graph")
-        if self._ensure_hnsw(extractor):
-            watch.lap("hnsw")
-        self.timings = dict(watch.stages)
-        return {"added": len(new_ids), "new_entities": len(eids), "new_facts": len(fids)}
 
-    def _note_added(self, new_ids: Sequence[str], norm: Mapping[str, list[Triple]],
-                    hyper: Mapping[str, list[Hyperedge]]) -> None:
-        """Take the committed new passages' facts into what is held in memory."""
+    @property
+    def synonymy_keeper(self):
+        return self
+
+    def update(self, added: Sequence[str], removed: Sequence[str]) -> dict:
+        return self._update_synonymy(added=added, removed=removed)
+
+    def reload(self) -> None:
+        self._reload()
+
+    def note_removed(self, gone: Sequence[str], dead_facts: Sequence[str]) -> None:
+        """Drop the removed passages and facts from what is held in memory."""
+        gone_set = set(gone)
+        self.passage_triples = {p: t for p, t in self.passage_triples.items() if p not in gone_set}
+        self.passage_hyperedges = {p: h for p, h in self.passage_hyperedges.items() if p not in gone_set}
+        self._pids = [p for p in self._pids if p not in gone_set]
+        for cache in (self._fact_triples, self._fact_hyperedges):
+            if cache is not None:
+                for f in dead_facts:
+                    cache.pop(f, None)
+
+    def note_added(self, new_ids: Sequence[str], norm: Mapping[str, list[Triple]],
+                   hyper: Mapping[str, list[Hyperedge]]) -> None:
+        """Take the new passages' facts into what is held in memory."""
         if self.content_loaded:    # (read before the change, or inside it: then it holds them already)
             for p in new_ids:
                 if norm[p]:
@@ -264,96 +236,6 @@ class Index(GraphState, DocumentState, ContentState, SynonymyState):
             for p in new_ids:
                 for h in hyper[p]:
                     self._fact_hyperedges.setdefault(hyperedge_id(h), h)
-
-    def _ensure_hnsw(self, extractor: str) -> bool:
-        """Build the store's search indexes over the vectors (once, after the first batch; later rows
-        go into them: PostgreSQL's HNSW with ``postgres_search="hnsw"``), if it keeps any. Entities
-        are searched only by the linkings that embed query entities (the NER-based memory uses one)."""
-        cfg = self.config
-        if not self.stores["fact"].prepare_search():
-            return False
-        if cfg.linking in ("query", "ner", "ner_fact") or (cfg.linking == "auto" and extractor == "ner"):
-            self.stores["entity"].prepare_search()
-        return True
-
-    def _remove(self, passage_ids: Iterable[str]) -> dict:
-        stores = self.stores
-        gone = sorted({p for p in passage_ids if p in stores["passage"]})
-        if not gone:
-            return {"removed": 0}
-        gone_set = set(gone)
-        remaining = {p: t for p, t in self.passage_triples.items() if p not in gone_set}
-        remaining_h = {p: h for p, h in self.passage_hyperedges.items() if p not in gone_set}
-        live_ents, live_facts = set(), set()
-        for ts in remaining.values():
-            for t in ts:
-                live_ents.add(entity_id(t[0]))
-                live_ents.add(entity_id(t[2]))
-                live_facts.add(triple_id(t))
-        for hs in remaining_h.values():
-            for h in hs:
-                live_ents.update(entity_id(e) for e in h.entities)
-                live_facts.add(hyperedge_id(h))
-        dead_ents = [e for e in stores["entity"].ids if e not in live_ents]
-        dead_facts = [f for f in stores["fact"].ids if f not in live_facts]
-        try:
-            with self.db.transaction():
-                stores["passage"].delete(gone)
-                stores["entity"].delete(dead_ents)
-                stores["fact"].delete(dead_facts)
-                self.db.delete_passage_triples(gone)
-                self.db.delete_passage_hyperedges(gone)
-                syn_changes = self._update_synonymy(added=(), removed=dead_ents)
-                marks = self._mark_change(syn_changes, removed=[
-                    (p, self.passage_triples.get(p), self.passage_hyperedges.get(p)) for p in gone])
-        except BaseException:
-            self._reload()
-            raise
-        self._loaded_version, self._digest = marks
-        self.passage_triples = remaining
-        self.passage_hyperedges = remaining_h
-        self._pids = [p for p in self._pids if p not in gone_set]
-        for cache in (self._fact_triples, self._fact_hyperedges):
-            if cache is not None:
-                for f in dead_facts:
-                    cache.pop(f, None)
-        self._rebuild_graph()
-        return {"removed": len(gone), "removed_entities": len(dead_ents), "removed_facts": len(dead_facts)}
-
-    # ------------------------------------------------------------------ internals
-    #: texts encoded and written per step of ``add`` (bounds the new vectors held in memory)
-    ENCODE_CHUNK = 131072
-
-    def _encode_into(self, store: EmbeddingStore, keys: Sequence[str], texts: Sequence[str], what: str, *,
-                     watch: Stopwatch) -> None:
-        """Encode and store ``texts``, ``ENCODE_CHUNK`` at a time (:func:`.encoding.encode_into`)."""
-        encode_into(self.encoder, store, keys, texts, what, watch, step=self.ENCODE_CHUNK,
-                    show_progress=self.config.show_progress)
-
-    def _write_meta(self, extractor: str) -> None:
-        if self.db.get_meta("extractor") is None:
-            self.db.set_meta("extractor", extractor)
-        if self.db.get_meta("embedding_model") is None:
-            self.db.set_meta("embedding_model", self.embedding_model_name)
-            self.db.set_meta("dim", str(self.stores["passage"].dim))
-            self.db.set_meta("normalization", self.config.normalization)
-            self.db.set_meta("passage_vectors", self.config.passage_vectors)
-
-    def _mark_change(self, syn_changes: Mapping[str, tuple], added: Sequence[tuple] = (),
-                     removed: Sequence[tuple] = ()) -> tuple[str, str]:
-        """Inside a change's transaction: bump the version and update the content checksum by the
-        (passage id, triples, hyperedges) added and removed and the synonymy changes. Returns both,
-        for the caller to take on once committed."""
-        d = ContentDigest.from_hex(self._digest)
-        for pid, ts, hs in added:
-            d.add_passage(pid, ts, hs)
-        for pid, ts, hs in removed:
-            d.remove_passage(pid, ts, hs)
-        d.change_synonymy(syn_changes)
-        version = str(int(self.version) + 1)
-        self.db.set_meta("version", version)
-        self.db.set_meta(DIGEST_KEY, d.hex())
-        return version, d.hex()
 
     def _store_digest(self) -> None:
         """Keep a checksum computed for an index written before checksums were kept (the caller

@@ -173,14 +173,14 @@ def test_crash_mid_replacement_keeps_previous_state(tmp_path, monkeypatch):
     rag = make_rag(tmp_path)
     rag.index(CORPUS[:4], ids=IDS[:4])
     before = snapshot(rag)
-    import hippo_engine.index.documents as docs_mod
     import hippo_engine.index.synonymystate as ix
+    import hippo_engine.index.writer as writer_mod
 
     def boom(*a, **k):
         raise RuntimeError("simulated crash")
 
     # a crash while adding the new passage, then one after it, before the old one's removal
-    for target, name in ((ix, "update_synonymy"), (docs_mod.DocumentState, "_unheld")):
+    for target, name in ((ix, "update_synonymy"), (writer_mod.IndexWriter, "_remove_rows")):
         monkeypatch.setattr(target, name, boom)
         with pytest.raises(RuntimeError, match="simulated crash"):
             rag.index([CORPUS[6]], ids=["d1"])

@@ -95,14 +95,14 @@ def test_graph_file_is_written_only_after_the_commit(tmp_path, monkeypatch):
 
 def test_a_failed_change_leaves_the_committed_graph_file(tmp_path, monkeypatch):
     """A change that fails after its graph was built leaves graph.npz of the committed version."""
-    import hippo_engine.index.documents as docs_mod
+    import hippo_engine.index.writer as writer_mod
     rag = make_rag(tmp_path)
     rag.index(CORPUS[:4], ids=["a", "b", "c", "d"])
 
     def boom(*a, **k):
         raise RuntimeError("simulated crash")
 
-    monkeypatch.setattr(docs_mod.DocumentState, "_unheld", boom)   # after the new passage's graph insert
+    monkeypatch.setattr(writer_mod.IndexWriter, "_remove_rows", boom)   # after the new passage's rows
     with pytest.raises(RuntimeError, match="simulated crash"):
         rag.index([CORPUS[6]], ids=["b"])
     st = rag.index_state

@@ -169,10 +169,10 @@ def test_short_entities_are_not_synonymy_queries(tmp_path):
 
 
 def test_chunked_encoding_gives_the_same_index(tmp_path, monkeypatch):
-    import hippo_engine.index.pipeline as ix
+    from hippo_engine.index.writer import IndexWriter
     ref = make_rag(tmp_path / "ref")
     ref.index(CORPUS)
-    monkeypatch.setattr(ix.Index, "ENCODE_CHUNK", 3)
+    monkeypatch.setattr(IndexWriter, "ENCODE_CHUNK", 3)
     small = make_rag(tmp_path / "small")
     small.index(CORPUS)
     assert_same(snapshot(ref), snapshot(small))
