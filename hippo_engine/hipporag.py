@@ -19,8 +19,6 @@ import numpy as np
 from hippo_engine.config import HippoConfig, QueryParam
 from hippo_engine.datatypes import HiContext, QuerySolution
 from hippo_engine.hirag.component import HiRAG
-from hippo_engine.hirag.modes import HI_MODES, ModeTable
-from hippo_engine.hirag.search import HiRAGSearch
 from hippo_engine.index.documents import (
     DocumentBatch,
     attach_ids,
@@ -38,10 +36,8 @@ from hippo_engine.models.encoder import Encoder
 from hippo_engine.progress import announce, loading, plural
 from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
 from hippo_engine.qa.reader import answer_questions
-from hippo_engine.retrieve.hipporag2_search import HippoRAG2Search
-from hippo_engine.retrieve.query_ner import query_entity_vectors
 from hippo_engine.retrieve.retriever import Retriever, encode_queries
-from hippo_engine.retrieve.search import DenseSearch, QuerySearch
+from hippo_engine.retrieve.searches import Searches
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +63,9 @@ class HippoRAG:
     of yours); the default is an SQLite file in ``save_dir``.
 
     Models are loaded lazily, on first use: opening an index to read statistics costs nothing.
-    Components: ``index_state`` (the ``Index``), ``hirag`` (the ``HiRAG`` component), the
-    ``Retriever`` (built per index version) and the reader (``qa``).
+    Components: ``index_state`` (the ``Index``), ``hirag`` (the ``HiRAG`` component), ``searches``
+    (``Searches``: a search object per mode, the ``Retriever`` of the index version) and
+    the reader (``qa``).
     """
 
     def __init__(self, save_dir: str | Path, llm_model_name: str | None = None,
@@ -107,25 +104,11 @@ class HippoRAG:
         self._wire()
 
     def _wire(self) -> None:
-        """(Re)build the components that hold the configuration: HiRAG and the mode table of
-        search objects (see :mod:`.retrieve.search`)."""
-        cfg, encoder = self._config, (lambda: self.encoder)
-        self.hirag = hirag = HiRAG(self.index_state, cfg, encoder=encoder, llm=lambda: self.llm)
-        self._retriever: Retriever | None = None
-        self._retriever_key: tuple | None = None
-        self._filter = None
-        rc, retriever, wrap = cfg.retrieval, (lambda: self.retriever), hirag.passage_contexts
-        self.searches: ModeTable[QuerySearch] = ModeTable({
-            "hipporag2": HippoRAG2Search(rc, retriever, encoder, self._query_ner, lambda: self.recognition_filter,
-                                         lambda: self.index_state.extractor != "ner", wrap,
-                                         llm_name=self.llm_model_name),
-            "naive": DenseSearch(rc, retriever, encoder, hirag.ranked_contexts, wrap),
-            **{m: HiRAGSearch(m, rc, hirag, encoder, wrap) for m in HI_MODES}})
-
-    def _query_ner(self, queries: list[str], failed: dict) -> list:
-        """Each query's NER entity vectors (``ner``/``ner_fact`` linking)."""
-        return query_entity_vectors(queries, self.config, self.index_state.extractor, lambda: self.llm, self.ner,
-                                    self.encoder, failed)
+        """(Re)build the components that hold the configuration: HiRAG and the query side (the
+        mode table of search objects, see :mod:`.retrieve.searches`)."""
+        self.hirag = HiRAG(self.index_state, self._config, encoder=lambda: self.encoder, llm=lambda: self.llm)
+        self.searches = Searches(self._config, self.index_state, self.hirag, lambda: self.encoder, lambda: self.llm,
+                                 self.ner, self.llm_model_name)
 
     @property
     def config(self) -> HippoConfig:
@@ -195,7 +178,7 @@ class HippoRAG:
         """
         report = index_documents(self.index_state, self.extractor, self._split(docs, ids, "index"),
                                  self.llm_model_name)
-        self._retriever = None
+        self.searches.invalidate()
         return report
 
     def delete(self, docs: Sequence[str] | None = None, ids: Sequence[str] | None = None) -> dict:
@@ -207,7 +190,7 @@ class HippoRAG:
             raise TypeError("delete(): give exactly one of docs= (document texts) or ids= (document ids)")
         batch = self._split(docs, None, "delete") if docs is not None else None
         report = delete_documents(self.index_state, batch, ids)
-        self._retriever = None
+        self.searches.invalidate()
         return report
 
     # ------------------------------------------------------------------ components
@@ -215,27 +198,12 @@ class HippoRAG:
     def retriever(self) -> Retriever:
         """The ``Retriever`` of the current index (and communities, with ``use_community_nodes``);
         rebuilt after an index change. Public for benchmarks and research on the ranking itself."""
-        state = self.index_state
-        state.refresh()                    # another process wrote a newer version: reload
-        _ = state.reader_stores            # vectors first: loading them may reload a newer state
-        key = (state.loaded_version, self.hirag.generation)
-        if self._retriever is None or self._retriever_key != key:
-            graph, sources = state.graph, []
-            if self.config.use_community_nodes:
-                graph, sources = self.hirag.seeded_graph(graph)
-            self._retriever = Retriever.from_index(self.config.retrieval, state, graph, sources,
-                                                   exact=self.config.postgres_search == "exact")
-            self._retriever_key = key
-        return self._retriever
+        return self.searches.retriever
 
     @property
     def recognition_filter(self):
         """The recognition filter (``RecognitionFilter``) on the engine's LLM, made on first use."""
-        if self._filter is None:
-            from hippo_engine.retrieve.recognition import RecognitionFilter
-            self._filter = RecognitionFilter(self.llm, self.config.filter_program_path,
-                                             self.config.max_filtered_facts, show_progress=self.config.show_progress)
-        return self._filter
+        return self.searches.recognition_filter
 
     def encode_queries(self, queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The queries encoded for fact scoring and for passage scoring (one array each)."""
@@ -282,7 +250,7 @@ class HippoRAG:
         """
         param = self._param(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"))
         queries = self._check_queries(queries, "retrieve")
-        solutions = self.searches.handler(param.mode).retrieve(queries, param)
+        solutions = self.searches.search(param.mode).retrieve(queries, param)
         attach_ids(solutions, self.index_state)
         return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
                                f"retrieve[{param.mode}]")
@@ -303,7 +271,7 @@ class HippoRAG:
         return self._contexts(queries, param, "retrieve_context")
 
     def _contexts(self, queries, param: QueryParam, what: str) -> list[HiContext]:
-        search = self.searches.handler(param.mode)
+        search = self.searches.search(param.mode)
         given = bool(queries) and all(isinstance(q, QuerySolution) for q in queries)
         if given and not search.reads_context:
             return search.wrap(queries)
@@ -353,7 +321,7 @@ class HippoRAG:
             param = dataclasses.replace(param, mode="naive")
         given = bool(queries) and all(isinstance(q, QuerySolution) for q in queries)
         retrieval: dict = {}
-        if self.searches.handler(param.mode).reads_context:
+        if self.searches.search(param.mode).reads_context:
             solutions, responses, metadata = self.hirag.answer(self._contexts(queries, param, "rag_qa"), template)
             attach_ids(solutions, self.index_state)
             if gold_docs is not None:
