@@ -293,16 +293,7 @@ def insert_passages(graph: GraphData, new_passage_ids: Sequence[str],
         dup = graph.node_index(new_pids, entities=False) >= 0
         if dup.any():
             raise ValueError("insert_passages: some passages are already in the graph")
-    # new entity nodes
-    phrases: dict[str, str] = {}
-    for pid in new_pids:
-        for s, _, o in passage_triples.get(pid, ()):
-            for ph in (s, o):
-                if ph not in phrases:
-                    phrases[ph] = entity_id(ph)
-    cand = sorted(set(phrases.values()))
-    known = graph.node_index(cand, entities=True) >= 0 if cand else np.zeros(0, bool)
-    new_ents = [e for e, k in zip(cand, known, strict=False) if not k]
+    phrases, new_ents = _new_entities(graph, new_pids, passage_triples)
     ents, ent_old_pos, _ = _merge_sorted(old_ents, new_ents)
     pas, pas_old_pos, pas_new_pos = _merge_sorted(old_pas, new_pids)
     ne = len(ents)
@@ -311,25 +302,49 @@ def insert_passages(graph: GraphData, new_passage_ids: Sequence[str],
     remap = np.concatenate([ent_old_pos, pas_old_pos + ne]).astype(np.int64)
     # old edges, renumbered: the map is increasing, so the order is kept
     keys = remap[graph.src] * n + remap[graph.dst] if len(graph.src) else np.zeros(0, np.int64)
-    parts = graph.parts
-
-    def ent_nodes(ids: Sequence[str]) -> np.ndarray:
-        q = np.empty(len(ids), dtype=object)
-        q[:] = list(ids)
-        return np.searchsorted(ents, q).astype(np.int64)
-
     # fact and context contributions of the new passages
     ph_list = list(phrases)
-    ph_node = dict(zip(ph_list, ent_nodes([phrases[p] for p in ph_list]), strict=False)) if ph_list else {}
+    ph_node = dict(zip(ph_list, _sorted_positions(ents, [phrases[p] for p in ph_list]), strict=False)) \
+        if ph_list else {}
     subj, obj, owner, fw = _triple_nodes(new_pids, passage_triples, lambda pid_map: ph_node, triple_weights)
     pnode = ne + pas_new_pos[owner] if len(owner) else np.zeros(0, np.int64)
     bkeys, bvals = _base_contributions(subj, obj, pnode, n, fw)
-    # synonymy entries: clear every old entry of a changed source, then set the new ones
-    srcs = sorted(synonymy_changes)
+    skeys, sdir, sval = _synonymy_entries(synonymy_changes, ents, n)
+    keys, parts = _apply_contributions(keys, graph.parts, bkeys, bvals, (skeys, sdir, sval))
+    return _assemble(node_ids, ne, keys, parts)
+
+
+def _sorted_positions(ents: np.ndarray, ids: Sequence[str]) -> np.ndarray:
+    """Positions of ``ids`` in the sorted id array ``ents``."""
+    q = np.empty(len(ids), dtype=object)
+    q[:] = list(ids)
+    return np.searchsorted(ents, q).astype(np.int64)
+
+
+def _new_entities(graph: GraphData, new_pids: Sequence[str],
+                  passage_triples: Mapping[str, Sequence[tuple[str, str, str]]]
+                  ) -> tuple[dict[str, str], list[str]]:
+    """(phrase -> entity id for every phrase of the new passages' triples, the sorted entity ids
+    not yet in ``graph``)."""
+    phrases: dict[str, str] = {}
+    for pid in new_pids:
+        for s, _, o in passage_triples.get(pid, ()):
+            for ph in (s, o):
+                if ph not in phrases:
+                    phrases[ph] = entity_id(ph)
+    cand = sorted(set(phrases.values()))
+    known = graph.node_index(cand, entities=True) >= 0 if cand else np.zeros(0, bool)
+    return phrases, [e for e, k in zip(cand, known, strict=False) if not k]
+
+
+def _synonymy_entries(synonymy_changes: Mapping[str, tuple[Mapping[str, float] | None, Mapping[str, float] | None]],
+                      ents: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Directed synonymy entries (keys, directions, values): every old entry of a changed source
+    cleared (NaN), then the new ones set."""
     e_src: list[str] = []
     e_dst: list[str] = []
     e_val: list[float] = []
-    for s in srcs:
+    for s in sorted(synonymy_changes):
         old, new = synonymy_changes[s]
         for t in (old or {}):
             e_src.append(s)
@@ -339,14 +354,20 @@ def insert_passages(graph: GraphData, new_passage_ids: Sequence[str],
             e_src.append(s)
             e_dst.append(t)
             e_val.append(float(w))
-    if e_src:
-        uniq = sorted(set(e_src) | set(e_dst))
-        pos = dict(zip(uniq, ent_nodes(uniq).tolist(), strict=False))
-        skeys, sdir, sval = _directed_synonymy(np.fromiter((pos[x] for x in e_src), np.int64, len(e_src)),
-                                               np.fromiter((pos[x] for x in e_dst), np.int64, len(e_dst)),
-                                               np.array(e_val), n)
-    else:
-        skeys, sdir, sval = np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0)
+    if not e_src:
+        return np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0)
+    uniq = sorted(set(e_src) | set(e_dst))
+    pos = dict(zip(uniq, _sorted_positions(ents, uniq).tolist(), strict=False))
+    return _directed_synonymy(np.fromiter((pos[x] for x in e_src), np.int64, len(e_src)),
+                              np.fromiter((pos[x] for x in e_dst), np.int64, len(e_dst)),
+                              np.array(e_val), n)
+
+
+def _apply_contributions(keys: np.ndarray, parts: EdgeParts, bkeys: np.ndarray, bvals: np.ndarray,
+                         syn: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, EdgeParts]:
+    """Edge keys and parts after adding the base contributions and setting the synonymy
+    entries ``syn`` (keys, directions, values); edges left with nothing disappear."""
+    skeys, sdir, sval = syn
     # add keys that do not exist yet, with empty parts
     touched = np.unique(np.concatenate([bkeys, skeys]))
     pos = np.searchsorted(keys, touched)
@@ -371,4 +392,4 @@ def insert_passages(graph: GraphData, new_passage_ids: Sequence[str],
         keep = np.ones(len(keys), bool)
         keep[tpos[empty]] = False
         keys, parts = keys[keep], parts.take(keep)
-    return _assemble(node_ids, ne, keys, parts)
+    return keys, parts

@@ -186,13 +186,23 @@ def _is_segment(d: dict) -> bool:
 def _find_segments(value: Any, depth: int = 0) -> list | None:
     """The list of segment-like items in a parsed reply (bounded search; never recursive deep)."""
     if isinstance(value, list):
-        if len(value) == 1 and isinstance(value[0], dict) and not _is_segment(value[0]) and depth < 3:
-            inner = _find_segments(value[0], depth + 1)
-            if inner is not None:
-                return inner
-        return value
+        return _find_in_list(value, depth)
     if not isinstance(value, dict):
         return None
+    return _find_in_dict(value, depth)
+
+
+def _find_in_list(value: list, depth: int) -> list:
+    """A list is the segments, unless it wraps one non-segment object that holds them."""
+    if len(value) == 1 and isinstance(value[0], dict) and not _is_segment(value[0]) and depth < 3:
+        inner = _find_segments(value[0], depth + 1)
+        if inner is not None:
+            return inner
+    return value
+
+
+def _find_in_dict(value: dict, depth: int) -> list | None:
+    """Segments under a known list key, the object itself, or inside a nested object."""
     kd = _keyed(value)
     for k in SEGMENT_LIST_KEYS:
         v = kd.get(k)
@@ -273,11 +283,11 @@ def _values_from(body: str, pos: int, *, stop: str = "") -> tuple[list, int]:
         out.append(value)
 
 
-def _segment_items(text: str, cut_off: bool | None) -> tuple[list | None, bool, bool]:
-    """(segment-like items or None, truncated, whether the last item may be cut off)."""
-    cands = _candidates(text)
+def _well_formed_items(cands: list[str]) -> tuple[list | None, list | None]:
+    """Well-formed JSON, maybe with prose around it: (items found, or None; the first list of
+    non-objects seen, kept as a fallback)."""
     fallback = None
-    for cand in cands:                              # well-formed JSON, maybe with prose around it
+    for cand in cands:
         for pos in _top_level_starts(cand):
             try:
                 value, end = _DECODER.raw_decode(cand, pos)
@@ -290,29 +300,54 @@ def _segment_items(text: str, cut_off: bool | None) -> tuple[list | None, bool, 
                 more, _ = _values_from(cand, end)
                 items = [value] + [v for v in more if isinstance(v, dict) and _is_segment(v)]
             if any(isinstance(x, dict) for x in items) or isinstance(value, dict):
-                return items, False, False
+                return items, fallback
             if fallback is None:
                 fallback = items
+    return None, fallback
+
+
+def _cut_list_items(cands: list[str]) -> tuple[tuple[list, bool] | None, list | None]:
+    """A cut-off or damaged list: (its complete items and whether it was truncated, or None;
+    the complete items of a damaged list, or None)."""
     partial = None
-    for cand in cands:                              # a cut-off or damaged list: its complete items
+    for cand in cands:
         m = _LIST_START.search(cand) or _BARE_LIST.search(cand)
         if not m:
             continue
         items, pos = _values_from(cand, m.end(), stop="]")
         if items and (pos >= len(cand) or cand[pos] == "]" or _open_at_end(cand[pos:])):
-            return items, pos >= len(cand) or cand[pos] != "]", False
+            return (items, pos >= len(cand) or cand[pos] != "]"), partial
         partial = partial or items or None
-    if cut_off is None:                             # unclosed brackets: cut off, or just malformed?
-        cut = any(_open_at_end(c[min(p for p in (c.find("{"), c.find("[")) if p >= 0):])
-                  for c in cands if "{" in c or "[" in c)
-    else:
-        cut = cut_off
-    items = None
-    if json_depth(text) <= MAX_DEPTH:               # other malformations: json_repair (slow on deep garbage)
-        try:
-            items = _find_segments(parse_json_lenient(text))
-        except (ValueError, RecursionError):
-            pass
+    return None, partial
+
+
+def _looks_cut(cands: list[str]) -> bool:
+    """Unclosed brackets at the end of a candidate: cut off (or just malformed)."""
+    return any(_open_at_end(c[min(p for p in (c.find("{"), c.find("[")) if p >= 0):])
+               for c in cands if "{" in c or "[" in c)
+
+
+def _repaired_items(text: str) -> list | None:
+    """Other malformations: json_repair (skipped on deep garbage, where it is slow)."""
+    if json_depth(text) > MAX_DEPTH:
+        return None
+    try:
+        return _find_segments(parse_json_lenient(text))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _segment_items(text: str, cut_off: bool | None) -> tuple[list | None, bool, bool]:
+    """(segment-like items or None, truncated, whether the last item may be cut off)."""
+    cands = _candidates(text)
+    items, fallback = _well_formed_items(cands)
+    if items is not None:
+        return items, False, False
+    found, partial = _cut_list_items(cands)
+    if found is not None:
+        return found[0], found[1], False
+    cut = _looks_cut(cands) if cut_off is None else cut_off
+    items = _repaired_items(text)
     if items is not None and (partial is None or len(items) > len(partial)):
         return items, cut, cut
     if partial is not None:                         # its items decoded strictly: none is cut

@@ -181,10 +181,25 @@ def update_synonymy(lists: dict[str, dict[str, float]], ids: np.ndarray, mat: np
         def pairs(rows):
             return pairs_above(mat, rows, threshold, block_size)
     add_rows = rows_of(ids, sorted(set(added)))
-    removed = set(removed)
+    changed, recompute = _after_removal(lists, set(removed), max_neighbors)
+    if len(add_rows):
+        _add_entities(changed, recompute, lists, ids, eligible, add_rows, pairs(add_rows), max_neighbors)
+    if recompute:
+        rows = rows_of(ids, sorted(recompute))
+        q, k, s = pairs(rows)
+        full = top_lists(q, k, s, ids, max_neighbors)
+        for src in recompute:
+            changed[src] = full.get(src, {})
+    return changed
+
+
+def _after_removal(lists: dict[str, dict[str, float]], removed: set[str], max_neighbors: int
+                   ) -> tuple[dict[str, dict[str, float] | None], set[str]]:
+    """(changed lists, sources to recompute) after ``removed`` entities left: a removed source's
+    list goes (``None``); a list that named a removed entity loses it, or, when it was full (a
+    neighbour beyond the cut may move up), is recomputed."""
     changed: dict[str, dict[str, float] | None] = {}
     recompute: set[str] = set()
-
     for src in removed:
         if src in lists:
             changed[src] = None
@@ -197,34 +212,33 @@ def update_synonymy(lists: dict[str, dict[str, float]], ids: np.ndarray, mat: np
                     recompute.add(src)
                 else:
                     changed[src] = {d: w for d, w in nb.items() if d not in removed}
+    return changed, recompute
 
-    if len(add_rows):
-        q, k, s = pairs(add_rows)
-        # forward: new eligible entities get full lists
-        fwd = eligible[q]
-        new_lists = top_lists(q[fwd], k[fwd], s[fwd], ids, max_neighbors)
-        for a in ids[add_rows[eligible[add_rows]]].tolist():
-            changed[a] = new_lists.get(a, {})
-        # reverse: old eligible entities that now see a new one
-        is_added = np.zeros(len(ids), bool)
-        is_added[add_rows] = True
-        rev = ~is_added[k] & eligible[k]
-        for new_id, old, sc in zip(ids[q[rev]].tolist(), ids[k[rev]].tolist(), s[rev].tolist(), strict=False):
-            if old in recompute:
-                continue
-            base = changed.get(old)
-            if base is None:
-                base = dict(lists.get(old, {}))
-            base[new_id] = sc
-            changed[old] = base
-        for src, nb in list(changed.items()):
-            if nb is not None and len(nb) > max_neighbors:
-                changed[src] = _trim(nb, max_neighbors)
 
-    if recompute:
-        rows = rows_of(ids, sorted(recompute))
-        q, k, s = pairs(rows)
-        full = top_lists(q, k, s, ids, max_neighbors)
-        for src in recompute:
-            changed[src] = full.get(src, {})
-    return changed
+def _add_entities(changed: dict[str, dict[str, float] | None], recompute: set[str],
+                  lists: dict[str, dict[str, float]], ids: np.ndarray, eligible: np.ndarray,
+                  add_rows: np.ndarray, found: tuple[np.ndarray, np.ndarray, np.ndarray],
+                  max_neighbors: int) -> None:
+    """Update ``changed`` for the added entities (rows ``add_rows``; ``found`` their pairs above
+    the threshold): full lists for the new eligible ones, the new neighbour for old ones."""
+    q, k, s = found
+    # forward: new eligible entities get full lists
+    fwd = eligible[q]
+    new_lists = top_lists(q[fwd], k[fwd], s[fwd], ids, max_neighbors)
+    for a in ids[add_rows[eligible[add_rows]]].tolist():
+        changed[a] = new_lists.get(a, {})
+    # reverse: old eligible entities that now see a new one
+    is_added = np.zeros(len(ids), bool)
+    is_added[add_rows] = True
+    rev = ~is_added[k] & eligible[k]
+    for new_id, old, sc in zip(ids[q[rev]].tolist(), ids[k[rev]].tolist(), s[rev].tolist(), strict=False):
+        if old in recompute:
+            continue
+        base = changed.get(old)
+        if base is None:
+            base = dict(lists.get(old, {}))
+        base[new_id] = sc
+        changed[old] = base
+    for src, nb in list(changed.items()):
+        if nb is not None and len(nb) > max_neighbors:
+            changed[src] = _trim(nb, max_neighbors)
