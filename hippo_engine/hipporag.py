@@ -38,6 +38,7 @@ from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
 from hippo_engine.qa.reader import answer_questions
 from hippo_engine.retrieve.retriever import Retriever, encode_queries
 from hippo_engine.retrieve.searches import Searches
+from hippo_engine.store.registry import get_backend
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ class HippoRAG:
         cfg = self.config
         tokenizer = getattr(self.encoder, "tokenizer", None) if cfg.chunk_size else None
         return split_documents(docs, ids, what, cfg.chunk_size, cfg.chunk_overlap, tokenizer,
-                               no_nul=cfg.storage_backend == "postgres")
+                               no_nul=not get_backend(cfg.storage_backend).accepts_nul)
 
     @property
     def openie_path(self) -> Path | None:
