@@ -1,20 +1,22 @@
-"""What an :class:`~hippo_engine.index.pipeline.Index` reads from its store on demand: each
-passage's facts, the synonymy lists and the passage ids (:class:`ContentState`), and the views
-retrieval reads (:meth:`ContentState.reader_stores`).
+"""What an :class:`~hippo_engine.index.state.IndexState` reads from its store on demand: each
+passage's facts, the synonymy lists and the passage ids, and the fact caches built from them
+(:class:`ContentCache`).
 
 Nothing here is read when an index is opened: a process that only queries a large PostgreSQL
 index never loads the facts into Python (the graph comes from ``graph.npz``, facts from the
 database, a batch of ids at a time). When something is read, it is read in one snapshot and
 only if the store still holds the version the index has loaded; if another writer moved it on,
-the whole in-memory state is reloaded (``_reload``), so what is held always belongs together.
+the whole in-memory state is reloaded (the ``reload`` the cache is built with), so what is held
+always belongs together.
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping, Sequence
 
 from hippo_engine.datatypes import Hyperedge, Triple
-from hippo_engine.progress import loading
-from hippo_engine.store.base import STORE_NAMES
+from hippo_engine.ids import facts_by_id, hyperedge_id, hyperedges_by_id, triple_id
+from hippo_engine.store.base import IndexStore
 
 logger = logging.getLogger(__name__)
 
@@ -22,127 +24,126 @@ logger = logging.getLogger(__name__)
 READER_KEEP = {"passage": "ids+matrix", "fact": "ids", "entity": "count"}
 
 
-class ContentState:
-    """Mixin of ``Index``: lazily loaded content and the retrieval views of the stores."""
+def stored_version(db: IndexStore) -> str:
+    """The index version the store holds now (``"0"`` for a new index)."""
+    return db.get_meta("version") or "0"
 
-    _passage_triples: dict[str, list[Triple]] | None
-    _passage_hyperedges: dict[str, list[Hyperedge]] | None
-    _synonymy: dict[str, dict[str, float]] | None
-    _pids: list[str] | None
-    _views: dict | None
-    _views_version: str | None
-    _mirrors: dict | None
-    _mirrors_version: str | None
 
-    def _forget_content(self) -> None:
-        self._passage_triples = self._passage_hyperedges = self._synonymy = None
-        self._pids = None
-        self._views = None
-        self._views_version = None
-        self._mirrors = None
-        self._mirrors_version = None
+class ContentCache:
+    """The facts, synonymy lists and passage ids of the loaded version, read on first use.
 
-    def _read_content(self) -> None:
+    ``db``: the index store; ``loaded_version()``: the version the state holds in memory;
+    ``reload()``: reload the whole state, content included (called when the store moved on).
+    """
+
+    def __init__(self, db: IndexStore, loaded_version: Callable[[], str], reload: Callable[[], None]):
+        self.db = db
+        self._loaded_version = loaded_version
+        self._reload = reload
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop everything held (read again on first use)."""
+        self._passage_triples: dict[str, list[Triple]] | None = None
+        self._passage_hyperedges: dict[str, list[Hyperedge]] | None = None
+        self._synonymy: dict[str, dict[str, float]] | None = None
+        self.pids: list[str] | None = None
+        self._fact_triples: dict[str, Triple] | None = None
+        self._fact_hyperedges: dict[str, Hyperedge] | None = None
+
+    def read(self) -> None:
         """Read facts, synonymy and passage ids (the caller holds a snapshot of the loaded version)."""
         self._passage_triples = self.db.load_passage_triples()
         self._passage_hyperedges = self.db.load_passage_hyperedges()
         self._synonymy = self.db.load_synonymy()
-        self._pids = self.db.passage_ids()
+        self.pids = self.db.passage_ids()
 
-    def _load_content(self) -> None:
+    def load(self) -> None:
+        """Read the content if it is not held, provided the store still holds the loaded version
+        (else the whole state is reloaded, content included)."""
         if self._passage_triples is not None:
             return
         with self.db.snapshot():
-            current = self.version == self._loaded_version
+            current = stored_version(self.db) == self._loaded_version()
             if current:
-                self._read_content()
+                self.read()
         if not current:     # another writer moved the index on: reload everything, together
-            logger.info("index %s changed on disk (version %s -> %s): reloading", self.save_dir,
-                        self._loaded_version, self.version)
-            self._reload(read_content=True)
+            logger.info("index %s changed on disk (version %s -> %s): reloading", self.db.location,
+                        self._loaded_version(), stored_version(self.db))
+            self._reload()
 
     @property
     def passage_triples(self) -> dict[str, list[Triple]]:
         """passage id -> its normalised triples (read on first use)."""
-        self._load_content()
+        self.load()
         return self._passage_triples
-
-    @passage_triples.setter
-    def passage_triples(self, value: dict[str, list[Triple]]) -> None:
-        self._passage_triples = value
 
     @property
     def passage_hyperedges(self) -> dict[str, list[Hyperedge]]:
         """passage id -> its hyperedges (read on first use)."""
-        self._load_content()
+        self.load()
         return self._passage_hyperedges
-
-    @passage_hyperedges.setter
-    def passage_hyperedges(self, value: dict[str, list[Hyperedge]]) -> None:
-        self._passage_hyperedges = value
 
     @property
     def synonymy(self) -> dict[str, dict[str, float]]:
         """entity id -> {neighbour entity id: cosine} (read on first use)."""
-        self._load_content()
+        self.load()
         return self._synonymy
 
     @property
-    def content_loaded(self) -> bool:
+    def loaded(self) -> bool:
         """Whether the facts and synonymy lists are held in memory."""
         return self._passage_triples is not None
 
-    # ------------------------------------------------------------------ retrieval views
-    @property
-    def lazy_reader(self) -> bool:
-        """Whether retrieval reads the stores lazily (PostgreSQL with ``postgres_search`` other
-        than ``"memory"``) instead of the writers' in-memory mirrors."""
-        return not self.db.vectors_in_memory
+    def passage_ids(self) -> list[str]:
+        """The passage ids of the loaded version."""
+        self.load()
+        return list(self.pids)
 
     @property
-    def reader_stores(self) -> dict:
-        """The stores retrieval reads: the mirrored ``stores``, or on a lazy reader read-only
-        views of the loaded version that hold only passage vectors and ids (made on first use,
-        again after a change)."""
-        if not self.lazy_reader:
-            return self.stores
-        while self._views is None or self._views_version != self._loaded_version:
-            dim = self.db.get_meta("dim")
-            dim = int(dim) if dim is not None else self.encoder.dim
-            with loading(f"passage vectors and fact ids from {self.db.location}",
-                         self.config.show_progress and len(self) > 0), self.db.snapshot():
-                current = self.version == self._loaded_version
-                if current:
-                    self._views = {ns: self.db.vector_search(ns, dim, keep=READER_KEEP[ns],
-                                                             vector_dtype=self.config.embedding_storage_dtype)
-                                   for ns in STORE_NAMES}
-                    self._views_version = self._loaded_version
-            if not current:
-                self._reload()
-        return self._views
-
+    def fact_triples(self) -> dict[str, Triple]:
+        """fact id -> its normalised triple (kept up to date by changes)."""
+        if self._fact_triples is None:
+            self._fact_triples = facts_by_id(self.passage_triples)
+        return self._fact_triples
 
     @property
-    def mirrored_stores(self) -> dict:
-        """Stores with every vector in memory, for what scans whole matrices (HiRAG's contexts,
-        comparing two indexes): the stores themselves, except on a lazy PostgreSQL index, whose
-        writer and reader keep the vectors in the database; there they are read on first use
-        (and again after a change)."""
-        if not self.lazy_reader:
-            return self.stores
-        while self._mirrors is None or self._mirrors_version != self._loaded_version:
-            dim = self.db.get_meta("dim")
-            dim = int(dim) if dim is not None else self.encoder.dim
-            with loading(f"every vector of {self.db.location}", self.config.show_progress and len(self) > 0), \
-                    self.db.snapshot():
-                current = self.version == self._loaded_version
-                if current:
-                    self._mirrors = {ns: self.db.vector_scan(ns, dim, vector_dtype=self.config.embedding_storage_dtype)
-                                     for ns in STORE_NAMES}
-                    self._mirrors_version = self._loaded_version
-            if not current:
-                self._reload()
-        return self._mirrors
+    def fact_hyperedges(self) -> dict[str, Hyperedge]:
+        """fact id -> hyperedge (sentence / n-ary fact and its entities), kept up to date."""
+        if self._fact_hyperedges is None:
+            self._fact_hyperedges = hyperedges_by_id(self.passage_hyperedges)
+        return self._fact_hyperedges
+
+    # ------------------------------------------------------------------ what a change updates
+    def note_removed(self, gone: Sequence[str], dead_facts: Sequence[str]) -> None:
+        """Drop the removed passages and facts from what is held in memory."""
+        gone_set = set(gone)
+        self._passage_triples = {p: t for p, t in self.passage_triples.items() if p not in gone_set}
+        self._passage_hyperedges = {p: h for p, h in self.passage_hyperedges.items() if p not in gone_set}
+        self.pids = [p for p in self.pids if p not in gone_set]
+        for cache in (self._fact_triples, self._fact_hyperedges):
+            if cache is not None:
+                for f in dead_facts:
+                    cache.pop(f, None)
+
+    def note_added(self, new_ids: Sequence[str], norm: Mapping[str, list[Triple]],
+                   hyper: Mapping[str, list[Hyperedge]]) -> None:
+        """Take the new passages' facts into what is held in memory."""
+        if self.loaded:    # (read before the change, or inside it: then it holds them already)
+            for p in new_ids:
+                if norm[p]:
+                    self._passage_triples[p] = norm[p]
+                if hyper[p]:
+                    self._passage_hyperedges[p] = hyper[p]
+            self.pids = sorted(set(self.pids).union(new_ids))
+        if self._fact_triples is not None:
+            for p in new_ids:
+                for t in norm[p]:
+                    self._fact_triples.setdefault(triple_id(t), t)
+        if self._fact_hyperedges is not None:
+            for p in new_ids:
+                for h in hyper[p]:
+                    self._fact_hyperedges.setdefault(hyperedge_id(h), h)
 
 
-__all__ = ["READER_KEEP", "ContentState"]
+__all__ = ["READER_KEEP", "ContentCache", "stored_version"]

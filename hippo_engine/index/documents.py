@@ -7,7 +7,7 @@ derived from its text, ``DOC_PREFIX + md5(text)`` (:func:`~hippo_engine.ids.docu
 transaction as the passages, so a crash never leaves passages without their document or the
 reverse.
 
-Semantics (:class:`DocumentState`, a mixin of ``Index``):
+Semantics (:class:`DocumentTable`, the index state's ``documents``; changes: :class:`.writer.IndexWriter`):
 
 * indexing an id with the passages it already holds is a no-op ("unchanged");
 * indexing a known id with another text replaces the document ("replaced"): its new passages are
@@ -106,10 +106,13 @@ class DocumentPlan:
         return {"added": list(self.added), "replaced": list(self.replaced), "unchanged": len(self.unchanged)}
 
 
-class DocumentState:
-    """Mixin of ``Index``: documents and their passages, kept with the passages in one
-    transaction. Uses ``self.db`` (an ``IndexStore``), ``self.lock``, ``self.refresh``,
-    ``self.refresh`` and ``self._reload`` of the ``Index``; changes go through :class:`.writer.IndexWriter`."""
+class DocumentTable:
+    """Documents and their passages in the index store ``db`` (an ``IndexStore``): what is
+    stored, how a batch compares with it, the rows a change writes (inside the change's
+    transaction: :class:`.writer.IndexWriter`)."""
+
+    def __init__(self, db):
+        self.db = db
 
     def stored_documents(self, doc_ids: Iterable[str]) -> tuple[dict[str, list[str]], set[str]]:
         """doc id -> its stored passage ids for the known ``doc_ids``, and which of them are
@@ -142,26 +145,6 @@ class DocumentState:
         plan.stale -= new_pids
         return plan
 
-    def add_documents(self, documents: Mapping[str, Sequence[str]], passages: Mapping[str, str],
-                      triples=None, hyperedges=None, *, extractor: str = "openie",
-                      watch: Stopwatch | None = None) -> dict:
-        """Add ``passages`` (those not stored yet) with their facts and record ``documents``,
-        replacing stored documents of the same ids, in one transaction under the writer lock
-        (:class:`.writer.IndexWriter`: plan, write, derive). Every passage of ``documents`` must be
-        stored or among ``passages``. Returns the ``Index.add`` report (plus ``removed*`` counts if
-        replaced documents left passages behind) with ``documents``: ids added and replaced, how
-        many unchanged. ``watch`` (a :class:`.stopwatch.Stopwatch`) gets the time of each stage."""
-        from hippo_engine.index.writer import IndexWriter
-        watch = watch or Stopwatch()
-        with self.lock.held():
-            watch.lap("lock")
-            self.refresh()
-            watch.lap("refresh")
-            writer = IndexWriter(self, watch)
-            report = writer.index(documents, passages, triples, hyperedges, extractor=extractor)
-        report["documents"] = writer.last_plan.documents.report()
-        return report
-
     def write_documents(self, writes: Mapping[str, Sequence[str]]) -> None:
         """Put the document rows, after checking that each of their passages is stored."""
         missing = [p for d in writes for p in writes[d] if not self.db.has_passage(p)]
@@ -169,17 +152,6 @@ class DocumentState:
             raise ValueError(f"documents refer to passages that are not stored: {missing[:5]}")
         if writes:
             self.db.put_documents(writes)
-
-    def remove_documents(self, doc_ids: Sequence[str] = (), texts: Sequence[tuple[str, list[str]]] = ()) -> dict:
-        """Remove documents by id, and by text (``(derived id, passage ids)`` per text: the
-        documents holding exactly those passages, or old passages without document rows), with
-        the passages no remaining document holds; one transaction under the writer lock.
-        Returns the ``Index.remove`` report with ``documents``: ids removed, ids unknown, and
-        for texts the positions of those not found (``unknown_docs``)."""
-        from hippo_engine.index.writer import IndexWriter
-        with self.lock.held():
-            self.refresh()
-            return IndexWriter(self).delete(doc_ids, texts)
 
     def resolve_texts(self, texts: Sequence[tuple[str, list[str]]]) -> tuple[list[str], set[str], list[int]]:
         """Doc ids for texts: the derived id if stored, else the documents whose passages are
@@ -226,22 +198,24 @@ class DocumentState:
 
 def index_documents(state, extractor, batch: DocumentBatch, llm_name: str = "") -> dict:
     """``HippoRAG.index``: extract facts for the batch's new passages with ``extractor`` and add
-    the documents whose passages all have facts to ``state`` (an ``Index``); raises
+    the documents whose passages all have facts to ``state`` (an ``IndexState``) with a
+    :class:`.writer.IndexWriter`; raises
     ``OpenIEError`` naming the failed passages after indexing the other documents. A call that
     changes nothing (every document unchanged) returns ``{"added": 0}``. The report's
     ``timings`` tile the call (and the split before it): their stages add up to ``total``."""
     from hippo_engine.index.openie import OpenIEError
+    from hippo_engine.index.writer import IndexWriter
     watch = Stopwatch()
     watch.charge("split", batch.seconds)
     if not batch.documents:
         logger.warning("index(): nothing to index")
         return {"added": 0}
-    new = {k: v for k, v in batch.passages.items() if not state.has_passage(k)}
+    new = {k: v for k, v in batch.passages.items() if not state.db.has_passage(k)}
     watch.lap("lookup")
     if not new:
-        if not state.document_plan(batch.documents).writes:
+        if not state.documents.document_plan(batch.documents).writes:
             return {"added": 0}   # nothing changes (the report callers compare with)
-        return state.add_documents(batch.documents, {}, extractor=extractor.name)
+        return IndexWriter(state).index(batch.documents, {}, extractor=extractor.name)
     state.check_extractor(extractor.name)
     check_passage_lengths(extractor, new, batch)
     _announce_extraction(extractor, new, llm_name)
@@ -252,7 +226,7 @@ def index_documents(state, extractor, batch: DocumentBatch, llm_name: str = "") 
     whole = {d: pids for d, pids in batch.documents.items() if all(p in got or p not in new for p in pids)}
     ok = {p: new[p] for pids in whole.values() for p in pids if p in new}
     watch.lap("select")
-    report = state.add_documents(whole, ok, ex.triples, ex.hyperedges, extractor=extractor.name, watch=watch)
+    report = IndexWriter(state, watch).index(whole, ok, ex.triples, ex.hyperedges, extractor=extractor.name)
     report["timings"] = watch.report()
     report["openie_llm_passages"] = ex.llm_passages
     if ex.failed:
@@ -302,15 +276,16 @@ def preview(items: Sequence, shown: int = 3) -> str:
     return f"[{head}{f', ... {len(items) - shown} more' if len(items) > shown else ''}]"
 
 
-def delete_documents(state: DocumentState, batch: DocumentBatch | None, ids: Sequence[str] | None) -> dict:
+def delete_documents(state, batch: DocumentBatch | None, ids: Sequence[str] | None) -> dict:
     """``HippoRAG.delete``: remove the documents of ``batch`` (texts) or ``ids`` from ``state``;
     unknown ones are logged (a count and the first few, clipped) and reported in full."""
+    from hippo_engine.index.writer import IndexWriter
     if ids is not None:
-        report = state.remove_documents(check_document_ids(ids, None, "delete"))
+        report = IndexWriter(state).delete(check_document_ids(ids, None, "delete"))
         missing, n = report["documents"]["unknown"], len(ids)
     else:
         texts = list(batch.documents.items())
-        report = state.remove_documents(texts=texts)
+        report = IndexWriter(state).delete(texts=texts)
         missing, n = report["documents"]["unknown_docs"], len(texts)
     if missing:
         logger.warning("delete(): %d of %d document(s) were not in the index: %s", len(missing), n,
@@ -318,7 +293,7 @@ def delete_documents(state: DocumentState, batch: DocumentBatch | None, ids: Seq
     return report
 
 
-def attach_ids(solutions: Sequence, index: DocumentState) -> None:
+def attach_ids(solutions: Sequence, index) -> None:
     """Fill each ``QuerySolution``'s ``passage_ids`` (from its passages' texts where missing)
     and ``doc_ids`` (the documents holding each passage)."""
     for s in solutions:
@@ -327,5 +302,5 @@ def attach_ids(solutions: Sequence, index: DocumentState) -> None:
         s.doc_ids = index.documents_of(s.passage_ids)
 
 
-__all__ = ["DocumentBatch", "DocumentPlan", "DocumentState", "attach_ids", "delete_documents", "document_id",
+__all__ = ["DocumentBatch", "DocumentPlan", "DocumentTable", "attach_ids", "delete_documents", "document_id",
            "index_documents", "legacy_document_id", "legacy_passage_id", "split_documents"]

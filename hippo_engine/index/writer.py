@@ -70,8 +70,9 @@ class _Written:
 
 
 class IndexWriter:
-    """Plans, writes and derives the changes of one :class:`~hippo_engine.index.pipeline.Index`
-    (``state``); the caller holds the writer lock and has refreshed ``state``."""
+    """Plans, writes and derives the changes of one :class:`~hippo_engine.index.state.IndexState`
+    (``state``): each change takes the writer lock, refreshes ``state`` and goes to its
+    collaborators (``documents``, ``content``, ``synonymy_keeper``, ``graph_keeper``) and store."""
 
     #: texts encoded and written per step of a write (bounds the new vectors held in memory)
     ENCODE_CHUNK = 131072
@@ -89,7 +90,7 @@ class IndexWriter:
         ``documents`` (replacing stored documents of the same ids; their old passages no other
         document holds become dead), and of removing the passages ``dead``."""
         st, norm_of = self.state, self.state.config.normalization
-        docs = st.document_plan(documents)
+        docs = st.documents.document_plan(documents)
         self.watch.lap("plan_documents")
         stores = st.stores
         new = {p: passages[p] for p in passages if p not in stores["passage"]}
@@ -119,7 +120,7 @@ class IndexWriter:
                 st.db.after_commit(self._commit_lap)    # the first hook: before the graph file's
                 if plan.new:
                     report = self._add_rows(plan, done)
-                st.write_documents(plan.documents.writes)
+                st.documents.write_documents(plan.documents.writes)
                 if plan.deleted_documents:
                     st.db.delete_documents(plan.deleted_documents)
                 watch.lap("write_documents")
@@ -159,7 +160,7 @@ class IndexWriter:
         watch.lap("synonymy")
         st.mark(self._mark_change(done.synonymy, added=[(p, norm[p], hyper[p]) for p in new_ids]))
         watch.lap("mark_change")
-        st.note_added(new_ids, norm, hyper)
+        st.content.note_added(new_ids, norm, hyper)
         done.added = new_ids
         done.triples, done.weights = graph_input(norm, hyper)
         watch.lap("update_caches")
@@ -181,7 +182,8 @@ class IndexWriter:
         held, update synonymy, mark the version; then update what ``state`` holds in memory."""
         st = self.state
         stores = st.stores
-        live_ents, live_facts = _live_ids(st.passage_triples, st.passage_hyperedges, set(gone))
+        content = st.content
+        live_ents, live_facts = _live_ids(content.passage_triples, content.passage_hyperedges, set(gone))
         dead_ents = [e for e in stores["entity"].ids if e not in live_ents]
         dead_facts = [f for f in stores["fact"].ids if f not in live_facts]
         stores["passage"].delete(gone)
@@ -191,8 +193,8 @@ class IndexWriter:
         st.db.delete_passage_hyperedges(gone)
         syn_changes = st.synonymy_keeper.update(added=(), removed=dead_ents)
         st.mark(self._mark_change(syn_changes, removed=[
-            (p, st.passage_triples.get(p), st.passage_hyperedges.get(p)) for p in gone]))
-        st.note_removed(gone, dead_facts)
+            (p, content.passage_triples.get(p), content.passage_hyperedges.get(p)) for p in gone]))
+        content.note_removed(gone, dead_facts)
         return {"removed": len(gone), "removed_entities": len(dead_ents), "removed_facts": len(dead_facts)}
 
     def _encode_into(self, store: EmbeddingStore, keys: Sequence[str], texts: Sequence[str], what: str, *,
@@ -234,13 +236,13 @@ class IndexWriter:
         removal), its file and copy, and the backend's search indexes."""
         st, watch = self.state, self.watch
         if done.removed:
-            st.rebuild_graph()
+            st.graph_keeper.rebuild()
         elif done.added:
-            st.insert_into_graph(done.old_version, done.old_digest, done.added, done.triples, done.weights,
-                                 done.synonymy)
+            st.graph_keeper.insert(done.old_version, done.old_digest, done.added, done.triples, done.weights,
+                                   done.synonymy)
         watch.lap("graph")
         if done.added or done.removed:
-            st.save_graph()
+            st.graph_keeper.save()
         watch.lap("save_graph")
         if done.added and self._prepare_search(extractor or st.extractor):
             watch.lap("hnsw")
@@ -260,12 +262,18 @@ class IndexWriter:
     def index(self, documents: Mapping[str, Sequence[str]], passages: Mapping[str, str], triples=None,
               hyperedges=None, *, extractor: str = "openie") -> dict:
         """Plan, write and derive adding ``passages`` and recording ``documents`` (the plan is read
-        inside the change's transaction, under the database's write lock)."""
-        return self._run(lambda: self.plan(documents, passages, triples, hyperedges, extractor=extractor))
+        inside the change's transaction, under the database's write lock). The report has
+        ``documents``: ids added and replaced, how many unchanged."""
+        report = self._run(lambda: self.plan(documents, passages, triples, hyperedges, extractor=extractor))
+        report["documents"] = self.last_plan.documents.report()
+        return report
 
     def delete(self, doc_ids: Sequence[str] = (), texts: Sequence[tuple[str, list[str]]] = ()) -> dict:
         """Plan, write and derive removing documents by id and by text (see
-        :meth:`.documents.DocumentState.remove_documents`)."""
+        ``HippoRAG.delete``): documents by id, and by text (``(derived id, passage ids)``
+        per text: the documents holding exactly those passages, or old passages without document
+        rows), with the passages no remaining document holds. The report has ``documents``: ids
+        removed, ids unknown, and for texts the positions of those not found (``unknown_docs``)."""
         out: dict = {}
         report = self._run(lambda: self._plan_deletion(doc_ids, texts, out))
         report["documents"] = out
@@ -281,6 +289,14 @@ class IndexWriter:
                          report_removed=False)
 
     def _run(self, make_plan, report_removed: bool = True) -> dict:
+        st = self.state
+        with st.lock.held():
+            self.watch.lap("lock")
+            st.refresh()
+            self.watch.lap("refresh")
+            return self._locked_run(make_plan, report_removed)
+
+    def _locked_run(self, make_plan, report_removed: bool) -> dict:
         st = self.state
         try:
             with st.db.transaction():
@@ -298,9 +314,9 @@ class IndexWriter:
 
     def _plan_deletion(self, doc_ids, texts, out: dict) -> IndexPlan:
         st = self.state
-        ids, loose, unknown_docs = st.resolve_texts(texts)
+        ids, loose, unknown_docs = st.documents.resolve_texts(texts)
         ids = list(dict.fromkeys([*doc_ids, *ids]))
-        stored, legacy = st.stored_documents(ids)
+        stored, legacy = st.documents.stored_documents(ids)
         plan = IndexPlan(deleted_documents=[d for d in stored if d not in legacy])
         gone = {p for pids in stored.values() for p in pids}
         held = st.db.passage_documents(gone)

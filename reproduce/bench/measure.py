@@ -15,7 +15,9 @@ import numpy as np
 from hippo_engine.config import HippoConfig
 from hippo_engine.ids import chunk_id
 from hippo_engine.index.graph import build_graph
-from hippo_engine.index.pipeline import Index
+from hippo_engine.index.state import IndexState
+from hippo_engine.index.stopwatch import Stopwatch
+from hippo_engine.index.writer import IndexWriter
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.retriever import Retriever, top_k
 
@@ -91,13 +93,14 @@ def bench_corpus(name: str, corpus: SyntheticCorpus, n_base: int, inserts: Seque
     row["config"] = {k: getattr(cfg, k) for k in ("ppr_dtype", "ppr_method", "ppr_tol", "ppr_block_size",
                                                   "query_batch_size", "synonymy_block_size")}
     docs = [(chunk_id(p), p) for p in corpus.passages]
-    index = Index(work, cfg, lambda: LookupEncoder(corpus), "synthetic-lookup")
+    index = IndexState(work, cfg, lambda: LookupEncoder(corpus), "synthetic-lookup")
     log(f"{name}: indexing {n_base} passages")
-    t, _ = timed(index.add, dict(docs[:n_base]), corpus.triples)
+    watch = Stopwatch()     # the stages of the change (IndexWriter laps each on it)
+    t, _ = timed(IndexWriter(index, watch).add, dict(docs[:n_base]), corpus.triples)
     row["index_s"] = t
-    row["index_stages"] = dict(index.timings)
-    row["index_no_embed_s"] = t - sum(v for k, v in index.timings.items() if k.startswith("embed"))
-    row["syn_build_s"] = index.timings.get("synonymy")
+    row["index_stages"] = dict(watch.stages)
+    row["index_no_embed_s"] = t - sum(v for k, v in watch.stages.items() if k.startswith("embed"))
+    row["syn_build_s"] = watch.stages.get("synonymy")
     row["rss_after_index_gb"] = peak_rss_gb()
     g = index.graph
     row.update(g.stats())
@@ -174,10 +177,11 @@ def bench_corpus(name: str, corpus: SyntheticCorpus, n_base: int, inserts: Seque
     for n_add in inserts:
         pct = round(100 * n_add / n_base)
         log(f"{name}: insert +{pct}% ({n_add} passages)")
-        t, rep = timed(index.add, dict(docs[start:start + n_add]), corpus.triples)
+        watch = Stopwatch()
+        t, rep = timed(IndexWriter(index, watch).add, dict(docs[start:start + n_add]), corpus.triples)
         row[f"insert_{pct}pct_s"] = t
-        row[f"insert_{pct}pct_stages"] = dict(index.timings)
-        row[f"insert_{pct}pct_no_embed_s"] = t - sum(v for kk, v in index.timings.items() if kk.startswith("embed"))
+        row[f"insert_{pct}pct_stages"] = dict(watch.stages)
+        row[f"insert_{pct}pct_no_embed_s"] = t - sum(v for kk, v in watch.stages.items() if kk.startswith("embed"))
         row[f"insert_{pct}pct_new_entities"] = rep.get("new_entities", 0)
         start += n_add
     # a query after the inserts (the retriever is rebuilt for the new graph version)
@@ -195,7 +199,7 @@ def bench_corpus(name: str, corpus: SyntheticCorpus, n_base: int, inserts: Seque
     return row
 
 
-def build_retriever(cfg: HippoConfig, index: Index) -> Retriever:
+def build_retriever(cfg: HippoConfig, index: IndexState) -> Retriever:
     """Our retriever over the index's current graph and stores."""
     return Retriever.from_index(cfg, index)
 
@@ -247,7 +251,7 @@ def reference_retrieval(name: str, r: Retriever, cfg: HippoConfig, q: np.ndarray
     return out
 
 
-def reference_insert(name: str, index: Index, cfg: HippoConfig, pids: list[str], knn_sample: int | None) -> dict:
+def reference_insert(name: str, index: IndexState, cfg: HippoConfig, pids: list[str], knn_sample: int | None) -> dict:
     """What the reference redoes on every insert (run in a forked child): all-vs-all synonymy kNN
     over all entities and a graph rebuild over the passages ``pids``."""
     log(f"{name}: reference insert cost (all-vs-all kNN, graph rebuild)")

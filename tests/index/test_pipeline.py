@@ -127,7 +127,7 @@ def _graph_arrays(g):
 def test_incremental_graph_is_bit_identical_and_not_rebuilt(tmp_path, monkeypatch):
     """Inserts merge into the previous graph (no rebuild) and give exactly the arrays a
     from-scratch build gives, also after reopening the index (graph.npz)."""
-    import hippo_engine.index.pipeline as ix
+    import hippo_engine.index.state as ix
     inc = make_rag(tmp_path / "inc")
     inc.index(CORPUS[:3])
 

@@ -60,7 +60,8 @@ def built(tmp_path, pg_dsn, pg_schema):
             _ = store.matrix
     assert writer.index_state.synonymy == lite.index_state.synonymy     # streamed kNN == in-memory kNN
     st = writer.index_state            # facts read inside the write (for synonymy) hold each passage once
-    assert not st.content_loaded or sorted(st._pids) == sorted(set(st._pids)) == sorted(st.stores["passage"].ids)
+    pids = st.content.pids
+    assert not st.content_loaded or sorted(pids) == sorted(set(pids)) == sorted(st.stores["passage"].ids)
     yield lite, writer
     writer.close()
 
