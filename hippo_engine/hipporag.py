@@ -8,8 +8,6 @@ are a :class:`~hippo_engine.config.QueryParam`.
 """
 from __future__ import annotations
 
-import dataclasses
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import overload
@@ -21,7 +19,6 @@ from hippo_engine.datatypes import HiContext, QuerySolution
 from hippo_engine.hirag.component import HiRAG
 from hippo_engine.index.documents import (
     DocumentBatch,
-    attach_ids,
     delete_documents,
     index_documents,
     split_documents,
@@ -30,24 +27,16 @@ from hippo_engine.index.extractors import make_extractor
 from hippo_engine.index.graph import GraphData
 from hippo_engine.index.ner import NERExtractor
 from hippo_engine.index.state import IndexState
-from hippo_engine.inputs import check_queries, positive_count
+from hippo_engine.inputs import open_save_dir, positive_count
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.progress import announce, loading, plural
-from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
-from hippo_engine.qa.reader import answer_questions
+from hippo_engine.models.providers import Forwarded, Models
+from hippo_engine.qa import runner
+from hippo_engine.qa.reader import ReaderSettings
+from hippo_engine.qa.runner import QueryRunner, with_options
 from hippo_engine.retrieve.retriever import Retriever, encode_queries
 from hippo_engine.retrieve.searches import Searches
 from hippo_engine.store.registry import get_backend
-
-logger = logging.getLogger(__name__)
-
-GoldDocs = Sequence[Sequence[str]]
-GoldAnswers = Sequence[str | Sequence[str]]
-Solutions = list[QuerySolution]
-WithRecall = tuple[Solutions, dict[str, float]]
-QAResult = tuple[Solutions, list[str], list[dict]]
-QAEvalResult = tuple[Solutions, list[str], list[dict], dict, dict]
 
 
 class HippoRAG:
@@ -65,38 +54,18 @@ class HippoRAG:
 
     Models are loaded lazily, on first use: opening an index to read statistics costs nothing.
     Components: ``index_state`` (the ``IndexState``), ``hirag`` (the ``HiRAG`` component), ``searches``
-    (``Searches``: a search object per mode, the ``Retriever`` of the index version) and
-    the reader (``qa``).
+    (``Searches``: a search object per mode, the ``Retriever`` of the index version), ``queries``
+    (``QueryRunner``: what the query calls do, reader included) and ``models`` (made on first use).
     """
 
     def __init__(self, save_dir: str | Path, llm_model_name: str | None = None,
                  embedding_model_name: str | None = None, config: HippoConfig | None = None,
                  *, llm: LLMClient | None = None, encoder: Encoder | None = None, storage: str | None = None,
                  dsn: str | None = None, **overrides):
-        config = config or HippoConfig()
-        if storage is not None or dsn is not None:   # storage="postgres" (embedded), dsn= (a server)
-            overrides = {**overrides, "storage_backend": storage or "postgres", "postgres_dsn": dsn}
-        if overrides:
-            config = config.replace(**overrides)
+        self.save_dir, config = open_save_dir(save_dir, config, storage, dsn, overrides)
         self._config = config
-        if not isinstance(save_dir, (str, Path)) or not str(save_dir):
-            raise TypeError(f"HippoRAG(save_dir): a directory path is needed, got {save_dir!r}")
-        self.save_dir = Path(save_dir)
-        if self.save_dir.exists() and not self.save_dir.is_dir():
-            raise NotADirectoryError(f"HippoRAG(save_dir): {self.save_dir} exists and is not a directory")
-        self.save_dir.mkdir(parents=True, exist_ok=True)
-        if storage is None and dsn is None and "storage_backend" not in overrides:   # the backend the folder recorded
-            from hippo_engine.store.opening import with_recorded_backend
-            self._config = config = with_recorded_backend(self.save_dir, config)
-        from hippo_engine.models.assets import DEFAULT_EMBEDDER
-        try:
-            from hippo_engine.models.assets import DEFAULT_LLM
-        except ImportError:  # pragma: no cover
-            DEFAULT_LLM = "Qwen2.5-Coder-0.5B-Instruct"
-        self.llm_model_name = llm_model_name or (llm.model_name if llm is not None else DEFAULT_LLM)
-        self.embedding_model_name = embedding_model_name or (encoder.name if encoder is not None else DEFAULT_EMBEDDER)
-        self._llm = llm
-        self._encoder = encoder
+        self.models = Models(config, self.save_dir, llm_model_name, embedding_model_name, llm, encoder)
+        self.llm_model_name, self.embedding_model_name = self.models.llm_name, self.models.embedding_name
         self.index_state = IndexState(self.save_dir, config, lambda: self.encoder, self.embedding_model_name)
         self.ner = NERExtractor(show_progress=config.show_progress)   # spaCy, loaded on first use
         self.extractor = make_extractor(config.extractor, self.save_dir, self.llm_model_name, lambda: self.llm,
@@ -105,11 +74,14 @@ class HippoRAG:
         self._wire()
 
     def _wire(self) -> None:
-        """(Re)build the components that hold the configuration: HiRAG and the query side (the
-        mode table of search objects, see :mod:`.retrieve.searches`)."""
-        self.hirag = HiRAG(self.index_state, self._config, encoder=lambda: self.encoder, llm=lambda: self.llm)
-        self.searches = Searches(self._config, self.index_state, self.hirag, lambda: self.encoder, lambda: self.llm,
-                                 self.ner, self.llm_model_name)
+        """(Re)build the components that hold the configuration: HiRAG, the query side (the mode
+        table of search objects, see :mod:`.retrieve.searches`) and the query calls (:mod:`.qa.runner`)."""
+        cfg, reader = self._config, ReaderSettings.of(self._config)
+        encoder, llm = (lambda: self.models.encoder), (lambda: self.models.llm)
+        self.hirag = HiRAG(self.index_state, cfg.hirag, reader, encoder=encoder, llm=llm)
+        self.searches = Searches(cfg, self.index_state, self.hirag, encoder, llm, self.ner, self.llm_model_name)
+        self.queries = QueryRunner(self.searches, self.index_state, self.hirag, llm, reader,
+                                   retrieval_top_k=cfg.retrieval_top_k, llm_name=self.llm_model_name)
 
     @property
     def config(self) -> HippoConfig:
@@ -118,29 +90,21 @@ class HippoRAG:
 
     @config.setter
     def config(self, value: HippoConfig) -> None:
-        self._config = value
+        self._config = self.models.config = value
         self._wire()
 
-    # ------------------------------------------------------------------ models
+    # ------------------------------------------------------------------ models (see :mod:`.models.providers`)
+    _llm, _encoder = Forwarded("models", "llm_client"), Forwarded("models", "encoder_model")
+
     @property
     def llm(self) -> LLMClient:
         """The LLM client (OpenIE, filter, reader, community reports), made on first use."""
-        if self._llm is None:
-            from hippo_engine.llm.factory import make_llm
-            self._llm = make_llm(self.llm_model_name, self.config, cache_dir=self.save_dir)
-        return self._llm
+        return self.models.llm
 
     @property
     def encoder(self) -> Encoder:
         """The text encoder (``encoder.encode(texts) -> (n, dim) float32``), made on first use."""
-        if self._encoder is None:
-            from hippo_engine.models.encoder import TransformersEncoder
-            cfg = self.config
-            with loading(f"embedding model {self.embedding_model_name}", cfg.show_progress):
-                self._encoder = TransformersEncoder(self.embedding_model_name, batch_size=cfg.embedding_batch_size,
-                                                    dtype=cfg.embedding_dtype, max_length=cfg.embedding_max_length,
-                                                    num_workers=cfg.embedding_num_workers)
-        return self._encoder
+        return self.models.encoder
 
     # ------------------------------------------------------------------ documents
     def _split(self, docs: Sequence[str], ids: Sequence[str] | None, what: str) -> DocumentBatch:
@@ -210,34 +174,16 @@ class HippoRAG:
         """The queries encoded for fact scoring and for passage scoring (one array each)."""
         return encode_queries(self.encoder, queries, self.config)
 
-    def _check_queries(self, queries, what: str) -> list[str]:
-        queries = check_queries(queries, what)
-        if len(self.index_state) == 0:
-            raise RuntimeError(f"{what}(): the index in {self.save_dir} is empty; call index(docs) first")
-        return list(queries)
-
-    @staticmethod
-    def _param(param: QueryParam | None, **given) -> QueryParam:
-        """``param`` (default ``QueryParam()``) with the keyword options that were given."""
-        param = param or QueryParam()
-        changes = {k: v for k, v in given.items() if v is not None}
-        return dataclasses.replace(param, **changes) if changes else param
-
-    def _with_gold(self, solutions: Solutions, gold_docs: GoldDocs | None, what: str):
-        if gold_docs is None:
-            return solutions
-        return solutions, retrieval_metrics(solutions, gold_docs, what, self.config.retrieval_top_k)
-
     # ------------------------------------------------------------------ retrieval
     @overload
     def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None = None, gold_docs: None = None,
-                 mode: str | None = None, *, param: QueryParam | None = None) -> Solutions: ...
+                 mode: str | None = None, *, param: QueryParam | None = None) -> runner.Solutions: ...
     @overload
-    def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None = None, *, gold_docs: GoldDocs,
-                 mode: str | None = None, param: QueryParam | None = None) -> WithRecall: ...
+    def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None = None, *, gold_docs: runner.GoldDocs,
+                 mode: str | None = None, param: QueryParam | None = None) -> runner.WithRecall: ...
     @overload
-    def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None, gold_docs: GoldDocs,
-                 mode: str | None = None, *, param: QueryParam | None = None) -> WithRecall: ...
+    def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None, gold_docs: runner.GoldDocs,
+                 mode: str | None = None, *, param: QueryParam | None = None) -> runner.WithRecall: ...
 
     def retrieve(self, queries, num_to_retrieve=None, gold_docs=None, mode=None, *, param=None):
         """Rank passages for each query: HippoRAG 2 retrieval by default.
@@ -249,16 +195,12 @@ class HippoRAG:
         (passages per query) and ``mode`` (``naive``, ``hi_local``, ``hi_global``, ``hi_bridge``,
         ``hi``; see ``hippo_engine.hirag.modes``) override its ``top_k`` and ``mode``.
         """
-        param = self._param(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"))
-        queries = self._check_queries(queries, "retrieve")
-        solutions = self.searches.search(param.mode).retrieve(queries, param)
-        attach_ids(solutions, self.index_state)
-        return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
-                               f"retrieve[{param.mode}]")
+        param = with_options(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"))
+        return self.queries.retrieve(queries, param, gold_docs)
 
     def retrieve_dpr(self, queries: Sequence[str], num_to_retrieve: int | None = None,
-                     gold_docs: GoldDocs | None = None, *, param: QueryParam | None = None
-                     ) -> Solutions | WithRecall:
+                     gold_docs: runner.GoldDocs | None = None, *, param: QueryParam | None = None
+                     ) -> runner.Solutions | runner.WithRecall:
         """Dense passage retrieval baseline (``mode="naive"``); same return shapes as ``retrieve``."""
         return self.retrieve(queries, num_to_retrieve, gold_docs, "naive", param=param)
 
@@ -268,43 +210,29 @@ class HippoRAG:
         token counts, the passage ranking, entities, communities, bridge path). No LLM call
         unless communities must be built. ``hipporag2`` and ``naive`` give the passages the
         reader would see; already-ranked ``QuerySolution``s are wrapped as they are in those modes."""
-        param = self._param(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"))
-        return self._contexts(queries, param, "retrieve_context")
-
-    def _contexts(self, queries, param: QueryParam, what: str) -> list[HiContext]:
-        search = self.searches.search(param.mode)
-        given = bool(queries) and all(isinstance(q, QuerySolution) for q in queries)
-        if given and not search.reads_context:
-            return search.wrap(queries)
-        if given:   # hi_* modes retrieve in their own way
-            queries = [q.question for q in queries]
-        return search.contexts(self._check_queries(queries, what), param)
+        param = with_options(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"))
+        return self.queries.contexts(queries, param)
 
     # ------------------------------------------------------------------ QA
-    def qa(self, solutions: Sequence[QuerySolution], template=None, *, param: QueryParam | None = None) -> QAResult:
+    def qa(self, solutions: Sequence[QuerySolution], template=None, *,
+           param: QueryParam | None = None) -> runner.QAResult:
         """Answer already-retrieved ``QuerySolution``s with the reader LLM over each one's top
         ``qa_top_k`` passages (``param.qa_top_k`` or the config's); sets ``solution.answer``.
         ``template``: a ``ReaderTemplate`` or its dict. Returns ``(solutions, responses, metadata)``."""
-        cfg = self.config
-        k = (param.qa_top_k if param is not None else None) or cfg.qa_top_k
-        announce(f"reader: {plural(len(solutions), 'LLM call')} ({self.llm_model_name!r}, top {k} passages each)")
-        responses, metadata = answer_questions(self.llm, solutions, k, show_progress=cfg.show_progress,
-                                               template=template, max_new_tokens=cfg.max_new_tokens,
-                                               temperature=cfg.temperature)
-        return list(solutions), responses, metadata
+        return self.queries.qa(solutions, template, param)
 
     @overload
     def rag_qa(self, queries: Sequence[str] | Sequence[QuerySolution], gold_docs: None = None,
                gold_answers: None = None, template=None, dense: bool = False, mode: str | None = None, *,
-               param: QueryParam | None = None) -> QAResult: ...
+               param: QueryParam | None = None) -> runner.QAResult: ...
     @overload
-    def rag_qa(self, queries: Sequence[str] | Sequence[QuerySolution], gold_docs: GoldDocs,
-               gold_answers: GoldAnswers | None = None, template=None, dense: bool = False, mode: str | None = None,
-               *, param: QueryParam | None = None) -> QAEvalResult: ...
+    def rag_qa(self, queries: Sequence[str] | Sequence[QuerySolution], gold_docs: runner.GoldDocs,
+               gold_answers: runner.GoldAnswers | None = None, template=None, dense: bool = False,
+               mode: str | None = None, *, param: QueryParam | None = None) -> runner.QAEvalResult: ...
     @overload
-    def rag_qa(self, queries: Sequence[str] | Sequence[QuerySolution], gold_docs: GoldDocs | None = None, *,
-               gold_answers: GoldAnswers, template=None, dense: bool = False, mode: str | None = None,
-               param: QueryParam | None = None) -> QAEvalResult: ...
+    def rag_qa(self, queries: Sequence[str] | Sequence[QuerySolution], gold_docs: runner.GoldDocs | None = None, *,
+               gold_answers: runner.GoldAnswers, template=None, dense: bool = False, mode: str | None = None,
+               param: QueryParam | None = None) -> runner.QAEvalResult: ...
 
     def rag_qa(self, queries, gold_docs=None, gold_answers=None, template=None, dense=False, mode=None, *,
                param=None):
@@ -316,29 +244,7 @@ class HippoRAG:
         hi_* ``mode`` the reader sees the mode's assembled context (see ``retrieve_context``)
         and ``metadata[i]["context_tokens"]`` holds its section sizes.
         """
-        cfg = self.config
-        param = self._param(param, mode=mode)
-        if dense and param.mode == "hipporag2":
-            param = dataclasses.replace(param, mode="naive")
-        given = bool(queries) and all(isinstance(q, QuerySolution) for q in queries)
-        retrieval: dict = {}
-        if self.searches.search(param.mode).reads_context:
-            solutions, responses, metadata = self.hirag.answer(self._contexts(queries, param, "rag_qa"), template)
-            attach_ids(solutions, self.index_state)
-            if gold_docs is not None:
-                retrieval = retrieval_metrics(solutions, gold_docs, f"rag_qa[{param.mode}]", cfg.retrieval_top_k)
-        else:
-            if given:
-                solutions = list(queries)
-                if gold_docs is not None:
-                    retrieval = retrieval_metrics(solutions, gold_docs, "rag_qa")
-            else:
-                out = self.retrieve(queries, gold_docs=gold_docs, param=param)
-                solutions, retrieval = out if gold_docs is not None else (out, {})
-            solutions, responses, metadata = self.qa(solutions, template=template, param=param)
-        if gold_docs is None and gold_answers is None:
-            return solutions, responses, metadata
-        return solutions, responses, metadata, retrieval, answer_metrics(solutions, gold_answers, "rag_qa")
+        return self.queries.rag_qa(queries, gold_docs, gold_answers, template, dense, with_options(param, mode=mode))
 
     # ------------------------------------------------------------------ communities (HiRAG)
     def build_communities(self, max_llm_reports: int | None = None) -> dict:

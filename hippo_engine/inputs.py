@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hippo_engine.config import HippoConfig
 
 
 def positive_count(value, name: str) -> int | None:
@@ -15,6 +18,29 @@ def positive_count(value, name: str) -> int | None:
     if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
         return value
     raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+
+
+def open_save_dir(save_dir, config: HippoConfig | None, storage: str | None, dsn: str | None,
+                  overrides: dict[str, Any]) -> tuple[Path, HippoConfig]:
+    """``HippoRAG(save_dir, ...)``'s folder (made if missing) and configuration: ``config``
+    (default ``HippoConfig()``) with the keyword ``overrides``; ``storage="postgres"`` (an
+    embedded server) or ``dsn=`` (a server) choose PostgreSQL, else the backend the folder recorded."""
+    from hippo_engine.config import HippoConfig
+    config = config or HippoConfig()
+    if storage is not None or dsn is not None:
+        overrides = {**overrides, "storage_backend": storage or "postgres", "postgres_dsn": dsn}
+    if overrides:
+        config = config.replace(**overrides)
+    if not isinstance(save_dir, (str, Path)) or not str(save_dir):
+        raise TypeError(f"HippoRAG(save_dir): a directory path is needed, got {save_dir!r}")
+    path = Path(save_dir)
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"HippoRAG(save_dir): {path} exists and is not a directory")
+    path.mkdir(parents=True, exist_ok=True)
+    if "storage_backend" not in overrides:   # the backend the folder recorded
+        from hippo_engine.store.opening import with_recorded_backend
+        config = with_recorded_backend(path, config)
+    return path, config
 
 
 def surrogate_at(text: str) -> int | None:
@@ -82,7 +108,7 @@ def check_id_storable(ids: Sequence[str], what: str, arg: str = "ids") -> None:
                              f"ids are limited to {MAX_ID_BYTES:,} bytes")
 
 
-def check_document_ids(ids, n: int, what: str, *, arg: str = "ids") -> list[str]:
+def check_document_ids(ids, n: int | None, what: str, *, arg: str = "ids") -> list[str]:
     """``ids``: a list (or tuple) of ``n`` unique, non-blank strings of valid Unicode, one per
     document (``n=None``: any length), each storable (:func:`check_id_storable`). Errors name the
     argument and the item."""

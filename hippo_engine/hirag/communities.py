@@ -14,9 +14,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from hippo_engine.config import HiRAGConfig
 from hippo_engine.hirag.clustering import (  # noqa: F401 - re-exported
     COMMUNITY_PREFIX,
     Community,
@@ -59,9 +61,10 @@ from hippo_engine.llm.base import LLMClient
 logger = logging.getLogger(__name__)
 
 
-def build_communities(index, config, llm: LLMClient | Callable[[], LLMClient] | None, *,
+def build_communities(index, config: HiRAGConfig, llm: LLMClient | Callable[[], LLMClient] | None, *,
                       count: TokenCounter = whitespace_tokens, max_llm_reports: int | None = None,
-                      show_progress: bool | None = None, upgrade_listings: bool = True) -> dict:
+                      show_progress: bool = False, upgrade_listings: bool = True,
+                      temperature: float | None = 0.0) -> dict:
     """(Re)compute the communities of ``index`` and bring reports and vectors up to date.
 
     Only communities whose member set has no stored LLM report are sent to the LLM (at most
@@ -71,7 +74,7 @@ def build_communities(index, config, llm: LLMClient | Callable[[], LLMClient] | 
     build chose not to. Writes everything in one transaction. Returns a summary: communities per
     level, report statistics (LLM calls, tokens, seconds, reused, fallbacks) and timings.
     """
-    show = config.show_progress if show_progress is None else show_progress
+    show = show_progress
     t0 = time.perf_counter()
     graph = index.graph
     comms = cluster_entities(graph, config.max_cluster_size, config.community_seed, config.community_min_size,
@@ -85,7 +88,7 @@ def build_communities(index, config, llm: LLMClient | Callable[[], LLMClient] | 
     inputs = ReportInputs(graph, stores["entity"].text, stores["passage"].text, index.passage_triples)
     reports, stats = write_reports(comms, inputs, llm, existing, budget=config.community_report_context_tokens,
                                    count=count, max_new_tokens=config.community_report_max_new_tokens,
-                                   temperature=config.temperature, max_llm_reports=max_llm_reports,
+                                   temperature=temperature, max_llm_reports=max_llm_reports,
                                    show_progress=show)
     t2 = time.perf_counter()
     vstore = community_store(index.db, stores["passage"].dim)
@@ -103,9 +106,11 @@ def build_communities(index, config, llm: LLMClient | Callable[[], LLMClient] | 
             index.db.set_meta(META_VERSION, index.version)
             index.db.set_meta(META_PARAMS, clustering_params(config))
     except BaseException:
-        vstore.reload()  # the transaction rolled back: drop the in-memory changes too
+        # the transaction rolled back: drop the in-memory changes too (every embedding_store() has
+        # reload(), but store/vectors.py declares it on the backends' classes, not on EmbeddingStore)
+        vstore.reload()  # type: ignore[attr-defined]
         raise
-    summary = {"communities": len(comms), "levels": communities_by_level(comms),
+    summary: dict[str, Any] = {"communities": len(comms), "levels": communities_by_level(comms),
                "reports": stats.to_dict(), "embedded": len(need),
                "timings": {"cluster": t1 - t0, "reports": t2 - t1, "embed": t3 - t2, "total": time.perf_counter() - t0}}
     logger.info("communities: %d (%s per level); %d report(s) by the LLM (%d calls), %d reused, %d fallback, "

@@ -2,7 +2,7 @@
 
 It keeps the communities of one index (building, rebuilding when stale, loading), gives the
 retriever its community nodes and seeds (``use_community_nodes=True``), and assembles the
-contexts of the modes. It is built from explicit dependencies (the ``Index``, the configuration,
+contexts of the modes. It is built from explicit dependencies (the ``IndexState``, its config section,
 and zero-argument providers of the encoder and the LLM, called only when needed) and never calls
 back into the facade.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from hippo_engine.config import HippoConfig
+from hippo_engine.config import HiRAGConfig
 from hippo_engine.datatypes import HiContext, QuerySolution
 from hippo_engine.hirag.communities import build_communities
 from hippo_engine.hirag.context import HiRAGEngine, passage_context, token_counter
@@ -23,25 +23,28 @@ from hippo_engine.hirag.report_context import TokenCounter
 from hippo_engine.hirag.report_store import META_VERSION, CommunitySet, communities_state, load_communities
 from hippo_engine.hirag.seeds import CommunitySeeds, augment_graph
 from hippo_engine.index.graph import GraphData
-from hippo_engine.index.pipeline import Index
+from hippo_engine.index.state import IndexState
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.qa.reader import answer_questions
+from hippo_engine.qa.reader import ReaderSettings, answer_questions
 
 logger = logging.getLogger(__name__)
 
 
 class HiRAG:
-    """Communities, community seeds and mode contexts over one ``Index``.
+    """Communities, community seeds and mode contexts over one ``IndexState``.
 
-    ``encoder``/``llm``: zero-argument providers (models load lazily). ``generation`` counts the
-    community builds made through this object; a retriever built before the last build is stale.
+    ``config``: the HiRAG section; ``reader``: the reader's settings (contexts read by the LLM,
+    the LLM's settings for reports). ``encoder``/``llm``: zero-argument providers (models load
+    lazily). ``generation`` counts the community builds made through this object; a retriever
+    built before the last build is stale.
     """
 
-    def __init__(self, index: Index, config: HippoConfig, encoder: Callable[[], Encoder],
+    def __init__(self, index: IndexState, config: HiRAGConfig, reader: ReaderSettings, encoder: Callable[[], Encoder],
                  llm: Callable[[], LLMClient]):
         self.index = index
         self.config = config
+        self.reader = reader
         self._encoder = encoder
         self._llm = llm
         self.generation = 0
@@ -56,9 +59,10 @@ class HiRAG:
                           upgrade_listings: bool = True) -> dict:
         """Compute (or update) the communities, reports and report vectors; see
         :func:`hippo_engine.hirag.communities.build_communities`. Returns its summary."""
+        show = self.reader.show_progress if show_progress is None else show_progress
         summary = build_communities(self.index, self.config, self._llm, count=self.token_counter(),
-                                    max_llm_reports=max_llm_reports, show_progress=show_progress,
-                                    upgrade_listings=upgrade_listings)
+                                    max_llm_reports=max_llm_reports, show_progress=show,
+                                    upgrade_listings=upgrade_listings, temperature=self.reader.temperature)
         self.generation += 1
         self._engine = None
         return summary
@@ -128,7 +132,7 @@ class HiRAG:
     def passage_contexts(self, solutions: Sequence, mode: str = "hipporag2") -> list[HiContext]:
         """Contexts of already-ranked ``QuerySolution``s: the reader's ``qa_top_k`` passages."""
         count = self.token_counter()
-        return [passage_context(s.question, mode, s.docs, self.config.qa_top_k, count,
+        return [passage_context(s.question, mode, s.docs, self.reader.qa_top_k, count,
                                 self.config.hi_text_unit_tokens, s.seed_entities) for s in solutions]
 
     def ranked_contexts(self, solutions: Sequence, mode: str = "naive") -> list[HiContext]:
@@ -142,7 +146,7 @@ class HiRAG:
         """Read each context with the reader LLM (the context in place of the passage list).
         Returns ``(solutions, responses, metadata)``; ``metadata[i]["context_tokens"]`` holds the
         context's section sizes."""
-        cfg = self.config
+        cfg = self.reader
         solutions = [solution_from_context(c) for c in contexts]
         mode = contexts[0].mode if contexts else ""
         responses, metadata = answer_questions(self._llm(), solutions, cfg.qa_top_k, show_progress=cfg.show_progress,

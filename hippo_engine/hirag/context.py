@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hippo_engine.config import HippoConfig
+from hippo_engine.config import HiRAGConfig
 from hippo_engine.datatypes import SECTION_TITLES, HiContext  # noqa: F401 (re-exported)
 from hippo_engine.hirag.clustering import Community, entity_edges, entity_igraph
 from hippo_engine.hirag.report_context import ReportInputs, TokenCounter, whitespace_tokens
@@ -116,10 +116,11 @@ def find_path_with_required_nodes(g, required: Sequence[int], components: Sequen
 class HiRAGEngine:
     """Query-time view of one index version (and its communities) for the HiRAG modes.
 
-    ``index``: the ``Index`` (graph, stores, passage triples); ``cset``: its communities (None:
+    ``index``: the ``Index`` (graph, stores, passage triples); ``config``: the HiRAG section;
+    ``cset``: its communities (None:
     modes that need them are unavailable); ``count``: the token counter of section budgets."""
 
-    def __init__(self, index, config: HippoConfig, cset: CommunitySet | None, count: TokenCounter = whitespace_tokens):
+    def __init__(self, index, config: HiRAGConfig, cset: CommunitySet | None, count: TokenCounter = whitespace_tokens):
         self.config = config
         self.graph = graph = index.graph
         st = index.mirrored_stores
@@ -257,8 +258,8 @@ class HiRAGEngine:
                 along.append(p)
         along = dedupe(along)
         nodes = set(path)
-        others = {(a, n) if a < n else (n, a) for a in nodes for n in self.neighbors[a] if n in nodes}
-        others = sorted(others - set(along), key=lambda p: (-(self.degree[p[0]] + self.degree[p[1]]),
+        among = {(a, n) if a < n else (n, a) for a in nodes for n in self.neighbors[a] if n in nodes}
+        others = sorted(among - set(along), key=lambda p: (-(self.degree[p[0]] + self.degree[p[1]]),
                                                               -self.pair_weight.get(p, 0.0), p))
         return path, along + others
 
@@ -284,11 +285,11 @@ class HiRAGEngine:
         if "reports" in wanted or "bridge" in wanted:
             ranked = [ci for ci in self.top_communities(top) if self.communities[ci].id in self.reports]
             texts = [self.reports[self.communities[ci].id].text() for ci in ranked]
-            kept = pack_by_tokens(texts, self.count, cfg.hi_report_tokens)
-            comms = ranked[: len(kept)]
+            packed = pack_by_tokens(texts, self.count, cfg.hi_report_tokens)
+            comms = ranked[: len(packed)]
             ctx.communities = [self.communities[ci].id for ci in comms]
             if "reports" in wanted:
-                self._section(ctx, "reports", [t.replace("\n", " ") for t in kept], cfg.hi_report_tokens)
+                self._section(ctx, "reports", [t.replace("\n", " ") for t in packed], cfg.hi_report_tokens)
         if "bridge" in wanted:
             keys = self.key_entities(comms, [e for e, _ in overall], cfg.hi_top_m)
             path, pairs = self.bridge(keys)

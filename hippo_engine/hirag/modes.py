@@ -18,7 +18,7 @@ modes show the reader their assembled context (:mod:`~hippo_engine.hirag.context
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -36,7 +36,7 @@ from hippo_engine.hirag.context import (  # noqa: F401 - re-exported
 )
 from hippo_engine.ids import chunk_id
 
-H = TypeVar("H", bound=Callable)
+H = TypeVar("H")
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,9 @@ def check_mode(mode: str) -> str:
 
 
 class ModeTable(Generic[H]):
-    """A handler for every mode (``dict`` mode -> handler); ``table(mode, *args)`` calls the
-    mode's handler as ``handler(mode, *args)``. Built with a handler for each of ``MODES``,
-    no more, no less."""
+    """A handler for every mode (``dict`` mode -> handler, e.g. a search object); for function
+    handlers ``table(mode, *args)`` calls the mode's handler as ``handler(mode, *args)``. Built
+    with a handler for each of ``MODES``, no more, no less."""
 
     def __init__(self, handlers: Mapping[str, H]):
         missing = [m for m in MODES if m not in handlers]
@@ -81,7 +81,10 @@ class ModeTable(Generic[H]):
         return self.handlers[check_mode(mode)]
 
     def __call__(self, mode: str, *args, **kwargs):
-        return self.handler(mode)(mode, *args, **kwargs)
+        handler = self.handler(mode)
+        if not callable(handler):
+            raise TypeError(f"the handler of {mode!r} is a {type(handler).__name__}, not a function")
+        return handler(mode, *args, **kwargs)
 
 
 def solution_from_context(ctx: HiContext) -> QuerySolution:

@@ -132,7 +132,7 @@ def _report_fields(data: Any) -> dict:
     title, summary = _clean_str(data.get("title")), collapse_repeats(_clean_str(data.get("summary")))
     if not title or not summary:
         raise ValueError("the report lacks a title or a summary")
-    findings = []
+    findings: list[dict] = []
     raw = data.get("findings") or []
     if isinstance(raw, dict):
         raw = [raw]
@@ -229,6 +229,143 @@ def _bottom_up(comms: Sequence[Community]) -> list[int]:
     return sorted({c.level for c in comms}, reverse=True)
 
 
+@dataclass
+class _Asking:
+    """What one report-writing run sends: the client (made on first need), its prompt, the
+    generation settings, and the LLM reports still allowed (None: no limit)."""
+
+    llm: LLMClient | Callable[[], LLMClient] | None
+    max_new_tokens: int
+    temperature: float | None
+    show_progress: bool
+    left: int | None
+    client: LLMClient | None = None
+    prompt: dict = field(default_factory=dict)
+
+    def connect(self) -> LLMClient:
+        if self.client is None:
+            llm = self.llm
+            client = llm() if callable(llm) and not isinstance(llm, LLMClient) else llm
+            if client is None:
+                raise ValueError("reports are needed but no LLM was given")
+            self.client, self.prompt = client, report_prompt()
+        return self.client
+
+    def generate(self, msgs: list, desc: str) -> list:
+        return self.connect().generate_many(msgs, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                            show_progress=self.show_progress, desc=desc)
+
+
+@dataclass
+class _Replies:
+    """One level's replies: the first ones, the retries (of ``retry_idx``) and the parsed reports."""
+
+    first: list
+    parsed: list[dict | None]
+    retry_idx: list[int] = field(default_factory=list)
+    second: list = field(default_factory=list)
+
+    def tokens(self, i: int) -> tuple[int, int]:
+        """Prompt and completion tokens of report ``i``, over its attempts."""
+        done = [self.first[i]] + ([self.second[self.retry_idx.index(i)]] if i in self.retry_idx else [])
+        got = [r for r in done if isinstance(r, LLMResponse)]
+        return sum(r.prompt_tokens for r in got), sum(r.completion_tokens for r in got)
+
+
+def _triage(level_comms: list[Community], existing: Mapping[str, CommunityReport], inputs: ReportInputs,
+            reports: dict[str, CommunityReport], stats: ReportStats, asking: _Asking) -> tuple[list[Community], int]:
+    """Reuse the stored reports, list the communities beyond the LLM budget; returns the
+    communities to ask and how many were reused."""
+    todo = []
+    for c in level_comms:
+        if c.key in existing:
+            reports[c.id] = existing[c.key]
+            stats.reused += 1
+        else:
+            todo.append(c)
+    left = asking.left
+    ask = todo if left is None else todo[:max(left, 0)]
+    for c in todo[len(ask):]:
+        reports[c.id] = listing_report(c, inputs, SOURCE_LISTING)
+        stats.listings += 1
+    if left is not None:
+        asking.left = left - len(ask)
+    return ask, len(level_comms) - len(todo)
+
+
+def _read_first(first: list, msgs: list, ask: list[Community], retry_instruction: str, stats: ReportStats,
+                lvl: dict, bad: list[LLMResponse]) -> tuple[_Replies, list]:
+    """Parse the first replies; returns them and the messages of the retries."""
+    replies = _Replies(first, [None] * len(ask))
+    retry_msgs = []
+    for i, res in enumerate(first):
+        _count_tokens(res, stats, lvl)
+        if isinstance(res, LLMResponse):
+            try:
+                replies.parsed[i] = parse_report(res.text)
+                continue
+            except ValueError as e:
+                bad.append(res)
+                logger.info("community %s: malformed report (%s); retrying once", ask[i].id, e)
+                retry_msgs.append(msgs[i] + [{"role": "assistant", "content": res.text},
+                                             {"role": "user", "content": retry_instruction}])
+        else:
+            logger.info("community %s: report call failed (%s); retrying once", ask[i].id, res)
+            retry_msgs.append(msgs[i])
+        replies.retry_idx.append(i)
+    return replies, retry_msgs
+
+
+def _read_retries(replies: _Replies, ask: list[Community], stats: ReportStats, lvl: dict,
+                  bad: list[LLMResponse]) -> None:
+    for i, res in zip(replies.retry_idx, replies.second, strict=False):
+        _count_tokens(res, stats, lvl)
+        if isinstance(res, LLMResponse):
+            try:
+                replies.parsed[i] = parse_report(res.text)
+            except ValueError as e:
+                bad.append(res)
+                logger.warning("community %s: report still malformed after a retry (%s: %s); using a member "
+                               "listing", ask[i].id, unparseable_reason(res.text), e)
+        else:
+            logger.warning("community %s: report call failed twice (%s); using a member listing", ask[i].id, res)
+
+
+def _ask_level(ask: list[Community], msgs: list, level: int, asking: _Asking, stats: ReportStats,
+               lvl: dict) -> _Replies:
+    """One ``generate_many`` batch for the level, then one for the retries."""
+    first = asking.generate(msgs, f"Community reports (level {level})")
+    stats.llm_calls += len(ask)
+    bad: list[LLMResponse] = []   # unreadable replies: discarded from the LLM cache after the retry
+    replies, retry_msgs = _read_first(first, msgs, ask, asking.prompt["retry_instruction"], stats, lvl, bad)
+    if retry_msgs:
+        replies.second = asking.generate(retry_msgs, f"Report retries (level {level})")
+        stats.llm_calls += len(retry_msgs)
+        stats.retries += len(retry_msgs)
+    _read_retries(replies, ask, stats, lvl, bad)
+    client = asking.connect()
+    for res in bad:   # after the retry (which showed the model its first reply): a rerun asks anew
+        client.discard(res)
+    return replies
+
+
+def _keep_replies(ask: list[Community], replies: _Replies, inputs: ReportInputs, model: str, dt: float,
+                  reports: dict[str, CommunityReport], stats: ReportStats) -> None:
+    """The level's reports: parsed replies, or member listings where both attempts failed."""
+    for i, c in enumerate(ask):
+        attempts = 2 if i in replies.retry_idx else 1
+        fields = replies.parsed[i]
+        if fields is None:
+            reports[c.id] = listing_report(c, inputs, SOURCE_FALLBACK)
+            reports[c.id].attempts = attempts
+            stats.fallbacks += 1
+            continue
+        p_tok, c_tok = replies.tokens(i)
+        reports[c.id] = CommunityReport(**fields, source=SOURCE_LLM, model=model, prompt_tokens=p_tok,
+                                        completion_tokens=c_tok, seconds=dt / len(ask), attempts=attempts)
+        stats.written += 1
+
+
 def write_reports(comms: Sequence[Community], inputs: ReportInputs, llm: LLMClient | Callable[[], LLMClient] | None,
                   existing: Mapping[str, CommunityReport], *, budget: int = 3000,
                   count: TokenCounter = whitespace_tokens, max_new_tokens: int = 768,
@@ -245,104 +382,28 @@ def write_reports(comms: Sequence[Community], inputs: ReportInputs, llm: LLMClie
     stats = ReportStats()
     reports: dict[str, CommunityReport] = {}
     by_id = {c.id: c for c in comms}
-    prompt = None
-    client: LLMClient | None = None
-    left = max_llm_reports
+    asking = _Asking(llm, max_new_tokens, temperature, show_progress, max_llm_reports)
     t_all = time.perf_counter()
     for level in _bottom_up(comms):
         level_comms = [c for c in comms if c.level == level]
-        todo = []
-        for c in level_comms:
-            if c.key in existing:
-                reports[c.id] = existing[c.key]
-                stats.reused += 1
-            else:
-                todo.append(c)
-        ask = todo if left is None else todo[:max(left, 0)]
-        for c in todo[len(ask):]:
-            reports[c.id] = listing_report(c, inputs, SOURCE_LISTING)
-            stats.listings += 1
-        if left is not None:
-            left -= len(ask)
-        lvl = {"communities": len(level_comms), "asked": len(ask), "reused": len(level_comms) - len(todo),
+        ask, reused = _triage(level_comms, existing, inputs, reports, stats, asking)
+        lvl = {"communities": len(level_comms), "asked": len(ask), "reused": reused,
                "seconds": 0.0, "prompt_tokens": 0, "completion_tokens": 0}
         stats.per_level[level] = lvl
         if not ask:
             continue
-        if client is None:
-            client = llm() if callable(llm) and not isinstance(llm, LLMClient) else llm
-            if client is None:
-                raise ValueError("reports are needed but no LLM was given")
-            prompt = report_prompt()
+        asking.connect()
         contexts = []
         for c in ask:
             ctx, used = community_context(c, inputs, reports, by_id, budget, count)
             stats.children_packed += int(used)
             contexts.append(ctx)
-        msgs = [report_messages(ctx, prompt) for ctx in contexts]
+        msgs = [report_messages(ctx, asking.prompt) for ctx in contexts]
         t0 = time.perf_counter()
-        first = client.generate_many(msgs, max_new_tokens=max_new_tokens, temperature=temperature,
-                                     show_progress=show_progress, desc=f"Community reports (level {level})")
-        stats.llm_calls += len(ask)
-        parsed: list[dict | None] = [None] * len(ask)
-        retry_idx, retry_msgs = [], []
-        bad: list[LLMResponse] = []   # unreadable replies: discarded from the LLM cache after the retry
-        for i, res in enumerate(first):
-            _count_tokens(res, stats, lvl)
-            if isinstance(res, LLMResponse):
-                try:
-                    parsed[i] = parse_report(res.text)
-                    continue
-                except ValueError as e:
-                    bad.append(res)
-                    logger.info("community %s: malformed report (%s); retrying once", ask[i].id, e)
-                    retry_msgs.append(msgs[i] + [{"role": "assistant", "content": res.text},
-                                                 {"role": "user", "content": prompt["retry_instruction"]}])
-            else:
-                logger.info("community %s: report call failed (%s); retrying once", ask[i].id, res)
-                retry_msgs.append(msgs[i])
-            retry_idx.append(i)
-        second = []
-        if retry_msgs:
-            second = client.generate_many(retry_msgs, max_new_tokens=max_new_tokens, temperature=temperature,
-                                          show_progress=show_progress, desc=f"Report retries (level {level})")
-            stats.llm_calls += len(retry_msgs)
-            stats.retries += len(retry_msgs)
-        for i, res in zip(retry_idx, second, strict=False):
-            _count_tokens(res, stats, lvl)
-            if isinstance(res, LLMResponse):
-                try:
-                    parsed[i] = parse_report(res.text)
-                except ValueError as e:
-                    bad.append(res)
-                    logger.warning("community %s: report still malformed after a retry (%s: %s); using a member "
-                                   "listing", ask[i].id, unparseable_reason(res.text), e)
-            else:
-                logger.warning("community %s: report call failed twice (%s); using a member listing",
-                               ask[i].id, res)
-        for res in bad:   # after the retry (which showed the model its first reply): a rerun asks anew
-            client.discard(res)
+        replies = _ask_level(ask, msgs, level, asking, stats, lvl)
         dt = time.perf_counter() - t0
         lvl["seconds"] = dt
-        model = getattr(client, "model_name", "")
-        for i, c in enumerate(ask):
-            res1 = first[i]
-            attempts = 2 if i in retry_idx else 1
-            if parsed[i] is None:
-                reports[c.id] = listing_report(c, inputs, SOURCE_FALLBACK)
-                reports[c.id].attempts = attempts
-                stats.fallbacks += 1
-                continue
-            p_tok = res1.prompt_tokens if isinstance(res1, LLMResponse) else 0
-            c_tok = res1.completion_tokens if isinstance(res1, LLMResponse) else 0
-            if i in retry_idx:
-                res2 = second[retry_idx.index(i)]
-                if isinstance(res2, LLMResponse):
-                    p_tok += res2.prompt_tokens
-                    c_tok += res2.completion_tokens
-            reports[c.id] = CommunityReport(**parsed[i], source=SOURCE_LLM, model=model, prompt_tokens=p_tok,
-                                            completion_tokens=c_tok, seconds=dt / len(ask), attempts=attempts)
-            stats.written += 1
+        _keep_replies(ask, replies, inputs, getattr(asking.client, "model_name", ""), dt, reports, stats)
         logger.info("community reports, level %d: %d written by the LLM in %.1fs, %d reused", level,
                     sum(1 for c in ask if reports[c.id].source == SOURCE_LLM), dt, lvl["reused"])
     stats.seconds = time.perf_counter() - t_all

@@ -16,7 +16,7 @@ import numpy as np
 
 from hippo_engine.hirag.clustering import Community
 from hippo_engine.index.graph import GraphData
-from hippo_engine.retrieve.scoring import min_max, top_k
+from hippo_engine.retrieve.scoring import Rows, min_max, top_k
 
 KIND_COMMUNITY = 8  # edge kind bit of community edges (the graph module uses 1, 2, 4)
 
@@ -87,7 +87,7 @@ class CommunitySeeds:
             return np.zeros((0, np.atleast_2d(q_pass).shape[0]))
         return self.report_mat @ q_pass.T
 
-    def add_seeds(self, resets: np.ndarray, scores: np.ndarray, cols: Sequence[int]) -> None:
+    def add_seeds(self, resets: np.ndarray, scores: np.ndarray, cols: Rows) -> None:
         """Add each query's community seeds to its reset column."""
         if len(self.nodes) == 0:
             return

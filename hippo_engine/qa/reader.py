@@ -26,6 +26,22 @@ DEFAULT_EXAMPLES_PROMPT = "qa_example.json"
 DEFAULT_PASSAGE_PREFIX = "Wikipedia Title: "
 
 
+@dataclass(frozen=True)
+class ReaderSettings:
+    """What the reader reads of the configuration: passages per question (``qa_top_k``), the
+    LLM's ``max_new_tokens`` and ``temperature``, and whether to show progress."""
+
+    qa_top_k: int = 5
+    max_new_tokens: int | None = None
+    temperature: float | None = None
+    show_progress: bool = False
+
+    @classmethod
+    def of(cls, config: Any) -> ReaderSettings:
+        """The reader settings of a ``HippoConfig``."""
+        return cls(config.qa_top_k, config.max_new_tokens, config.temperature, config.show_progress)
+
+
 # ----------------------------------------------------------------------------- template
 @dataclass(frozen=True)
 class ReaderExample:

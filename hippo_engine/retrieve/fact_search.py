@@ -21,12 +21,16 @@ memory, or from the database, a batch of ids at a time, for a reader that loaded
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hippo_engine.datatypes import Hyperedge, Triple, hyperedge_triple
 from hippo_engine.ids import entity_id
-from hippo_engine.retrieve.scoring import max_row_norm, nearest_rows, row_blocks, row_scores, top_fact_rows, top_k
+from hippo_engine.retrieve.scoring import Rows, max_row_norm, nearest_rows, row_blocks, row_scores, top_fact_rows, top_k
+
+if TYPE_CHECKING:
+    from hippo_engine.index.graph import GraphData
 
 
 class MatrixSearch:
@@ -131,9 +135,10 @@ class FactLookup:
                  known: Mapping[str, Triple | Hyperedge] | None = None,
                  entities: Mapping[str, Sequence[str]] | None = None):
         self._fetch = fetch
-        self._facts: Mapping[str, Triple | Hyperedge] = known if known is not None else {}
-        if fetch is not None:
-            self._facts = dict(self._facts)
+        #: what a fetching lookup has read (a copy of ``known``, then the fetched facts)
+        self._fetched: dict[str, Triple | Hyperedge] | None = dict(known or {}) if fetch is not None else None
+        self._facts: Mapping[str, Triple | Hyperedge] = (self._fetched if self._fetched is not None
+                                                         else known if known is not None else {})
         self._entities = entities    # overrides a triple's (subject, object)
 
     def known_ids(self) -> list[str]:
@@ -145,11 +150,11 @@ class FactLookup:
 
     def prefetch(self, ids: Sequence[str]) -> None:
         missing = [i for i in ids if i not in self._facts]
-        if missing and self._fetch is not None:
-            if len(self._facts) + len(missing) > self.MAX_KEPT:
-                self._facts.clear()
+        if missing and self._fetch is not None and self._fetched is not None:
+            if len(self._fetched) + len(missing) > self.MAX_KEPT:
+                self._fetched.clear()
                 missing = list(dict.fromkeys(ids))
-            self._facts.update(self._fetch(missing))   # a dict when fetching
+            self._fetched.update(self._fetch(missing))
 
     def _get(self, fid: str) -> Triple | Hyperedge:
         if fid not in self._facts:
@@ -162,7 +167,10 @@ class FactLookup:
 
     def triple(self, fid: str) -> Triple:
         f = self._get(fid)
-        return hyperedge_triple(f) if isinstance(f, Hyperedge) else tuple(f)
+        if isinstance(f, Hyperedge):
+            return hyperedge_triple(f)
+        subject, relation, obj = f
+        return (subject, relation, obj)
 
     def entities(self, fid: str) -> Sequence[str]:
         if self._entities is not None:
@@ -177,7 +185,7 @@ class FactRows:
 
     fact_ids: np.ndarray
     facts: FactLookup
-    graph: object
+    graph: GraphData
     _fact_row_nodes: dict[int, np.ndarray]
 
     @property
@@ -203,7 +211,7 @@ class FactRows:
         fid = self._fid(row)
         return self.facts.entities(fid) if self.facts.has(fid) else ()   # () : deleted since the view
 
-    def fact_links(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def fact_links(self, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
         """Entity nodes of fact rows: (entities per row, their nodes concatenated in row order;
         -1: not in the graph). A triple links its subject then its object."""
         missing = [r for r in dict.fromkeys(int(r) for r in rows) if r not in self._fact_row_nodes]
@@ -221,7 +229,7 @@ class FactRows:
         lengths = np.array([len(x) for x in parts], dtype=np.int64)
         return lengths, (np.concatenate(parts) if parts else np.zeros(0, np.int64))
 
-    def fact_nodes_of(self, rows: Sequence[int]) -> np.ndarray:
+    def fact_nodes_of(self, rows: Rows) -> np.ndarray:
         """(len(rows), 2) subject/object node of each triple fact row (-1: not in the graph)."""
         lengths, nodes = self.fact_links(rows)
         if np.any(lengths != 2):
@@ -229,7 +237,7 @@ class FactRows:
         return nodes.reshape(-1, 2)
 
 
-    def link_facts(self, kept_rows: Sequence[int], fact_scores) -> list[tuple[int, float]]:
+    def link_facts(self, kept_rows: Rows, fact_scores) -> list[tuple[int, float]]:
         """(entity node, score) per subject/object of the kept facts; ``fact_scores`` maps a
         fact row to its score (an array over all facts, or a dict)."""
         linked = []

@@ -3,42 +3,59 @@
 Per call: encode the queries (:func:`.retriever.encode_queries`), compute the query NER vectors
 when the linking strategy needs them, wrap the recognition filter when it is on and the linking
 scores facts, rank with the ``Retriever`` (:meth:`.Retriever.search`), and turn its rows into
-``QuerySolution``s (:class:`.views.PassageTexts`), with the errors of failed LLM calls.
+``QuerySolution``s (:class:`.passages.PassageTexts`), with the errors of failed LLM calls.
 """
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from hippo_engine.config import QueryParam, RetrievalConfig
 from hippo_engine.datatypes import QuerySolution
+from hippo_engine.llm.base import LLMClient
+from hippo_engine.models.encoder import Encoder
 from hippo_engine.progress import announce, plural
+from hippo_engine.retrieve.linking import Linking
+from hippo_engine.retrieve.query_ner import QueryNER
 from hippo_engine.retrieve.retriever import FilterMany, Retriever, encode_queries
 from hippo_engine.retrieve.search import ContextBuilder, QuerySearch
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from hippo_engine.retrieve.recognition import RecognitionFilter
 
-#: ``query_ner(queries, failed) -> entity vectors per query`` (failed: question -> error texts)
-QueryNER = Callable[[list[str], dict], list]
+logger = logging.getLogger(__name__)
 
 
 class HippoRAG2Search(QuerySearch):
     """HippoRAG 2 (paper section 3) over the current ``Retriever``.
 
-    ``query_ner``: the query entity vectors (linkings that ``needs_ner``);
-    ``recognition_filter``: provider of the ``RecognitionFilter`` (on the LLM named ``llm_name``);
+    ``query_ner``: the query entity vectors (linkings that ``needs_ner``); ``llm``: provider of
+    the LLM (named ``llm_name``) of the recognition filter, made on first use;
     ``filter_default``: whether the filter is on when neither the call nor the config says
     (off on an ``extractor="ner"`` index, which makes no LLM call by default).
     """
 
-    def __init__(self, config: RetrievalConfig, retriever: Callable[[], Retriever], encoder: Callable[[], object],
-                 query_ner: QueryNER, recognition_filter: Callable[[], object], filter_default: Callable[[], bool],
-                 contexts_of: ContextBuilder, *, llm_name: str = ""):
+    def __init__(self, config: RetrievalConfig, retriever: Callable[[], Retriever], encoder: Callable[[], Encoder],
+                 query_ner: QueryNER, llm: Callable[[], LLMClient], filter_default: Callable[[], bool],
+                 contexts_of: ContextBuilder, *, llm_name: str = "", show_progress: bool = False):
         super().__init__("hipporag2", contexts_of)
         self.config = config
         self._retriever, self._encoder, self._query_ner = retriever, encoder, query_ner
-        self._recognition_filter, self._filter_default, self.llm_name = recognition_filter, filter_default, llm_name
+        self._llm, self._filter_default, self.llm_name = llm, filter_default, llm_name
+        self.show_progress = show_progress
+        self._recognition_filter: RecognitionFilter | None = None
+
+    @property
+    def recognition_filter(self) -> RecognitionFilter:
+        """The recognition filter (``RecognitionFilter``) on the engine's LLM, made on first use."""
+        if self._recognition_filter is None:
+            from hippo_engine.retrieve.recognition import RecognitionFilter  # imports dspy: only when used
+            cfg = self.config
+            self._recognition_filter = RecognitionFilter(self._llm(), cfg.filter_program_path, cfg.max_filtered_facts,
+                                                         show_progress=self.show_progress)
+        return self._recognition_filter
 
     def use_filter(self, param: QueryParam) -> bool:
         """The recognition filter is on unless switched off (by the call, else the config);
@@ -49,12 +66,12 @@ class HippoRAG2Search(QuerySearch):
             return self.config.use_filter
         return self._filter_default()
 
-    def _filter(self, queries: list[str], param: QueryParam, linking, failed: dict) -> FilterMany | None:
+    def _filter(self, queries: list[str], param: QueryParam, linking: Linking, failed: dict) -> FilterMany | None:
         if not (linking.scores_facts and self.use_filter(param)):
             return None
         announce(f"recognition filter: up to {plural(len(queries), 'LLM call')} ({self.llm_name!r})")
         from hippo_engine.retrieve.recognition import recording_filter  # imports dspy: only when used
-        return recording_filter(self._recognition_filter(), failed)
+        return recording_filter(self.recognition_filter, failed)
 
     def retrieve(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
         k = param.top_k or self.config.retrieval_top_k

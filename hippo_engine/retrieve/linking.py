@@ -8,22 +8,52 @@ Each strategy is a small frozen object carrying its own settings, chosen once pe
 - :class:`NerLinking` (``"ner"``): each query NER entity linked to its nearest entity node.
 - :class:`QueryLinking` (``"query"``): the query vector linked to its ``top_k`` nearest entity nodes.
 - :class:`NerFactLinking` (``"ner_fact"``, the LLM-free path): both the facts' entities and the
-  NER entities, the larger seed per entity (see :meth:`.Retriever.hybrid_reset`).
+  NER entities, the larger seed per entity (see :meth:`LinkGraph.hybrid_reset`).
 
-A strategy turns one block of queries into :class:`Links` (one row per (query, entity node,
-score)) and builds the block's reset matrix from them; the :class:`~.retriever.Retriever`
-does the rest (dense fallback, PPR).
+A strategy turns one :class:`Block` of queries into :class:`Links` (one row per (query, entity
+node, score)) and builds the block's reset matrix from them, with the :class:`LinkGraph` of the
+index version (entity search, the entity nodes of fact rows, passage counts, seed sources; the
+seeding rules are :mod:`~hippo_engine.retrieve.seeding`'s). Nothing here calls back into the
+:class:`~.retriever.Retriever`, which then runs PPR on the matrix (or the dense fallback).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from hippo_engine.retrieve import seeding
+from hippo_engine.retrieve.scoring import Rows
+from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table
+
 if TYPE_CHECKING:
     from hippo_engine.config import RetrievalConfig
-    from hippo_engine.retrieve.retriever import Block, Retriever
+    from hippo_engine.index.graph import GraphData
+    from hippo_engine.retrieve.fact_search import MatrixSearch, StoreSearch
+
+#: a block's seed table of query NER entities: (query j, entity node, weight)
+SeedTable = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass
+class Block:
+    """One block of queries (``s:e`` of the call): their vectors, candidate facts and kept
+    masks (fact-scoring linkings), NER vectors, dense scores and seed-source scores."""
+
+    s: int
+    e: int
+    q_fact: np.ndarray
+    dense: np.ndarray
+    candidates: tuple[np.ndarray, np.ndarray] | None = None
+    kept: np.ndarray | None = None
+    ner_vectors: list | None = None
+    extra: list = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return self.e - self.s
 
 
 @dataclass
@@ -34,7 +64,7 @@ class Links:
     query: np.ndarray
     nodes: np.ndarray
     scores: np.ndarray
-    ner_table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    ner_table: SeedTable | None = None
 
     def linked(self, b: int) -> np.ndarray:
         """Which of the block's ``b`` queries reached the graph."""
@@ -45,28 +75,107 @@ class Links:
         return has
 
 
-def _fact_links(r: Retriever, block: Block) -> Links:
-    """Links of the kept candidate facts: each fact's entities, with the fact's score."""
-    cand_rows, cand_scores = block.candidates
-    qq, cc = np.nonzero(block.kept)
-    lengths, ln = r.fact_links(cand_rows[qq, cc])
-    lq = np.repeat(qq, lengths)
-    ls = np.repeat(cand_scores[qq, cc], lengths)
-    ok = ln >= 0
-    return Links(lq[ok], ln[ok], ls[ok])
+@dataclass
+class LinkGraph:
+    """The graph side of linking for one index version: the ``graph``, the ``entity_search``
+    (nearest entity nodes of a vector), ``fact_links`` (entity nodes of fact rows, see
+    :meth:`.fact_search.FactRows.fact_links`), the passage nodes by store row, the passages per
+    entity node (``passage_counts``), the entity seeds kept per query (``keep``:
+    ``linking_top_k``), the passage seed weight (None: no passage seeds) and extra seed sources."""
 
+    graph: GraphData
+    entity_search: MatrixSearch | StoreSearch
+    fact_links: Callable[[Rows], tuple[np.ndarray, np.ndarray]]
+    passage_nodes: np.ndarray
+    passage_counts: np.ndarray
+    keep: int
+    passage_weight: float | None
+    seed_sources: list[SeedSource] = field(default_factory=list)
 
-def _vector_links(r: Retriever, vectors: list, per_vector: int) -> Links:
-    """Links of each query's vectors (None: no vector) to their nearest entity nodes."""
-    lq: list[int] = []
-    ln: list[int] = []
-    ls: list[float] = []
-    for j, vecs in enumerate(vectors):
-        linked = r.link_entities(vecs, per_vector) if vecs is not None and len(vecs) else []
-        lq += [j] * len(linked)
-        ln += [n for n, _ in linked]
-        ls += [w for _, w in linked]
-    return Links(np.array(lq, np.int64), np.array(ln, np.int64), np.array(ls, np.float64))
+    def kept_fact_links(self, block: Block) -> Links:
+        """Links of the block's kept candidate facts: each fact's entities, with the fact's score."""
+        if block.candidates is None or block.kept is None:
+            raise ValueError("fact links need the block's candidate facts (a linking that scores facts)")
+        cand_rows, cand_scores = block.candidates
+        qq, cc = np.nonzero(block.kept)
+        lengths, ln = self.fact_links(cand_rows[qq, cc])
+        lq = np.repeat(qq, lengths)
+        ls = np.repeat(cand_scores[qq, cc], lengths)
+        ok = ln >= 0
+        return Links(lq[ok], ln[ok], ls[ok])
+
+    def link_entities(self, vectors: np.ndarray | None, per_vector: int) -> list[tuple[int, float]]:
+        """Each vector linked to its ``per_vector`` nearest entity nodes by cosine."""
+        if len(self.entity_search) == 0 or vectors is None or len(vectors) == 0:
+            return []
+        linked = []
+        for nodes, sims in self.entity_search.nearest_nodes(vectors, per_vector, self.graph):
+            for n, w in zip(nodes.tolist(), np.asarray(sims).tolist(), strict=True):
+                if n >= 0:
+                    linked.append((int(n), float(max(w, 0.0))))
+        return linked
+
+    def vector_links(self, vectors: Sequence[np.ndarray | None], per_vector: int) -> Links:
+        """Links of each query's vectors (None: no vector) to their nearest entity nodes."""
+        lq: list[int] = []
+        ln: list[int] = []
+        ls: list[float] = []
+        for j, vecs in enumerate(vectors):
+            linked = self.link_entities(vecs, per_vector) if vecs is not None and len(vecs) else []
+            lq += [j] * len(linked)
+            ln += [n for n, _ in linked]
+            ls += [w for _, w in linked]
+        return Links(np.array(lq, np.int64), np.array(ln, np.int64), np.array(ls, np.float64))
+
+    def ner_table(self, ner_vectors: Sequence[np.ndarray | None] | None) -> SeedTable:
+        """Seed table (query j, node, weight) of the block's query NER entities: each entity
+        vector linked to its nearest entity node (one scan of the entity store for the block)."""
+        vecs = [np.atleast_2d(v) for v in (ner_vectors or []) if v is not None and len(v)]
+        owner = [j for j, v in enumerate(ner_vectors or []) if v is not None and len(v) for _ in range(len(v))]
+        if not vecs or len(self.entity_search) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        found = self.entity_search.nearest_nodes(np.concatenate(vecs), 1, self.graph)
+        has = np.array([len(n) > 0 for n, _ in found], bool)
+        nodes = np.array([int(n[0]) if len(n) else -1 for n, _ in found], np.int64)
+        sims = np.array([float(w[0]) if len(w) else 0.0 for _, w in found])
+        ok = (nodes >= 0) & has
+        return seeding.ner_seed_table(np.asarray(owner, np.int64)[ok], nodes[ok], sims[ok], self.passage_counts)
+
+    def reset_vector(self, linked: Sequence[tuple[int, float]], dense: np.ndarray
+                     ) -> tuple[np.ndarray, list[tuple[int, float]]]:
+        """One query's reset vector (entity seeds + passage seeds) and its seeds, best first."""
+        return seeding.reset_vector(linked, dense, self.passage_nodes, self.passage_counts, self.graph.num_nodes,
+                                    self.keep, self.passage_weight)
+
+    def reset_matrix(self, query: np.ndarray, nodes: np.ndarray, scores: np.ndarray, dense: np.ndarray,
+                     cols: Rows) -> tuple[np.ndarray, list[list[tuple[int, float]]]]:
+        """Reset vectors of several queries at once, (n_nodes, len(cols)); see
+        ``seeding.reset_matrix`` (seed sources are not applied here)."""
+        return seeding.reset_matrix(query, nodes, scores, dense, cols, self.passage_nodes, self.passage_counts,
+                                    self.graph.num_nodes, self.keep, self.passage_weight)
+
+    def seeded_reset(self, links: Links, block: Block, cols: np.ndarray) -> tuple[np.ndarray, list]:
+        """The entity seeds of ``links`` (HippoRAG 2's rule), passage seeds and the seed sources'."""
+        R, seeds = self.reset_matrix(links.query, links.nodes, links.scores, block.dense, cols)
+        for src, scores in zip(self.seed_sources, block.extra, strict=True):
+            src.add_seeds(R, scores, cols)
+        return R, seeds
+
+    def hybrid_reset(self, links: Links, block: Block, cols: np.ndarray) -> np.ndarray:
+        """``ner_fact`` linking: the facts' entity seeds (HippoRAG 2's rule, ``keep`` kept) and
+        the NER entity seeds, the larger weight per entity; then passage seeds."""
+        dense = block.dense
+        fact_table = entity_seed_table(links.query, links.nodes, links.scores, self.passage_counts, self.keep)
+        ner = links.ner_table if links.ner_table is not None else self.ner_table(None)
+        q, n, w = seeding.max_merge(fact_table, ner)
+        pos = np.full(dense.shape[1], -1, np.int64)
+        pos[cols] = np.arange(len(cols))
+        sel = pos[q] >= 0
+        q, n, w = pos[q[sel]], n[sel], w[sel]
+        order = np.lexsort((n, -w, q))    # per column, best first (ties: lower node)
+        R, _ = seeding.reset_matrix_from_seeds((q[order], n[order], w[order]), dense, cols, self.passage_nodes,
+                                               self.graph.num_nodes, self.passage_weight)
+        return R
 
 
 @dataclass(frozen=True)
@@ -83,13 +192,13 @@ class Linking:
         """Candidate facts per query (``filtered``: the recognition filter runs)."""
         return 0
 
-    def links(self, r: Retriever, block: Block) -> Links:
+    def links(self, g: LinkGraph, block: Block) -> Links:
         raise NotImplementedError
 
-    def resets(self, r: Retriever, links: Links, block: Block, cols: np.ndarray
+    def resets(self, g: LinkGraph, links: Links, block: Block, cols: np.ndarray
                ) -> tuple[np.ndarray, list | None]:
         """The block's reset matrix for queries ``cols`` and their entity seeds (None: not reported)."""
-        return r.seeded_reset(links, block, cols)
+        return g.seeded_reset(links, block, cols)
 
 
 @dataclass(frozen=True)
@@ -103,8 +212,8 @@ class FactLinking(Linking):
     def candidate_count(self, filtered: bool) -> int:
         return self.top_k
 
-    def links(self, r: Retriever, block: Block) -> Links:
-        return _fact_links(r, block)
+    def links(self, g: LinkGraph, block: Block) -> Links:
+        return g.kept_fact_links(block)
 
 
 @dataclass(frozen=True)
@@ -114,8 +223,8 @@ class QueryLinking(Linking):
     top_k: int = 5
     name: ClassVar[str] = "query"
 
-    def links(self, r: Retriever, block: Block) -> Links:
-        return _vector_links(r, [block.q_fact[j:j + 1] for j in range(block.size)], self.top_k)
+    def links(self, g: LinkGraph, block: Block) -> Links:
+        return g.vector_links([block.q_fact[j:j + 1] for j in range(block.size)], self.top_k)
 
 
 @dataclass(frozen=True)
@@ -125,9 +234,9 @@ class NerLinking(Linking):
     name: ClassVar[str] = "ner"
     needs_ner: ClassVar[bool] = True
 
-    def links(self, r: Retriever, block: Block) -> Links:
+    def links(self, g: LinkGraph, block: Block) -> Links:
         vectors = block.ner_vectors if block.ner_vectors is not None else [None] * block.size
-        return _vector_links(r, vectors, 1)
+        return g.vector_links(vectors, 1)
 
 
 @dataclass(frozen=True)
@@ -144,14 +253,14 @@ class NerFactLinking(Linking):
     def candidate_count(self, filtered: bool) -> int:
         return self.fact_top_k if filtered else self.unfiltered_top_k
 
-    def links(self, r: Retriever, block: Block) -> Links:
-        links = _fact_links(r, block)
-        links.ner_table = r.ner_table(block.ner_vectors)
+    def links(self, g: LinkGraph, block: Block) -> Links:
+        links = g.kept_fact_links(block)
+        links.ner_table = g.ner_table(block.ner_vectors)
         return links
 
-    def resets(self, r: Retriever, links: Links, block: Block, cols: np.ndarray
+    def resets(self, g: LinkGraph, links: Links, block: Block, cols: np.ndarray
                ) -> tuple[np.ndarray, list | None]:
-        return r.hybrid_reset(links, block, cols), None
+        return g.hybrid_reset(links, block, cols), None
 
 
 def resolve_linking(config: RetrievalConfig, extractor: str | None) -> Linking:

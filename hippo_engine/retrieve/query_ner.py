@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from hippo_engine.config import HippoConfig
 from hippo_engine.index.ner import NERExtractor
 from hippo_engine.llm.base import LLMClient, unparseable_reason
+from hippo_engine.models.encoder import Encoder
 from hippo_engine.normalize import normalize_phrase
 
 #: question -> texts of its failed LLM calls (what ``QuerySolution.errors`` lists)
@@ -54,23 +55,52 @@ def resolve_source(source: str, extractor: str | None) -> str:
     return source
 
 
-def query_entity_names(queries: Sequence[str], config: HippoConfig, extractor: str | None,
+@dataclass(frozen=True)
+class QueryNERSettings:
+    """What query NER reads of the configuration: the source (``query_ner``: ``"llm"``,
+    ``"spacy"`` or ``"auto"``), the phrase ``normalization`` of the index, the LLM's
+    ``max_new_tokens`` and whether to show progress."""
+
+    source: str = "auto"
+    normalization: str = "unicode"
+    max_new_tokens: int | None = None
+    show_progress: bool = False
+
+
+def query_entity_names(queries: Sequence[str], settings: QueryNERSettings, extractor: str | None,
                        llm: Callable[[], LLMClient], ner: NERExtractor,
                        errors: Errors | None = None) -> list[list[str]]:
     """Each query's normalised entities from the configured source (``query_ner``); failed LLM
     calls are noted in ``errors``."""
-    if resolve_source(config.query_ner, extractor) == "llm":
-        return query_entities(llm(), queries, config.max_new_tokens, config.normalization, errors,
-                              show_progress=config.show_progress)
-    return spacy_query_entities(ner, queries, config.normalization)
+    if resolve_source(settings.source, extractor) == "llm":
+        return query_entities(llm(), queries, settings.max_new_tokens, settings.normalization, errors,
+                              show_progress=settings.show_progress)
+    return spacy_query_entities(ner, queries, settings.normalization)
 
 
-def query_entity_vectors(queries: Sequence[str], config: HippoConfig, extractor: str | None,
+def query_entity_vectors(queries: Sequence[str], settings: QueryNERSettings, extractor: str | None,
                          llm: Callable[[], LLMClient], ner: NERExtractor, encoder,
                          errors: Errors | None = None) -> list[np.ndarray | None]:
     """Each query's entity vectors (rows of ``encoder.encode`` over its entity names; None for
     a query without entities), every query's entities encoded in one call."""
-    names = query_entity_names(queries, config, extractor, llm, ner, errors)
-    flat = encoder.encode([e for ents in names for e in ents]) if any(names) else None
+    names = query_entity_names(queries, settings, extractor, llm, ner, errors)
+    if not any(names):
+        return [None] * len(names)
+    flat = encoder.encode([e for ents in names for e in ents])
     ends = np.cumsum([len(ents) for ents in names])
     return [flat[e - len(ents):e] if ents else None for ents, e in zip(names, ends, strict=True)]
+
+
+class QueryNER:
+    """Query entity vectors for a linking that ``needs_ner``: ``settings``, the index's extractor
+    (a provider: it is known once the index has documents), the LLM and encoder providers and the
+    spaCy ``ner``. Called as ``query_ner(queries, failed)``; failed LLM calls go to ``failed``."""
+
+    def __init__(self, settings: QueryNERSettings, extractor: Callable[[], str | None], llm: Callable[[], LLMClient],
+                 ner: NERExtractor, encoder: Callable[[], Encoder]):
+        self.settings = settings
+        self._extractor, self._llm, self._ner, self._encoder = extractor, llm, ner, encoder
+
+    def __call__(self, queries: list[str], failed: Errors) -> list[np.ndarray | None]:
+        return query_entity_vectors(queries, self.settings, self._extractor(), self._llm, self._ner, self._encoder(),
+                                    failed)

@@ -225,11 +225,11 @@ class RecognitionFilter:
         if len(questions) != len(candidates):
             raise ValueError(f"filter_many(): {len(questions)} questions but {len(candidates)} candidate lists")
         cands = [[tuple(str(x) for x in c) for c in cs] for cs in candidates]
-        plans = [self._plan(q, cs) if cs else None for q, cs in zip(questions, cands, strict=True)]
+        plans = {i: p for i, (q, cs) in enumerate(zip(questions, cands, strict=True))
+                 if cs and (p := self._plan(q, cs)) is not None}
         groups: dict[tuple, list[int]] = {}
-        for i, p in enumerate(plans):
-            if p is not None:
-                groups.setdefault((p.max_new_tokens, p.temperature), []).append(i)
+        for i, p in plans.items():
+            groups.setdefault((p.max_new_tokens, p.temperature), []).append(i)
         replies: dict[int, LLMResponse | LLMError] = {}
         for (max_new, temp), idx in groups.items():
             out = self.llm.generate_many([plans[i].messages for i in idx], max_new_tokens=max_new,
@@ -242,7 +242,7 @@ class RecognitionFilter:
     def _lm(self, send=None) -> LLMClientLM:
         return LLMClientLM(self.llm, max_new_tokens=self.max_new_tokens, temperature=self.temperature, send=send)
 
-    def _plan(self, question: str, candidates: list[Triple]) -> _Planned | None:
+    def _plan(self, question: str, candidates: Sequence[Sequence[str]]) -> _Planned | None:
         """The request DSPy would send for this question (None: DSPy failed before sending;
         the filter then runs on its own and reports that failure)."""
         def stop(messages, max_new_tokens, temperature):
@@ -258,7 +258,7 @@ class RecognitionFilter:
     def _replay(self, reply: LLMResponse | LLMError | Any) -> Callable:
         """A ``send`` that answers the first request with ``reply`` (raising it if it is an
         error) and any further one with the LLM."""
-        used = []
+        used: list[bool] = []
 
         def send(messages, max_new_tokens, temperature):
             if used:
@@ -270,7 +270,7 @@ class RecognitionFilter:
 
         return send
 
-    def _run(self, question: str, candidates: list[Triple], send=None) -> tuple[list[Triple], dict]:
+    def _run(self, question: str, candidates: Sequence[Sequence[str]], send=None) -> tuple[list[Triple], dict]:
         """One filter call; ``send`` answers the LLM request (None: ``llm.generate``)."""
         info = FilterInfo(reason="no_candidates", n_candidates=len(candidates))
         if not candidates:

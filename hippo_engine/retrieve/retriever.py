@@ -23,17 +23,18 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from hippo_engine.config import HippoConfig, RetrievalConfig
 from hippo_engine.datatypes import Triple
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
-from hippo_engine.retrieve import seeding
 from hippo_engine.retrieve.fact_search import FactRows
-from hippo_engine.retrieve.linking import Linking, Links, resolve_linking
+from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, resolve_linking
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and dense_column re-exported
+    Rows,
     dense_column,
     dense_first,
     dense_scores,
@@ -58,31 +59,12 @@ FilterMany = Callable[[list[str], list[list[Triple]]], list[list[Triple]]]
 class RawResult:
     """One query's ranking as passage store rows, plus what the graph search used."""
 
-    order: np.ndarray = None     # passage rows, best first (top k)
-    scores: np.ndarray = None
+    order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # passage rows, best first (top k)
+    scores: np.ndarray = field(default_factory=lambda: np.zeros(0))
     candidate_facts: list = field(default_factory=list)
     kept_facts: list = field(default_factory=list)
     seed_entities: list = field(default_factory=list)   # [(phrase, weight)]
     used_fallback: bool = False
-
-
-@dataclass
-class Block:
-    """One block of queries (``s:e`` of the call): their vectors, candidate facts and kept
-    masks (fact-scoring linkings), NER vectors, dense scores and seed-source scores."""
-
-    s: int
-    e: int
-    q_fact: np.ndarray
-    dense: np.ndarray
-    candidates: tuple[np.ndarray, np.ndarray] | None = None
-    kept: np.ndarray | None = None
-    ner_vectors: list | None = None
-    extra: list = field(default_factory=list)
-
-    @property
-    def size(self) -> int:
-        return self.e - self.s
 
 
 def retrieval_section(config: HippoConfig | RetrievalConfig) -> RetrievalConfig:
@@ -127,7 +109,11 @@ class Retriever(FactRows):
         self.passage_counts = (np.bincount(graph.src[ctx], minlength=graph.num_nodes)
                                + np.bincount(graph.dst[ctx], minlength=graph.num_nodes)).astype(np.float64)
         self.kernel = PPRKernel.from_graph(graph, config.ppr_dtype) if config.ppr_backend == "power" else None
-        self._igraph = None
+        self._igraph: Any = None
+        #: what the linking strategy reads of this version (see :class:`.linking.LinkGraph`)
+        self.link_graph = LinkGraph(graph, self.entity_search, self.fact_links, self.passage_nodes,
+                                    self.passage_counts, config.linking_top_k, self._passage_weight(),
+                                    self.seed_sources)
 
     def _passage_nodes(self, ids: np.ndarray) -> np.ndarray:
         g = self.graph
@@ -181,39 +167,30 @@ class Retriever(FactRows):
         order = top_k(scores, k)
         return order, min_max(scores)[order]
 
-    # --- linking ---------------------------------------------------------------------------
+    # --- linking and seeding (see :class:`.linking.LinkGraph`) --------------------------------
     def link_entities(self, vectors: np.ndarray, per_vector: int) -> list[tuple[int, float]]:
         """Each vector linked to its ``per_vector`` nearest entity nodes by cosine."""
-        if len(self.entity_search) == 0 or vectors is None or len(vectors) == 0:
-            return []
-        linked = []
-        for nodes, sims in self.entity_search.nearest_nodes(vectors, per_vector, self.graph):
-            for n, w in zip(nodes.tolist(), np.asarray(sims).tolist(), strict=True):
-                if n >= 0:
-                    linked.append((int(n), float(max(w, 0.0))))
-        return linked
+        return self.link_graph.link_entities(vectors, per_vector)
 
-    # --- graph search ------------------------------------------------------------------------
     def _passage_weight(self) -> float | None:
         return self.config.passage_node_weight if self.config.use_passage_nodes else None
 
     def reset_vector(self, linked: Sequence[tuple[int, float]], dense: np.ndarray
                      ) -> tuple[np.ndarray, list[tuple[int, float]]]:
         """One query's reset vector (entity seeds + passage seeds) and its seeds, best first."""
-        return seeding.reset_vector(linked, dense, self.passage_nodes, self.passage_counts, self.graph.num_nodes,
-                                    self.config.linking_top_k, self._passage_weight())
+        return self.link_graph.reset_vector(linked, dense)
 
     def reset_matrix(self, query: np.ndarray, nodes: np.ndarray, scores: np.ndarray, dense: np.ndarray,
-                     cols: Sequence[int]) -> tuple[np.ndarray, list[list[tuple[int, float]]]]:
+                     cols: Rows) -> tuple[np.ndarray, list[list[tuple[int, float]]]]:
         """Reset vectors of several queries at once, (n_nodes, len(cols)); see
         ``seeding.reset_matrix`` (seed sources are not applied here)."""
-        return seeding.reset_matrix(query, nodes, scores, dense, cols, self.passage_nodes, self.passage_counts,
-                                    self.graph.num_nodes, self.config.linking_top_k, self._passage_weight())
+        return self.link_graph.reset_matrix(query, nodes, scores, dense, cols)
 
+    # --- graph search ------------------------------------------------------------------------
     def run_ppr(self, resets: np.ndarray) -> np.ndarray:
         """PPR for reset columns (n_nodes, b); returns passage scores (n_passages, b) by store row."""
         cfg = self.config
-        if cfg.ppr_backend == "igraph":
+        if self.kernel is None:    # ppr_backend="igraph"
             if self._igraph is None:
                 self._igraph = self.graph.to_igraph()
             cols = [np.array(self._igraph.personalized_pagerank(
@@ -227,7 +204,7 @@ class Retriever(FactRows):
 
     # --- the whole query path ----------------------------------------------------------------
     def search(self, queries: Sequence[str], q_fact: np.ndarray, q_pass: np.ndarray, k: int,
-               filter_many: FilterMany | None = None, ner_vectors: Sequence[np.ndarray] | None = None
+               filter_many: FilterMany | None = None, ner_vectors: Sequence[np.ndarray | None] | None = None
                ) -> tuple[list[RawResult], dict]:
         """Rank passages for a batch of encoded queries (HippoRAG 2 retrieval).
 
@@ -305,14 +282,14 @@ class Retriever(FactRows):
         """Link, seed and walk one block; a query that reaches no entity gets the dense ranking."""
         t1 = time.perf_counter()
         s, dense = block.s, block.dense
-        links = self.linking.links(self, block)
+        links = self.linking.links(self.link_graph, block)
         has_link = links.linked(block.size)
         graph_cols = np.flatnonzero(has_link)
         for j in np.flatnonzero(~has_link).tolist():
             results[s + j].used_fallback = True
             results[s + j].order, results[s + j].scores = self.dense_rank(dense[:, j], k)
         if len(graph_cols):
-            R, seeds = self.linking.resets(self, links, block, graph_cols)
+            R, seeds = self.linking.resets(self.link_graph, links, block, graph_cols)
             if seeds is not None:
                 self._name_seeds(seeds, graph_cols, s, results)
         t2 = time.perf_counter()
@@ -325,13 +302,6 @@ class Retriever(FactRows):
                     order, probs[order, c], dense[:, j], self.config.dense_first, k)
         tim["ppr"] += time.perf_counter() - t2
 
-    def seeded_reset(self, links: Links, block: Block, cols: np.ndarray) -> tuple[np.ndarray, list]:
-        """The entity seeds of ``links`` (HippoRAG 2's rule), passage seeds and the seed sources'."""
-        R, seeds = self.reset_matrix(links.query, links.nodes, links.scores, block.dense, cols)
-        for src, scores in zip(self.seed_sources, block.extra, strict=True):
-            src.add_seeds(R, scores, cols)
-        return R, seeds
-
     def _name_seeds(self, seeds: list, cols: np.ndarray, s: int, results: list[RawResult]) -> None:
         """Each query's seed entities as (name, weight)."""
         ids = self.graph.node_ids
@@ -339,36 +309,6 @@ class Retriever(FactRows):
         name_of = dict(zip(keys, self.entity_texts(keys), strict=True))
         for c, j in enumerate(cols.tolist()):
             results[s + j].seed_entities = [(name_of[ids[n]], float(w)) for n, w in seeds[c]]
-
-    def ner_table(self, ner_vectors) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Seed table (query j, node, weight) of the block's query NER entities: each entity
-        vector linked to its nearest entity node (one scan of the entity store for the block)."""
-        vecs = [np.atleast_2d(v) for v in (ner_vectors or []) if v is not None and len(v)]
-        owner = [j for j, v in enumerate(ner_vectors or []) if v is not None and len(v) for _ in range(len(v))]
-        if not vecs or len(self.entity_search) == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-        found = self.entity_search.nearest_nodes(np.concatenate(vecs), 1, self.graph)
-        has = np.array([len(n) > 0 for n, _ in found], bool)
-        nodes = np.array([int(n[0]) if len(n) else -1 for n, _ in found], np.int64)
-        sims = np.array([float(w[0]) if len(w) else 0.0 for _, w in found])
-        ok = (nodes >= 0) & has
-        return seeding.ner_seed_table(np.asarray(owner, np.int64)[ok], nodes[ok], sims[ok], self.passage_counts)
-
-    def hybrid_reset(self, links: Links, block: Block, cols: np.ndarray) -> np.ndarray:
-        """``ner_fact`` linking: the facts' entity seeds (HippoRAG 2's rule, ``linking_top_k``
-        kept) and the NER entity seeds, the larger weight per entity; then passage seeds."""
-        dense = block.dense
-        fact_table = entity_seed_table(links.query, links.nodes, links.scores, self.passage_counts,
-                                       self.config.linking_top_k)
-        q, n, w = seeding.max_merge(fact_table, links.ner_table)
-        pos = np.full(dense.shape[1], -1, np.int64)
-        pos[cols] = np.arange(len(cols))
-        sel = pos[q] >= 0
-        q, n, w = pos[q[sel]], n[sel], w[sel]
-        order = np.lexsort((n, -w, q))    # per column, best first (ties: lower node)
-        R, _ = seeding.reset_matrix_from_seeds((q[order], n[order], w[order]), dense, cols, self.passage_nodes,
-                                               self.graph.num_nodes, self._passage_weight())
-        return R
 
 
 def encode_queries(encoder, queries: Sequence[str], config: HippoConfig | RetrievalConfig

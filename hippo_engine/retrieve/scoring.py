@@ -10,9 +10,14 @@ rounds differently depending on the batch shape).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from hippo_engine.system import parallel_map, usable_cpus
+
+#: row or column numbers: a list or an integer array
+Rows = Sequence[int] | np.ndarray
 
 #: Rows of a stored matrix scored per BLAS call (a float16 or memory-mapped store is converted
 #: to float32 one block at a time, so no full-size copy is made).

@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from hippo_engine.retrieve.scoring import min_max
+from hippo_engine.retrieve.scoring import Rows, min_max
 
 
 def entity_seeds(linked: Sequence[tuple[int, float]], passage_counts: np.ndarray, num_nodes: int,
@@ -104,7 +104,7 @@ def reset_vector(linked: Sequence[tuple[int, float]], dense: np.ndarray, passage
 
 
 def reset_matrix(query: np.ndarray, nodes: np.ndarray, scores: np.ndarray, dense: np.ndarray,
-                 cols: Sequence[int], passage_nodes: np.ndarray, passage_counts: np.ndarray, num_nodes: int,
+                 cols: Rows, passage_nodes: np.ndarray, passage_counts: np.ndarray, num_nodes: int,
                  keep: int, passage_weight: float | None) -> tuple[np.ndarray, list[list[tuple[int, float]]]]:
     """Reset vectors of several queries at once, (num_nodes, len(cols)).
 
@@ -122,7 +122,7 @@ def reset_matrix(query: np.ndarray, nodes: np.ndarray, scores: np.ndarray, dense
 
 
 def reset_matrix_from_seeds(table: tuple[np.ndarray, np.ndarray, np.ndarray], dense: np.ndarray,
-                            cols: Sequence[int], passage_nodes: np.ndarray, num_nodes: int,
+                            cols: Rows, passage_nodes: np.ndarray, num_nodes: int,
                             passage_weight: float | None) -> tuple[np.ndarray, list[list[tuple[int, float]]]]:
     """Reset vectors from a seed table (column c, node, weight; columns number ``cols``) plus
     passage seeds from ``dense``'s columns ``cols``. Returns the matrix and each column's seeds."""
@@ -150,6 +150,6 @@ class SeedSource(Protocol):
     def score(self, q_pass: np.ndarray) -> np.ndarray:
         """(n_items, n_queries) scores of the source's items for the queries."""
 
-    def add_seeds(self, resets: np.ndarray, scores: np.ndarray, cols: Sequence[int]) -> None:
+    def add_seeds(self, resets: np.ndarray, scores: np.ndarray, cols: Rows) -> None:
         """Add reset weights: ``resets[:, c]`` is the reset vector of query ``cols[c]``, whose
         item scores are ``scores[:, cols[c]]``."""

@@ -6,7 +6,8 @@ in the index's dicts. A lazy PostgreSQL reader (``index.lazy_reader``) holds onl
 vectors and the fact ids: facts and entities are searched in the database
 (:class:`~.fact_search.StoreSearch`), facts fetched a batch at a time, and names and passage
 texts of rows another process deleted since the view was made are left out (an entity then
-shows its id). :func:`reader_views` is the one place that tells the two apart.
+shows its id). :func:`reader_views` is the one place that tells the two apart. The passage
+rows a search ranked become ``QuerySolution``s through :class:`~.passages.PassageTexts`.
 """
 from __future__ import annotations
 
@@ -15,31 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hippo_engine.datatypes import QuerySolution
 from hippo_engine.retrieve.fact_search import FactLookup, MatrixSearch, StoreSearch
-
-
-@dataclass
-class PassageTexts:
-    """Passage rows -> a ``QuerySolution``: ids and texts of the ranked rows (rows whose passage
-    is gone since the view was made are dropped with their scores when ``drop_missing``)."""
-
-    store: object
-    drop_missing: bool = False
-
-    def solution(self, question: str, order, scores, res=None) -> QuerySolution:
-        st = self.store
-        pids = [str(st.ids[i]) for i in order]
-        if self.drop_missing:
-            found = st.texts_found(pids)
-            keep = [j for j, p in enumerate(pids) if p in found]
-            pids, scores = [pids[j] for j in keep], np.asarray(scores)[keep]
-            texts = [found[p] for p in pids]
-        else:
-            texts = st.texts(pids)
-        sol = QuerySolution.from_ranking(question, texts, scores, res)
-        sol.passage_ids = pids
-        return sol
+from hippo_engine.retrieve.passages import PassageTexts
 
 
 @dataclass

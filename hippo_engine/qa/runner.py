@@ -1,0 +1,126 @@
+"""What the facade's query calls do, behind ``HippoRAG.retrieve``/``retrieve_context``/``qa``/``rag_qa``:
+:class:`QueryRunner`.
+
+A call's options are a :class:`~hippo_engine.config.QueryParam` (:func:`with_options`). The runner
+checks the queries, runs the mode's search object (:class:`~hippo_engine.retrieve.searches.Searches`),
+attaches document ids to the solutions, scores them against gold passages (Recall@k) and answers,
+and reads them with the reader LLM (:func:`~.reader.answer_questions`), or, in a hi_* mode, each
+query's assembled context (:meth:`~hippo_engine.hirag.component.HiRAG.answer`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from hippo_engine.config import QueryParam
+from hippo_engine.datatypes import HiContext, QuerySolution
+from hippo_engine.index.documents import attach_ids
+from hippo_engine.inputs import check_queries
+from hippo_engine.progress import announce, plural
+from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
+from hippo_engine.qa.reader import ReaderSettings, answer_questions
+
+if TYPE_CHECKING:
+    from hippo_engine.hirag.component import HiRAG
+    from hippo_engine.index.state import IndexState
+    from hippo_engine.llm.base import LLMClient
+    from hippo_engine.retrieve.searches import Searches
+
+GoldDocs = Sequence[Sequence[str]]
+GoldAnswers = Sequence[str | Sequence[str]]
+Solutions = list[QuerySolution]
+WithRecall = tuple[Solutions, dict[str, float]]
+QAResult = tuple[Solutions, list[str], list[dict]]
+QAEvalResult = tuple[Solutions, list[str], list[dict], dict, dict]
+
+
+def with_options(param: QueryParam | None, **given: Any) -> QueryParam:
+    """``param`` (default ``QueryParam()``) with the keyword options that were given (not None)."""
+    param = param or QueryParam()
+    changes = {k: v for k, v in given.items() if v is not None}
+    return dataclasses.replace(param, **changes) if changes else param
+
+
+def _all_solutions(queries: Sequence) -> bool:
+    return bool(queries) and all(isinstance(q, QuerySolution) for q in queries)
+
+
+class QueryRunner:
+    """The query calls over one index: ``searches`` (the mode table), ``index`` (the ``IndexState``:
+    emptiness, document ids), ``hirag`` (reads the hi_* contexts), ``llm`` (provider of the
+    reader LLM, named ``llm_name``), the ``reader`` settings and ``retrieval_top_k`` (the Recall@k
+    cut-offs reported)."""
+
+    def __init__(self, searches: Searches, index: IndexState, hirag: HiRAG, llm: Callable[[], LLMClient],
+                 reader: ReaderSettings, *, retrieval_top_k: int, llm_name: str = ""):
+        self.searches, self.index, self.hirag = searches, index, hirag
+        self._llm, self.reader, self.retrieval_top_k, self.llm_name = llm, reader, retrieval_top_k, llm_name
+
+    def check_queries(self, queries: Sequence[str], what: str) -> list[str]:
+        """The queries as a list (``TypeError``/``ValueError`` for bad ones; ``RuntimeError`` on an empty index)."""
+        queries = check_queries(queries, what)
+        if len(self.index) == 0:
+            raise RuntimeError(f"{what}(): the index in {self.index.save_dir} is empty; call index(docs) first")
+        return list(queries)
+
+    def _with_gold(self, solutions: Solutions, gold_docs: Sequence[Sequence[str]] | None, what: str):
+        if gold_docs is None:
+            return solutions
+        return solutions, retrieval_metrics(solutions, gold_docs, what, self.retrieval_top_k)
+
+    def retrieve(self, queries: Sequence[str], param: QueryParam, gold_docs: Sequence[Sequence[str]] | None = None):
+        """A ``QuerySolution`` per query in ``param.mode`` with its document ids, or
+        ``(solutions, Recall@k)`` when ``gold_docs`` is given."""
+        queries = self.check_queries(queries, "retrieve")
+        solutions = self.searches.search(param.mode).retrieve(queries, param)
+        attach_ids(solutions, self.index)
+        return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
+                               f"retrieve[{param.mode}]")
+
+    def contexts(self, queries: Sequence[Any], param: QueryParam, what: str = "retrieve_context") -> list[HiContext]:
+        """Each query's assembled context in ``param.mode``; already-ranked solutions are wrapped
+        (hipporag2, naive) or asked again by their question (hi_* modes rank in their own way)."""
+        search = self.searches.search(param.mode)
+        given = _all_solutions(queries)
+        if given and not search.reads_context:
+            return search.wrap(queries)
+        if given:   # hi_* modes retrieve in their own way
+            queries = [q.question for q in queries]
+        return search.contexts(self.check_queries(queries, what), param)
+
+    def qa(self, solutions: Sequence[QuerySolution], template=None, param: QueryParam | None = None) -> QAResult:
+        """Answer ranked solutions with the reader over each one's top ``qa_top_k`` passages."""
+        cfg = self.reader
+        k = (param.qa_top_k if param is not None else None) or cfg.qa_top_k
+        announce(f"reader: {plural(len(solutions), 'LLM call')} ({self.llm_name!r}, top {k} passages each)")
+        responses, metadata = answer_questions(self._llm(), solutions, k, show_progress=cfg.show_progress,
+                                               template=template, max_new_tokens=cfg.max_new_tokens,
+                                               temperature=cfg.temperature)
+        return list(solutions), responses, metadata
+
+    def rag_qa(self, queries: Sequence[Any], gold_docs=None, gold_answers=None,
+               template=None, dense: bool = False, param: QueryParam | None = None):
+        """Retrieve (unless given solutions), read and score; see ``HippoRAG.rag_qa``."""
+        param = with_options(param)
+        if dense and param.mode == "hipporag2":
+            param = dataclasses.replace(param, mode="naive")
+        retrieval: dict = {}
+        if self.searches.search(param.mode).reads_context:
+            solutions, responses, metadata = self.hirag.answer(self.contexts(queries, param, "rag_qa"), template)
+            attach_ids(solutions, self.index)
+            if gold_docs is not None:
+                retrieval = retrieval_metrics(solutions, gold_docs, f"rag_qa[{param.mode}]", self.retrieval_top_k)
+        else:
+            if _all_solutions(queries):
+                solutions = list(queries)
+                if gold_docs is not None:
+                    retrieval = retrieval_metrics(solutions, gold_docs, "rag_qa")
+            else:
+                out = self.retrieve(queries, param, gold_docs)
+                solutions, retrieval = out if gold_docs is not None else (out, {})
+            solutions, responses, metadata = self.qa(solutions, template, param)
+        if gold_docs is None and gold_answers is None:
+            return solutions, responses, metadata
+        return solutions, responses, metadata, retrieval, answer_metrics(solutions, gold_answers, "rag_qa")
+
