@@ -24,6 +24,10 @@ logger = logging.getLogger(__name__)
 READER_KEEP = {"passage": "ids+matrix", "fact": "ids", "entity": "count"}
 
 
+#: what a loaded cache holds: facts per passage, hyperedges per passage, synonymy lists, passage ids
+_Held = tuple[dict[str, list[Triple]], dict[str, list[Hyperedge]], dict[str, dict[str, float]], list[str]]
+
+
 def stored_version(db: IndexStore) -> str:
     """The index version the store holds now (``"0"`` for a new index)."""
     return db.get_meta("version") or "0"
@@ -72,23 +76,28 @@ class ContentCache:
                         self._loaded_version(), stored_version(self.db))
             self._reload()
 
+    def _held(self) -> _Held:
+        """What :meth:`load` holds, read on first use."""
+        self.load()
+        triples, hyper, syn, pids = self._passage_triples, self._passage_hyperedges, self._synonymy, self.pids
+        if triples is None or hyper is None or syn is None or pids is None:  # pragma: no cover - load reads all
+            raise RuntimeError(f"the content of index {self.db.location} could not be read")
+        return triples, hyper, syn, pids
+
     @property
     def passage_triples(self) -> dict[str, list[Triple]]:
         """passage id -> its normalised triples (read on first use)."""
-        self.load()
-        return self._passage_triples
+        return self._held()[0]
 
     @property
     def passage_hyperedges(self) -> dict[str, list[Hyperedge]]:
         """passage id -> its hyperedges (read on first use)."""
-        self.load()
-        return self._passage_hyperedges
+        return self._held()[1]
 
     @property
     def synonymy(self) -> dict[str, dict[str, float]]:
         """entity id -> {neighbour entity id: cosine} (read on first use)."""
-        self.load()
-        return self._synonymy
+        return self._held()[2]
 
     @property
     def loaded(self) -> bool:
@@ -97,8 +106,7 @@ class ContentCache:
 
     def passage_ids(self) -> list[str]:
         """The passage ids of the loaded version."""
-        self.load()
-        return list(self.pids)
+        return list(self._held()[3])
 
     @property
     def fact_triples(self) -> dict[str, Triple]:
@@ -118,9 +126,10 @@ class ContentCache:
     def note_removed(self, gone: Sequence[str], dead_facts: Sequence[str]) -> None:
         """Drop the removed passages and facts from what is held in memory."""
         gone_set = set(gone)
-        self._passage_triples = {p: t for p, t in self.passage_triples.items() if p not in gone_set}
-        self._passage_hyperedges = {p: h for p, h in self.passage_hyperedges.items() if p not in gone_set}
-        self.pids = [p for p in self.pids if p not in gone_set]
+        triples, hyper, _, pids = self._held()
+        self._passage_triples = {p: t for p, t in triples.items() if p not in gone_set}
+        self._passage_hyperedges = {p: h for p, h in hyper.items() if p not in gone_set}
+        self.pids = [p for p in pids if p not in gone_set]
         for cache in (self._fact_triples, self._fact_hyperedges):
             if cache is not None:
                 for f in dead_facts:
@@ -130,12 +139,13 @@ class ContentCache:
                    hyper: Mapping[str, list[Hyperedge]]) -> None:
         """Take the new passages' facts into what is held in memory."""
         if self.loaded:    # (read before the change, or inside it: then it holds them already)
+            triples, held_hyper, _, pids = self._held()
             for p in new_ids:
                 if norm[p]:
-                    self._passage_triples[p] = norm[p]
+                    triples[p] = norm[p]
                 if hyper[p]:
-                    self._passage_hyperedges[p] = hyper[p]
-            self.pids = sorted(set(self.pids).union(new_ids))
+                    held_hyper[p] = hyper[p]
+            self.pids = sorted(set(pids).union(new_ids))
         if self._fact_triples is not None:
             for p in new_ids:
                 for t in norm[p]:

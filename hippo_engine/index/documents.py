@@ -168,8 +168,8 @@ class DocumentTable:
             if same:
                 ids.extend(same)
                 continue
-            bare = [p for p in pids if self.db.has_passage(p)]
-            bare = set(bare) - set(self.db.passage_documents(bare))
+            present = [p for p in pids if self.db.has_passage(p)]
+            bare = set(present) - set(self.db.passage_documents(present))
             if bare:
                 loose.update(bare)
             else:
@@ -283,10 +283,12 @@ def delete_documents(state, batch: DocumentBatch | None, ids: Sequence[str] | No
     if ids is not None:
         report = IndexWriter(state).delete(check_document_ids(ids, None, "delete"))
         missing, n = report["documents"]["unknown"], len(ids)
-    else:
+    elif batch is not None:
         texts = list(batch.documents.items())
         report = IndexWriter(state).delete(texts=texts)
         missing, n = report["documents"]["unknown_docs"], len(texts)
+    else:
+        raise ValueError("delete(): give the documents (texts) or their ids")
     if missing:
         logger.warning("delete(): %d of %d document(s) were not in the index: %s", len(missing), n,
                        preview(missing))

@@ -163,7 +163,10 @@ def _triple_nodes(pids: Sequence[str], passage_triples: Mapping[str, Sequence[tu
             if o not in phrase_id:
                 phrase_id[o] = entity_id(o)
     phrase_node = node_of_entity(phrase_id)
-    subj, obj, owner, fw = [], [], [], []
+    subj: list[int] = []
+    obj: list[int] = []
+    owner: list[int] = []
+    fw: list[float] = []
     for i, pid in enumerate(pids):
         ts = passage_triples.get(pid, ())
         if ts:
@@ -172,7 +175,8 @@ def _triple_nodes(pids: Sequence[str], passage_triples: Mapping[str, Sequence[tu
             owner.extend([i] * len(ts))
             ws = (triple_weights or {}).get(pid)
             fw.extend(ws if ws is not None else [FACT_WEIGHT] * len(ts))
-    return (*(np.array(x, dtype=np.int64) for x in (subj, obj, owner)), np.array(fw, dtype=np.float64))
+    return (np.array(subj, dtype=np.int64), np.array(obj, dtype=np.int64), np.array(owner, dtype=np.int64),
+            np.array(fw, dtype=np.float64))
 
 
 def _base_contributions(subj: np.ndarray, obj: np.ndarray, pnode: np.ndarray, n: int, fw: np.ndarray

@@ -31,7 +31,7 @@ def save_graph(g: GraphData, path: Path, version: str, digest: str | None = None
     if g.parts is not None:
         arrays.update(base=g.parts.base, syn_lo=g.parts.syn_lo, syn_hi=g.parts.syn_hi,
                       syn_dirs=g.parts.syn_dirs)
-    atomic_write(path, lambda f: np.savez(f, **arrays))
+    atomic_write(path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]  # every value is an array
 
 
 def _id_array(ids) -> np.ndarray:
@@ -65,13 +65,13 @@ def load_graph(path: Path, version: str, digest: str | None = None, parts: bool 
                 logger.info("graph file %s is of index version %s, not %s: rebuilding it", path, found, version)
                 return None
             if digest is not None:
-                found = str(z["content_digest"]) if "content_digest" in z.files else None
-                if found is None:
+                stored = str(z["content_digest"]) if "content_digest" in z.files else None
+                if stored is None:
                     logger.info("graph file %s carries no content checksum (older format): rebuilding it", path)
                     return None
-                if found != digest:
+                if stored != digest:
                     logger.warning("graph file %s was built from other content than the index holds (checksum "
-                                   "%s, index %s; copied from another index?): rebuilding it", path, found, digest)
+                                   "%s, index %s; copied from another index?): rebuilding it", path, stored, digest)
                     return None
             edge_parts = None
             if parts and "base" in z.files:

@@ -109,9 +109,12 @@ class GraphKeeper:
         with self.lock.held_if_free() as held:   # re-entrant: a writer holds it already
             if not held or stored_version(self.db) != self._labels()[0]:
                 return
+            graph = self._graph
+            if graph is None:   # nothing built in this process: nothing to save
+                return
             try:
                 self._keep_digest()
-                self._graph.save(self.path, *self._labels())
+                graph.save(self.path, *self._labels())
             except (OSError, sqlite3.Error) as e:  # derived data: losing the file costs a rebuild only
                 logger.warning("could not save %s: %s", self.path, e)
                 return

@@ -270,7 +270,7 @@ def _top_level_starts(text: str, limit: int = MAX_STARTS) -> list[int]:
 def _values_from(body: str, pos: int, *, stop: str = "") -> tuple[list, int]:
     """Successive complete JSON values from ``pos`` (separated by space or commas) up to
     ``stop``, the end, or the first one that does not decode; and where that was."""
-    out = []
+    out: list = []
     while True:
         while pos < len(body) and (body[pos].isspace() or body[pos] == ","):
             pos += 1

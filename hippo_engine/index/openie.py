@@ -188,7 +188,7 @@ class OpenIE:
         usage: dict[str, dict] = {}
         for i, r in zip(ids, ner_out, strict=True):
             got = self._read(i, r, read_ner, "NER", failed)
-            if got is not None:
+            if got is not None and isinstance(r, LLMResponse):   # read: a reply, not an error
                 entities[i], usage[i] = got, _usage(r)
         todo = [i for i in ids if i in entities]
         tri_out = self.llm.generate_many(
@@ -197,7 +197,7 @@ class OpenIE:
         results: dict[str, OpenIEResult] = {}
         for i, r in zip(todo, tri_out, strict=True):
             triples = self._read(i, r, read_triples, "triples", failed)
-            if triples is None:
+            if triples is None or not isinstance(r, LLMResponse):
                 continue
             u = _usage(r)
             total = {k: usage[i].get(k, 0) + u.get(k, 0) for k in u}

@@ -60,7 +60,7 @@ class IndexState:
         self._encoder: Encoder | None = None
         self.db: IndexStore = open_index_store(self.save_dir, config)
         self.lock = WriterLock(self.save_dir, config.write_lock_timeout,
-                               on_acquire=lambda: remove_orphan_temps(self.save_dir))
+                               on_acquire=self._remove_orphan_temps)
         self._check_meta(embedding_model_name)
         self.embedding_model_name = embedding_model_name
         self._stores: dict[str, EmbeddingStore] | None = None
@@ -81,6 +81,10 @@ class IndexState:
             block_size=config.synonymy_block_size, min_alnum_chars=config.synonymy_min_alnum_chars)
         self.documents = DocumentTable(self.db)
         self._reload()
+
+    def _remove_orphan_temps(self) -> None:
+        """Writer-lock hook: remove temporary files a killed writer left in the folder."""
+        remove_orphan_temps(self.save_dir)
 
     def _check_meta(self, embedding_model_name: str) -> None:
         """Refuse a config that disagrees with what the index was built with."""

@@ -60,10 +60,11 @@ class SynonymyKeeper:
         threshold = self.threshold
         pairs = None
         if not ents.holds_vectors:     # a writer whose vectors stay in the database: stream them
-            def pairs(rows):
+            def streamed(rows):
                 return streamed_pairs(rows, ents.vectors_of(list(ents.ids[rows])), ents.blocks(), threshold)
+            pairs = streamed
         lists = self._lists()
-        changed = update_synonymy(lists, ents.ids, None if pairs else ents.matrix, eligible, added,
+        changed = update_synonymy(lists, ents.ids, None if pairs is not None else ents.matrix, eligible, added,
                                   removed, threshold=threshold, max_neighbors=self.max_neighbors,
                                   block_size=self.block_size, pairs=pairs)
         self.db.replace_synonymy_lists({k: (v or {}) for k, v in changed.items()})

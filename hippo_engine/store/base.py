@@ -168,7 +168,7 @@ class IndexStore(ABC):
             for t in ts:
                 fid = triple_id(t)
                 if fid in want:
-                    out.setdefault(fid, tuple(t))
+                    out.setdefault(fid, (t[0], t[1], t[2]))
         for hs in self.load_passage_hyperedges().values():
             for h in hs:
                 fid = hyperedge_id(h)

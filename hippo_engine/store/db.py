@@ -211,7 +211,7 @@ class IndexDB(IndexStore):
             out.setdefault(s, {})[d] = w
         return out
 
-    def replace_synonymy_lists(self, lists: dict[str, dict[str, float]]) -> None:
+    def replace_synonymy_lists(self, lists: Mapping[str, Mapping[str, float]]) -> None:
         """Overwrite the neighbour lists of the given sources (an empty dict clears one)."""
         self.conn.executemany("DELETE FROM synonymy WHERE src=?", [(s,) for s in lists])
         self.conn.executemany("INSERT INTO synonymy VALUES (?, ?, ?)",

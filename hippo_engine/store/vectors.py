@@ -192,7 +192,7 @@ class SQLiteEmbeddingStore(MirroredStore):
         count = conn.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0]
         ids: list[str] = []
         texts: dict[str, str] = {}
-        self._mat = None  # drop the old matrix before building the new one
+        self._mat = None  # type: ignore[assignment]  # drop the old matrix before building the new one
         if self.mmap and count:
             for key, content in conn.execute(f"SELECT id, content FROM {self.table} ORDER BY id"):
                 ids.append(key)
@@ -215,12 +215,19 @@ class SQLiteEmbeddingStore(MirroredStore):
     # ------------------------------------------------------------------ memory mapping
     def sidecar_path(self, gen: int | None = None) -> Path:
         gen = self._gen() if gen is None else gen
-        return self.mmap_dir / f"{self.namespace}.{gen}.{self.vector_dtype.name}.npy"
+        return self._mapped_dir() / f"{self.namespace}.{gen}.{self.vector_dtype.name}.npy"
 
     def _sidecars(self) -> list[Path]:
-        if not self.mmap_dir.is_dir():
+        folder = self.mmap_dir
+        if folder is None or not folder.is_dir():
             return []
-        return [p for p in self.mmap_dir.iterdir() if p.name.startswith(f"{self.namespace}.")]
+        return [p for p in folder.iterdir() if p.name.startswith(f"{self.namespace}.")]
+
+    def _mapped_dir(self) -> Path:
+        """The folder of the memory-mapped vector files (set by ``__init__``)."""
+        if self.mmap_dir is None:
+            raise StoreError(f"the {self.namespace} store has no folder for memory-mapped vectors")
+        return self.mmap_dir
 
     def _map(self, count: int) -> np.ndarray:
         """Map the sidecar of the committed generation, (re)building it from SQLite if needed."""

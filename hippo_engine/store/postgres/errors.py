@@ -129,7 +129,7 @@ def _guard(fn: Callable) -> Callable:
         if hasattr(out, "__exit__") and not hasattr(out, "execute"):
             return _GuardedContext(out, self)
         return out
-    wrapper.__guarded__ = True
+    wrapper.__guarded__ = True  # type: ignore[attr-defined]  # a marker on the function object
     return wrapper
 
 

@@ -8,15 +8,18 @@ instead it takes the writer's file from table ``graph_file`` when the copy is la
 """
 from __future__ import annotations
 
+from hippo_engine.store.base import IndexStore
 from hippo_engine.system import atomic_write
 
 
-class GraphFileCopy:
+class GraphFileCopy(IndexStore):
     """Put and fetch the graph file's copy (needs ``transaction``, ``snapshot``, ``get_meta``,
     ``set_meta`` and ``q``, the quoted schema, of the store it is mixed into)."""
 
     #: bytes per row of the graph file's copy (bytea values stay far below their 1 GB limit)
     GRAPH_PART_BYTES = 32 << 20
+
+    q: str   # the quoted schema, set by the store this is mixed into
 
     def put_graph_file(self, path, version: str, digest: str) -> bool:
         """Replace the database's copy of the graph file with ``path``, labelled ``version`` and

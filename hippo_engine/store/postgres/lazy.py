@@ -53,7 +53,7 @@ class LazyPostgresStore(PostgresEmbeddingStore):
 
     def reload(self) -> None:
         """Read what the view keeps, in one snapshot."""
-        self._mat = None
+        self._mat = None  # type: ignore[assignment]  # dropped before the new one is read
         self._ids = np.zeros(0, object if self.keep == "ids+matrix" else "S1")
         self._mat = np.zeros((0, self.dim), self.vector_dtype)
         with self.db.snapshot() as c:
@@ -195,9 +195,9 @@ class LazyPostgresStore(PostgresEmbeddingStore):
                     ids[j] = [best[0][i] for i in order]
                     scores[j, :len(order)] = s[order]
                     lows[j] = s.min()
-                low = self._candidates(-qv, ef) if lowest else ([], None)
-                if low[0]:
-                    lows[j] = min(lows[j], float(np.einsum("ij,j->i", low[1], q64[j]).min()))
+                low_ids, low_vecs = self._candidates(-qv, ef) if lowest else ([], None)
+                if low_ids and low_vecs is not None:
+                    lows[j] = min(lows[j], float(np.einsum("ij,j->i", low_vecs, q64[j]).min()))
         return ids, scores, lows
 
     def _candidates(self, qv: np.ndarray, n: int) -> tuple[list[str], np.ndarray]:

@@ -128,10 +128,11 @@ class EmbeddedPostgres:
             raise ServerError(f"the folder {str(self.data_dir)!r} cannot hold an embedded PostgreSQL server: "
                               f"{problem}; choose another save_dir")
         self.settings = dict(settings or {})
-        self.port = parse_port(self.settings.get("port", DEFAULT_PORT))
-        if self.port is None:
+        port = parse_port(self.settings.get("port", DEFAULT_PORT))
+        if port is None:
             raise ServerError(f"port {self.settings['port']!r}: the embedded server's socket needs a port number "
                               "from 1 to 65535")
+        self.port: int = port
         self.timeout = float(timeout)
         self.started = False            # True while a server this object started may be running
         self.socket_dir: Path | None = None
@@ -260,12 +261,13 @@ class EmbeddedPostgres:
                               timeout=timeout or self.timeout + 10, check=False, **self._as_user())
 
     def _chown(self, path: Path) -> None:
-        if self._uid is not None:
+        if self._uid is not None and self._gid is not None:
             os.chown(path, self._uid, self._gid)
 
     def _check_traversable(self) -> None:
         """The server's user must be able to enter every existing folder above the data directory."""
-        found = untraversable(self.data_dir, self._uid, self._gid) if self._uid is not None else None
+        found = (untraversable(self.data_dir, self._uid, self._gid)
+                 if self._uid is not None and self._gid is not None else None)
         if found is not None:
             raise ServerError(
                 f"the PostgreSQL server of {self.data_dir} runs as user {self.os_user!r} (PostgreSQL refuses "
@@ -344,7 +346,7 @@ class EmbeddedPostgres:
         appended to ``server.log``; returns the process and where its log starts."""
         log = os.open(self.data_dir / "server.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            if self._uid is not None:
+            if self._uid is not None and self._gid is not None:
                 os.fchown(log, self._uid, self._gid)
             offset = os.fstat(log).st_size
             proc = subprocess.Popen([str(bins / "postgres"), "-D", str(self.data_dir)], stdin=subprocess.DEVNULL,

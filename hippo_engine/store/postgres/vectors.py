@@ -97,7 +97,7 @@ class PostgresEmbeddingStore(MirroredStore):
     # ------------------------------------------------------------------ loading
     def reload(self) -> None:
         """Re-read the table (after a rolled-back transaction, for instance), in one snapshot."""
-        self._mat = None
+        self._mat = None  # type: ignore[assignment]  # dropped before the new matrix is read
         with self.db.snapshot() as c:
             rows = c.execute(f"SELECT id, content FROM {self.table} ORDER BY id").fetchall()
             mat = np.empty((len(rows), self.dim), np.float32)

@@ -31,7 +31,7 @@ class PostgresWriteStore(PostgresEmbeddingStore):
 
     def reload(self) -> None:
         """Re-read the ids (after a rolled-back transaction, for instance)."""
-        self._mat, self._texts, self._row = None, None, None
+        self._mat, self._texts, self._row = None, None, None  # type: ignore[assignment]  # nothing held
         with self.db.snapshot():
             self._ids = np.array([k for k, in self._fetch(f"SELECT id FROM {self.table} ORDER BY id")], dtype=object)
 
@@ -92,8 +92,9 @@ class PostgresWriteStore(PostgresEmbeddingStore):
             out[i] = got[k].to_numpy()
         return out
 
-    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
-        """Every vector in id order (the order of ``ids``) as ``(first row, float32 block)``."""
+    def blocks(self, size: int = 65536) -> Iterator[tuple[int, np.ndarray]]:
+        """Every vector in id order (the order of ``ids``) as ``(first row, float32 block)``; the
+        blocks are the database reader's (``size`` is the in-memory stores' and is not used)."""
         start = 0
         for block in self._vector_blocks(f"SELECT vec FROM {self.table} ORDER BY id"):
             yield start, block
