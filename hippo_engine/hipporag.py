@@ -34,7 +34,8 @@ from hippo_engine.models.providers import Forwarded, Models
 from hippo_engine.qa import runner
 from hippo_engine.qa.reader import ReaderSettings
 from hippo_engine.qa.runner import QueryRunner, with_options
-from hippo_engine.retrieve.retriever import Retriever, encode_queries
+from hippo_engine.retrieve.encoding import encode_queries
+from hippo_engine.retrieve.retriever import Retriever
 from hippo_engine.retrieve.searches import Searches
 from hippo_engine.store.registry import get_backend
 
@@ -49,8 +50,7 @@ class HippoRAG:
     ``HippoConfig`` field names: ``HippoRAG(dir, use_filter=False, damping=0.5)``.
     ``storage="postgres"`` keeps the index in PostgreSQL + pgvector (an embedded server under
     ``save_dir``, started or joined here; the last user, in any process, stops it on ``close()``;
-    ``dsn="postgresql://..."`` for a server
-    of yours); the default is an SQLite file in ``save_dir``.
+    ``dsn="postgresql://..."`` for a server of yours); the default is an SQLite file in ``save_dir``.
 
     Models are loaded lazily, on first use: opening an index to read statistics costs nothing.
     Components: ``index_state`` (the ``IndexState``), ``hirag`` (the ``HiRAG`` component), ``searches``
@@ -62,8 +62,8 @@ class HippoRAG:
                  embedding_model_name: str | None = None, config: HippoConfig | None = None,
                  *, llm: LLMClient | None = None, encoder: Encoder | None = None, storage: str | None = None,
                  dsn: str | None = None, **overrides):
-        self.save_dir, config = open_save_dir(save_dir, config, storage, dsn, overrides)
-        self._config = config
+        self.save_dir, self._config = open_save_dir(save_dir, config, storage, dsn, overrides)
+        config = self._config
         self.models = Models(config, self.save_dir, llm_model_name, embedding_model_name, llm, encoder)
         self.llm_model_name, self.embedding_model_name = self.models.llm_name, self.models.embedding_name
         self.index_state = IndexState(self.save_dir, config, lambda: self.encoder, self.embedding_model_name)

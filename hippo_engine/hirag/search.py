@@ -11,7 +11,7 @@ from collections.abc import Callable
 from hippo_engine.config import QueryParam, RetrievalConfig
 from hippo_engine.datatypes import HiContext, QuerySolution
 from hippo_engine.hirag.modes import MODE_SPECS, solution_from_context
-from hippo_engine.retrieve.retriever import encode_queries
+from hippo_engine.retrieve.encoding import encode_queries
 from hippo_engine.retrieve.search import ContextBuilder, QuerySearch
 
 

@@ -1,2 +1,2 @@
-"""Question answering: the reader and its prompt (``reader``), scoring against gold labels
-(``evaluate``)."""
+"""Question answering: the query calls behind the facade (``runner``: ``QueryRunner``), the reader
+and its prompt (``reader``), scoring against gold labels (``evaluate``)."""

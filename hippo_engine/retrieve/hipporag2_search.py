@@ -1,6 +1,6 @@
 """``hipporag2``: HippoRAG 2 retrieval as a search object (see :mod:`.search`).
 
-Per call: encode the queries (:func:`.retriever.encode_queries`), compute the query NER vectors
+Per call: encode the queries (:func:`.encoding.encode_queries`), compute the query NER vectors
 when the linking strategy needs them, wrap the recognition filter when it is on and the linking
 scores facts, rank with the ``Retriever`` (:meth:`.Retriever.search`), and turn its rows into
 ``QuerySolution``s (:class:`.passages.PassageTexts`), with the errors of failed LLM calls.
@@ -17,9 +17,10 @@ from hippo_engine.datatypes import QuerySolution
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.progress import announce, plural
+from hippo_engine.retrieve.encoding import encode_queries
 from hippo_engine.retrieve.linking import Linking
 from hippo_engine.retrieve.query_ner import QueryNER
-from hippo_engine.retrieve.retriever import FilterMany, Retriever, encode_queries
+from hippo_engine.retrieve.retriever import FilterMany, Retriever
 from hippo_engine.retrieve.search import ContextBuilder, QuerySearch
 
 if TYPE_CHECKING:

@@ -30,6 +30,7 @@ import numpy as np
 from hippo_engine.config import HippoConfig, RetrievalConfig
 from hippo_engine.datatypes import Triple
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
+from hippo_engine.retrieve.encoding import encode_queries  # noqa: F401 - re-exported (its old import path)
 from hippo_engine.retrieve.fact_search import FactRows
 from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, resolve_linking
 from hippo_engine.retrieve.ppr import PPRKernel
@@ -309,13 +310,3 @@ class Retriever(FactRows):
         name_of = dict(zip(keys, self.entity_texts(keys), strict=True))
         for c, j in enumerate(cols.tolist()):
             results[s + j].seed_entities = [(name_of[ids[n]], float(w)) for n, w in seeds[c]]
-
-
-def encode_queries(encoder, queries: Sequence[str], config: HippoConfig | RetrievalConfig
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """(fact-matching, passage-matching) query vectors, with the configured query instructions
-    (one encoding when both instructions are the same)."""
-    q_fact = encoder.encode(queries, instruction=config.query_instruction_fact)
-    if config.query_instruction_passage == config.query_instruction_fact:
-        return q_fact, q_fact
-    return q_fact, encoder.encode(queries, instruction=config.query_instruction_passage)

@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 
 from hippo_engine.config import QueryParam, RetrievalConfig
 from hippo_engine.datatypes import HiContext, QuerySolution
-from hippo_engine.retrieve.retriever import Retriever, encode_queries
+from hippo_engine.retrieve.encoding import encode_queries
+from hippo_engine.retrieve.retriever import Retriever
 
 #: ``build(solutions, mode) -> contexts``: a context per ranked solution
 ContextBuilder = Callable[[Sequence[QuerySolution], str], list[HiContext]]
