@@ -77,7 +77,7 @@ class HippoRAG:
         """(Re)build the components that hold the configuration: HiRAG, the query side (the mode
         table of search objects, see :mod:`.retrieve.searches`) and the query calls (:mod:`.qa.runner`)."""
         cfg, reader = self._config, ReaderSettings.of(self._config)
-        encoder, llm = (lambda: self.models.encoder), (lambda: self.models.llm)
+        encoder, llm = self.models.encoder, self.models.llm
         self.hirag = HiRAG(self.index_state, cfg.hirag, reader, encoder=encoder, llm=llm)
         self.searches = Searches(cfg, self.index_state, self.hirag, encoder, llm, self.ner, self.llm_model_name)
         self.queries = QueryRunner(self.searches, self.index_state, self.hirag, llm, reader,
@@ -99,12 +99,12 @@ class HippoRAG:
     @property
     def llm(self) -> LLMClient:
         """The LLM client (OpenIE, filter, reader, community reports), made on first use."""
-        return self.models.llm
+        return self.models.llm()
 
     @property
     def encoder(self) -> Encoder:
         """The text encoder (``encoder.encode(texts) -> (n, dim) float32``), made on first use."""
-        return self.models.encoder
+        return self.models.encoder()
 
     # ------------------------------------------------------------------ documents
     def _split(self, docs: Sequence[str], ids: Sequence[str] | None, what: str) -> DocumentBatch:

@@ -2,7 +2,8 @@
 
 The LLM client (OpenIE, recognition filter, reader, community reports) and the text encoder are
 made when first asked for, from their names and the configuration, so opening an index to read
-statistics loads nothing. Components receive zero-argument providers (``lambda: models.llm``).
+statistics loads nothing. Components receive the zero-argument providers ``models.llm`` and
+``models.encoder`` (bound methods).
 """
 from __future__ import annotations
 
@@ -40,15 +41,13 @@ class Models:
         self.embedding_name = embedding_name or (encoder.name if encoder is not None else default_embedder)
         self.llm_client, self.encoder_model = llm, encoder
 
-    @property
     def llm(self) -> LLMClient:
-        """The LLM client, made on first use."""
+        """The LLM client, made on first use (``models.llm`` is the provider components get)."""
         if self.llm_client is None:
             from hippo_engine.llm.factory import make_llm
             self.llm_client = make_llm(self.llm_name, self.config, cache_dir=self.cache_dir)
         return self.llm_client
 
-    @property
     def encoder(self) -> Encoder:
         """The text encoder (``encoder.encode(texts) -> (n, dim) float32``), made on first use."""
         if self.encoder_model is None:
