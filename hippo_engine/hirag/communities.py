@@ -108,7 +108,7 @@ def build_communities(index, config: HiRAGConfig, llm: LLMClient | Callable[[], 
     except BaseException:
         # the transaction rolled back: drop the in-memory changes too (every embedding_store() has
         # reload(), but store/vectors.py declares it on the backends' classes, not on EmbeddingStore)
-        vstore.reload()  # type: ignore[attr-defined]
+        vstore.reload()
         raise
     summary: dict[str, Any] = {"communities": len(comms), "levels": communities_by_level(comms),
                "reports": stats.to_dict(), "embedded": len(need),

@@ -40,6 +40,11 @@ class EmbeddingStore(ABC):
     @abstractmethod
     def __contains__(self, key: str) -> bool: ...
 
+    @abstractmethod
+    def reload(self) -> None:
+        """Re-read what the store holds from its backend (after another process wrote it, or a
+        rolled-back transaction)."""
+
     @property
     @abstractmethod
     def ids(self) -> np.ndarray:
