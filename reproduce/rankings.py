@@ -196,7 +196,7 @@ def _markdown(results: list[dict], argv: Sequence[str], commit: str, load_before
               dataset) -> str:
     # only the options that change the figures: folders are paths of the machine the run was made on
     shown, skip = [], False
-    for a in argv:
+    for a in argv[1:] if argv[:1] == ["rankings"] else argv:   # the command's own name is in argv
         if skip:
             skip = False
         elif a in ("--work", "--data", "--out"):
