@@ -297,11 +297,12 @@ def delete_documents(state, batch: DocumentBatch | None, ids: Sequence[str] | No
 
 def attach_ids(solutions: Sequence, index) -> None:
     """Fill each ``QuerySolution``'s ``passage_ids`` (from its passages' texts where missing)
-    and ``doc_ids`` (the documents holding each passage)."""
+    and ``doc_ids`` (the documents holding each passage, from the index state's document table)."""
+    table: DocumentTable = index.documents
     for s in solutions:
         if len(s.passage_ids) != len(s.docs):
             s.passage_ids = [chunk_id(d) for d in s.docs]
-        s.doc_ids = index.documents_of(s.passage_ids)
+        s.doc_ids = table.documents_of(s.passage_ids)
 
 
 __all__ = ["DocumentBatch", "DocumentPlan", "DocumentTable", "attach_ids", "delete_documents", "document_id",
