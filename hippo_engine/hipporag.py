@@ -77,7 +77,12 @@ class HippoRAG:
         """(Re)build the components that hold the configuration: HiRAG, the query side (the mode
         table of search objects, see :mod:`.retrieve.searches`) and the query calls (:mod:`.qa.runner`)."""
         cfg, reader = self._config, ReaderSettings.of(self._config)
-        encoder, llm = self.models.encoder, self.models.llm
+
+        def encoder() -> Encoder:   # through the facade's properties: one source for every component
+            return self.encoder
+
+        def llm() -> LLMClient:
+            return self.llm
         self.hirag = HiRAG(self.index_state, cfg.hirag, reader, encoder=encoder, llm=llm)
         self.searches = Searches(cfg, self.index_state, self.hirag, encoder, llm, self.ner, self.llm_model_name)
         self.queries = QueryRunner(self.searches, self.index_state, self.hirag, llm, reader,
