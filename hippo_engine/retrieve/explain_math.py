@@ -1,0 +1,175 @@
+"""The mathematics of explaining a PPR ranking: exact contributions and most probable walks.
+
+The operator is :class:`~hippo_engine.retrieve.ppr.PPRKernel`'s. With W the symmetric weight
+matrix (self-loops dropped, repeated pairs added), D the node strengths and P = W D^-1 (column
+stochastic on the nodes with edges), the kernel sanitises the reset (negative or NaN entries 0,
+an all-zero reset uniform), solves (I - d P) y = r on the nodes with edges, sets y = r on the
+isolated nodes (PRPACK's dangling rule) and returns x = y / sum(y).
+
+Linearity (Jeh & Widom 2003). y = (I - d P)^-1 r is linear in r, so for a target node t
+
+    x(t) = sum_s r_s * u_s / Y,    u = row t of (I - d P)^-1,    Y = sum(y)
+
+and the term of reset entry s is r_s u_s / Y. ``Y`` is known in closed form: each column of P
+sums to 1, so 1^T y = 1^T r / (1 - d) on the nodes with edges, plus r on the isolated ones. The
+row u is one backward solve: u = e_t + d P^T u with P^T = D^-1 W row stochastic, so the fixed
+point iteration contracts by exactly d in the max norm and stopping when the change is below
+``tol (1 - d) / d`` bounds every |u_s - u*_s| by ``tol``; the sum of all terms is then within
+``tol * sum(r) / Y <= tol`` of the exact x(t) (``BACKWARD_TOL`` = 1e-12 by default, far below
+the engine's own ``ppr_tol``). Several targets are solved as columns of one block.
+
+Walks (the inverse P-distance). y_s(t) = sum over walks s -> t of d^len * prod P, so the
+single most probable walk from s to t is the shortest path under the step cost
+-log(d W[a, b] / D[a]) (Dijkstra, here run backwards from t); its probability over u_s is the
+share of seed s's term that this one walk explains.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+#: max-norm error bound of the backward rows (see the module docstring)
+BACKWARD_TOL = 1e-12
+
+
+def sanitise_reset(reset: np.ndarray) -> np.ndarray:
+    """The reset exactly as the kernel reads it (before its scaling to sum 1, which cancels)."""
+    r = np.asarray(reset, dtype=np.float64).copy()
+    r[np.isnan(r) | (r < 0)] = 0.0
+    if not r.sum() > 0:
+        r[:] = 1.0
+    return r
+
+
+@dataclass
+class Operator:
+    """W (CSR, float64), the strengths and the isolated nodes of one graph, as the kernel sees it."""
+
+    W: sp.csr_matrix
+    strength: np.ndarray
+    isolated: np.ndarray
+
+    @classmethod
+    def from_edges(cls, n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> Operator:
+        src = np.asarray(src, np.int64)
+        dst = np.asarray(dst, np.int64)
+        w = np.asarray(weight, np.float64)
+        keep = src != dst
+        src, dst, w = src[keep], dst[keep], w[keep]
+        W = sp.coo_matrix((np.concatenate([w, w]), (np.concatenate([src, dst]), np.concatenate([dst, src]))),
+                          shape=(n, n)).tocsr()
+        W.sum_duplicates()
+        strength = np.bincount(src, weights=w, minlength=n) + np.bincount(dst, weights=w, minlength=n)
+        return cls(W, strength, ~(strength > 0))
+
+    @property
+    def n(self) -> int:
+        return int(self.W.shape[0])
+
+    def normaliser(self, reset: np.ndarray, damping: float) -> float:
+        """Y = sum(y) for the (sanitised) reset ``reset``, in closed form."""
+        r = sanitise_reset(reset)
+        return float(r[~self.isolated].sum() / (1.0 - damping) + r[self.isolated].sum())
+
+    def backward(self, targets: Sequence[int], damping: float, tol: float = BACKWARD_TOL,
+                 max_iter: int = 10_000) -> np.ndarray:
+        """(n, len(targets)): column j is row ``targets[j]`` of (I - d P)^-1 (the isolated-node
+        rule included), each entry within ``tol`` of the exact value."""
+        d = float(damping)
+        inv = np.zeros(self.n)
+        inv[~self.isolated] = 1.0 / self.strength[~self.isolated]
+        E = np.zeros((self.n, len(targets)))
+        E[np.asarray(targets, np.int64), np.arange(len(targets))] = 1.0
+        u = E.copy()
+        stop = tol * (1.0 - d) / d
+        for _ in range(max_iter):
+            nxt = E + d * inv[:, None] * (self.W @ u)
+            change = float(np.abs(nxt - u).max()) if u.size else 0.0
+            u = nxt
+            if change <= stop:
+                break
+        return u
+
+    def step_cost(self, a: int, b: int, damping: float) -> float:
+        """-log of the probability that the walk at ``a`` steps to ``b``."""
+        return -math.log(damping * self.W[a, b] / self.strength[a])
+
+
+def contributions(op: Operator, reset: np.ndarray, u: np.ndarray, damping: float) -> tuple[np.ndarray, float]:
+    """Each reset entry's term r_s u_s / Y of the target whose backward row is ``u``, and the
+    target's PPR x(t) = their sum."""
+    r = sanitise_reset(reset)
+    terms = r * u / op.normaliser(reset, damping)
+    return terms, float(terms.sum())
+
+
+def exact_ppr(op: Operator, reset: np.ndarray, damping: float) -> np.ndarray:
+    """The kernel's x by dense linear algebra in float64 (small graphs; the tests' reference)."""
+    r = sanitise_reset(reset)
+    n = op.n
+    inv = np.zeros(n)
+    inv[~op.isolated] = 1.0 / op.strength[~op.isolated]
+    P = op.W.toarray() * inv[None, :]
+    y = np.linalg.solve(np.eye(n) - damping * P, r)
+    y[op.isolated] = r[op.isolated]
+    return y / y.sum()
+
+
+@dataclass
+class Walk:
+    """The most probable walk from ``seed`` to the target: its ``nodes`` (seed first) and its
+    probability d^len * prod P (``prob``)."""
+
+    seed: int
+    nodes: list[int]
+    prob: float
+
+
+def best_walks(op: Operator, target: int, seeds: dict[int, float], damping: float, top: int = 3,
+               max_visits: int = 500_000) -> list[Walk]:
+    """Each seed's most probable walk to ``target`` (Dijkstra from the target over reversed steps,
+    cost -log(d W[a, b] / D[a])); the ``top`` walks with the largest weight x probability, best
+    first. The search stops once no unsettled seed can beat the ``top``-th walk found."""
+    seeds = {s: w for s, w in seeds.items() if w > 0 and s != target}
+    if not seeds or op.isolated[target]:
+        return []
+    d, W, strength = damping, op.W, op.strength
+    log_wmax = math.log(max(seeds.values()))
+    dist = {target: 0.0}
+    nxt: dict[int, int] = {}          # node -> the next node of its best walk to the target
+    heap = [(0.0, target)]
+    done: set[int] = set()
+    found: list[tuple[float, int]] = []     # (-log(weight) + cost, seed), kept sorted
+    while heap and len(done) < max_visits:
+        cost, b = heapq.heappop(heap)
+        if b in done:
+            continue
+        done.add(b)
+        if b in seeds:
+            found.append((cost - math.log(seeds[b]), b))
+            found.sort()
+            if len(found) == len(seeds):
+                break
+        if len(found) >= top and cost - log_wmax >= found[top - 1][0]:
+            break
+        lo, hi = W.indptr[b], W.indptr[b + 1]
+        for a, wab in zip(W.indices[lo:hi].tolist(), W.data[lo:hi].tolist(), strict=True):
+            if a in done or wab <= 0:
+                continue
+            c = cost - math.log(d * wab / strength[a])
+            if c < dist.get(a, math.inf):
+                dist[a] = c
+                nxt[a] = b
+                heapq.heappush(heap, (c, a))
+    walks = []
+    for _, s in found[:top]:
+        nodes = [s]
+        while nodes[-1] != target:
+            nodes.append(nxt[nodes[-1]])
+        walks.append(Walk(s, nodes, math.exp(-dist[s])))
+    return walks
