@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hippo_engine import __version__
+from hippo_engine.cli_output import print_solution as _print_solution
+from hippo_engine.cli_output import qa_json
 from hippo_engine.config import ConfigError
 from hippo_engine.inputs import read_corpus, read_documents, read_ids, read_queries  # noqa: F401 (re-exported)
 from hippo_engine.progress import cli_handler
@@ -96,25 +98,6 @@ def _make_rag(args, **extra):
 
 
 _OPENED: list = []
-
-
-def _print_solution(sol, k: int, with_answer: bool = False) -> None:
-    print(f"\nQ: {sol.question}")
-    if with_answer:
-        gold = f"   (gold: {' | '.join(sol.gold_answers)})" if sol.gold_answers else ""
-        print(f"A: {sol.answer}{gold}")
-    for err in sol.errors:
-        print(f"   [LLM error: {err}]")
-    if sol.used_fallback:
-        why = "an LLM call failed" if sol.errors else "no fact kept, no query entity"
-        print(f"   [no entity reached the graph ({why}): dense retrieval fallback]")
-    elif sol.kept_facts:
-        print("   facts: " + "; ".join(" | ".join(f) for f in sol.kept_facts))
-    for rank, (doc, score) in enumerate(zip(sol.docs[:k], sol.doc_scores[:k], strict=False), 1):
-        title, _, body = doc.partition("\n")
-        mark = " *" if sol.gold_docs and doc in sol.gold_docs else ""
-        ids = f"  ({', '.join(sol.doc_ids[rank - 1])})" if len(sol.doc_ids) >= rank else ""
-        print(f"  {rank:>2}. [{score:.4f}] {title}{mark}{ids}")
 
 
 def _llm_failures(sols) -> int:
@@ -207,14 +190,15 @@ def cmd_qa(args) -> int:
     param = QueryParam(qa_top_k=args.top_k)       # None: the config's qa_top_k (5)
     out = rag.rag_qa(qs, gold_docs=gold_docs, gold_answers=gold_answers, dense=args.dense, param=param)
     sols = out[0]
-    for s in sols:
+    if args.json:                                  # everything, as JSON, instead of the text
+        print(qa_json(sols, out[3:]))
+    for s in sols if not args.json else ():
         _print_solution(s, args.top_k or rag.config.qa_top_k, with_answer=True)
-    if len(out) == 5:
+    if len(out) == 5 and not args.json:
         _print_metrics("\nretrieval", out[3])
         _print_metrics("qa", out[4])
     if args.output:
-        Path(args.output).write_text(json.dumps({"solutions": [s.to_dict() for s in sols],
-                                                 "metrics": list(out[3:])}, ensure_ascii=False, indent=1))
+        Path(args.output).write_text(qa_json(sols, out[3:]))
     return _llm_failures(sols)
 
 
@@ -346,6 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="rank fusion: the N best dense passages first, then the graph ranking (default 0)")
         sp.add_argument("--output", default=None, help="write solutions (with passage_ids and doc_ids) and "
                         "metrics as JSON here")
+        if name == "qa":
+            sp.add_argument("--json", action="store_true", help="print every solution (answer, citations, "
+                            "passages, facts) and the metrics as JSON instead of the text")
         common(sp)
         sp.set_defaults(func=func)
 

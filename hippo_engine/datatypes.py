@@ -65,6 +65,9 @@ class QuerySolution:
     that failed for this query (recognition filter, reader): a fallback with errors is a failure,
     not "nothing relevant". ``passage_ids`` are the passages' ids (:func:`hippo_engine.ids.chunk_id`,
     same order as ``docs``) and ``doc_ids`` for each passage the ids of the documents holding it.
+    After reading, ``citations`` are the ids of the shown passages the reader cited (in the order
+    cited), ``invalid_citations`` the number of its references to no shown passage, and
+    ``answer_notes`` what was done to its answer (cut to length, rejected as ungrounded).
     """
 
     question: str
@@ -80,6 +83,9 @@ class QuerySolution:
     errors: list[str] = field(default_factory=list)
     passage_ids: list[str] = field(default_factory=list)
     doc_ids: list[list[str]] = field(default_factory=list)
+    citations: list[str] = field(default_factory=list)
+    invalid_citations: int = 0
+    answer_notes: list[str] = field(default_factory=list)
 
     @classmethod
     def from_ranking(cls, question: str, docs: Sequence[str], scores, found: Any = None) -> QuerySolution:
@@ -111,6 +117,9 @@ class QuerySolution:
             "seed_entities": [_jsonable(e) for e in self.seed_entities],
             "used_fallback": bool(self.used_fallback),
             "errors": list(self.errors),
+            "citations": list(self.citations),
+            "invalid_citations": int(self.invalid_citations),
+            "answer_notes": list(self.answer_notes),
         }
 
 

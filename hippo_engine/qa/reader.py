@@ -6,23 +6,33 @@ The reader prompt shows the top ``qa_top_k`` passages, each as ``Wikipedia Title
 first, in chat format. The model reasons
 and ends with ``Answer: <answer>``; :func:`parse_answer` takes the text after the last
 ``Answer:``.
+
+The default template cites: passages are numbered (``[1] Wikipedia Title: ...``), the system
+instruction gets ``prompts/qa_cite.txt`` and the reply's ``[n]`` references become
+``QuerySolution.citations`` (:mod:`.citations`); ``ReaderTemplate.without_citations()`` is the same
+reader without numbers or markers. Every answer is cut to length and rejected when it is the worked
+example's, found in no shown passage (:mod:`.grounding`).
 """
 from __future__ import annotations
 
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hippo_engine.datatypes import QuerySolution  # noqa: F401 (re-exported: its old import path)
+from hippo_engine.ids import chunk_id
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
 from hippo_engine.prompts import load_json_prompt, load_prompt
+from hippo_engine.qa.citations import parse_citations, strip_citations
+from hippo_engine.qa.grounding import cut_answer, example_leak
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SYSTEM_PROMPT = "qa_system.txt"
 DEFAULT_EXAMPLES_PROMPT = "qa_example.json"
+DEFAULT_CITE_PROMPT = "qa_cite.txt"
 DEFAULT_PASSAGE_PREFIX = "Wikipedia Title: "
 
 
@@ -56,11 +66,27 @@ class ReaderExample:
 class ReaderTemplate:
     """What the reader prompt is made of: a system instruction, worked examples and the prefix
     put before each passage. A dataset may supply its own; :func:`default_reader_template`
-    loads ours from ``prompts/``."""
+    loads ours from ``prompts/``. With a ``cite_instruction`` the passages are numbered and the
+    instruction is added to the system text; without one, ``[n]`` markers are taken out of the
+    examples' responses."""
 
     system: str
     examples: tuple[ReaderExample, ...] = ()
     passage_prefix: str = DEFAULT_PASSAGE_PREFIX
+    cite_instruction: str = ""
+
+    @property
+    def cites(self) -> bool:
+        """Whether the reader is shown numbered passages and asked to cite them."""
+        return bool(self.cite_instruction)
+
+    def without_citations(self) -> ReaderTemplate:
+        """The same template with unnumbered passages and no citation instruction."""
+        return replace(self, cite_instruction="")
+
+    def example_texts(self) -> list[str]:
+        """Everything the worked examples show (passages, questions, responses)."""
+        return [t for ex in self.examples for t in (*ex.passages, ex.question, ex.response)]
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ReaderTemplate:
@@ -75,30 +101,43 @@ class ReaderTemplate:
             except (KeyError, TypeError) as e:
                 raise ValueError(f"reader example {i} needs 'passages', 'question' and 'response'") from e
         return cls(system=data["system"], examples=tuple(examples),
-                   passage_prefix=data.get("passage_prefix", DEFAULT_PASSAGE_PREFIX))
+                   passage_prefix=data.get("passage_prefix", DEFAULT_PASSAGE_PREFIX),
+                   cite_instruction=str(data.get("cite_instruction") or ""))
 
     @classmethod
     def from_prompt_files(cls, system_name: str = DEFAULT_SYSTEM_PROMPT,
-                          examples_name: str = DEFAULT_EXAMPLES_PROMPT) -> ReaderTemplate:
-        """Load the system text and the examples JSON (``{"examples": [...]}``) from ``prompts/``."""
+                          examples_name: str = DEFAULT_EXAMPLES_PROMPT,
+                          cite_name: str | None = DEFAULT_CITE_PROMPT) -> ReaderTemplate:
+        """Load the system text, the examples JSON (``{"examples": [...]}``) and, unless
+        ``cite_name`` is None, the citation instruction from ``prompts/``."""
         examples = load_json_prompt(examples_name)
         return cls.from_dict({"system": load_prompt(system_name).strip(),
                               "examples": examples.get("examples", []),
+                              "cite_instruction": load_prompt(cite_name).strip() if cite_name else "",
                               **({"passage_prefix": examples["passage_prefix"]}
                                  if "passage_prefix" in examples else {})})
 
 
-def default_reader_template() -> ReaderTemplate:
-    """Our reader template (``prompts/qa_system.txt`` + ``prompts/qa_example.json``), read from
-    the package's prompt files on each call (two small files; no module-level cache)."""
-    return ReaderTemplate.from_prompt_files()
+def default_reader_template(cite: bool = True) -> ReaderTemplate:
+    """Our reader template (``prompts/qa_system.txt`` + ``prompts/qa_example.json``, and
+    ``prompts/qa_cite.txt`` when ``cite``), read from the package's prompt files on each call
+    (small files; no module-level cache)."""
+    return ReaderTemplate.from_prompt_files(cite_name=DEFAULT_CITE_PROMPT if cite else None)
+
+
+def as_template(template: ReaderTemplate | Mapping[str, Any] | None) -> ReaderTemplate:
+    """``template`` as a ``ReaderTemplate`` (None: :func:`default_reader_template`)."""
+    if template is None:
+        return default_reader_template()
+    return template if isinstance(template, ReaderTemplate) else ReaderTemplate.from_dict(template)
 
 
 def format_reader_input(question: str, passages: Sequence[str],
-                        passage_prefix: str = DEFAULT_PASSAGE_PREFIX) -> str:
-    """The user turn: each passage as ``<prefix><passage>``, blank-line separated, then
-    ``Question: <q>`` and ``Thought: ``."""
-    blocks = [f"{passage_prefix}{p}" for p in passages]
+                        passage_prefix: str = DEFAULT_PASSAGE_PREFIX, numbered: bool = False) -> str:
+    """The user turn: each passage as ``<prefix><passage>`` (``[n] <prefix><passage>`` when
+    ``numbered``), blank-line separated, then ``Question: <q>`` and ``Thought: ``."""
+    blocks = [f"[{i}] {passage_prefix}{p}" if numbered else f"{passage_prefix}{p}"
+              for i, p in enumerate(passages, 1)]
     blocks.append(f"Question: {question}\nThought: ")
     return "\n\n".join(blocks)
 
@@ -109,17 +148,16 @@ def build_reader_messages(question: str, passages: Sequence[str] = (),
     """Chat messages for one question: system, the worked example(s) as user/assistant turns,
     then the question with its passages. Pass exactly the passages the reader should see
     (the caller cuts to ``qa_top_k``), or an assembled ``context`` (e.g. ``HiContext.text``)
-    that is shown as it is in their place."""
-    if template is None:
-        template = default_reader_template()
-    elif not isinstance(template, ReaderTemplate):
-        template = ReaderTemplate.from_dict(template)
-    messages: list[dict] = [{"role": "system", "content": template.system}]
+    that is shown as it is in their place (never numbered)."""
+    template = as_template(template)
+    cites = template.cites
+    system = f"{template.system}\n\n{template.cite_instruction}" if cites else template.system
+    messages: list[dict] = [{"role": "system", "content": system}]
     for ex in template.examples:
-        messages.append({"role": "user",
-                         "content": format_reader_input(ex.question, ex.passages, template.passage_prefix)})
-        messages.append({"role": "assistant", "content": ex.response})
-    user = (format_reader_input(question, passages, template.passage_prefix) if context is None
+        messages.append({"role": "user", "content": format_reader_input(ex.question, ex.passages,
+                                                                        template.passage_prefix, cites)})
+        messages.append({"role": "assistant", "content": ex.response if cites else strip_citations(ex.response)})
+    user = (format_reader_input(question, passages, template.passage_prefix, cites) if context is None
             else f"{context}\nQuestion: {question}\nThought: ")
     messages.append({"role": "user", "content": user})
     return messages
@@ -155,6 +193,31 @@ def parse_answer(text: str) -> str:
     return ans
 
 
+# ----------------------------------------------------------------------------- checking
+def read_reply(sol: QuerySolution, text: str, shown: Sequence[str], template: ReaderTemplate,
+               shown_ids: Sequence[str] | None = None) -> None:
+    """Set ``sol.answer`` from a reply: parsed (:func:`parse_answer`), cut to length, rejected
+    (``""``, with the reason in ``sol.answer_notes``) when it is the worked example's answer and in
+    no ``shown`` text; with ``shown_ids`` (a citing template) also ``sol.citations`` and
+    ``sol.invalid_citations``."""
+    answer, cut = cut_answer(parse_answer(text))
+    notes = [f"cut: {cut}"] if cut else []
+    if example_leak(answer, shown, template.example_texts()):
+        notes.append(f"rejected: {answer!r} is in the reader prompt's worked example and in no passage shown")
+        answer = ""
+    sol.answer, sol.answer_notes = answer, notes
+    if shown_ids is not None:
+        found = parse_citations(_THINK_BLOCK.sub("", text), shown_ids)
+        sol.citations, sol.invalid_citations = found.ids, found.invalid
+
+
+def _shown_ids(sol: QuerySolution, k: int) -> list[str]:
+    """The ids of the passages a solution's reader is shown (computed where none are attached)."""
+    docs = list(sol.docs[:k])
+    ids = list(sol.passage_ids[:k])
+    return ids if len(ids) == len(docs) else [chunk_id(d) for d in docs]
+
+
 # ----------------------------------------------------------------------------- reading
 def _response_metadata(resp: LLMResponse | LLMError | Any) -> dict[str, Any]:
     if isinstance(resp, LLMResponse):
@@ -174,10 +237,12 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
     """Read every solution's top ``qa_top_k`` docs (or ``contexts[i]``, an assembled context,
     when given) and answer its question.
 
-    Sets ``solution.answer`` on each solution and returns ``(responses, metadata)``: the raw
+    Sets ``solution.answer`` (and, with a citing template over passages, ``citations``; see
+    :func:`read_reply`) on each solution and returns ``(responses, metadata)``: the raw
     model replies and, per query, ``{"prompt_tokens", "completion_tokens", "cached",
     "finish_reason", "error"}``. A failed LLM call gives the response and answer ``""`` and
-    the error text in ``metadata[i]["error"]``; it never raises.
+    the error text in ``metadata[i]["error"]``; it never raises. An assembled context is shown
+    unnumbered (the template without citations).
     """
     if qa_top_k <= 0:
         raise ValueError(f"qa_top_k must be positive, got {qa_top_k}")
@@ -185,6 +250,7 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
         return [], []
     if contexts is not None and len(contexts) != len(solutions):
         raise ValueError(f"{len(contexts)} contexts for {len(solutions)} solutions")
+    template = as_template(template) if contexts is None else as_template(template).without_citations()
     batch = [build_reader_messages(s.question, list(s.docs[:qa_top_k]), template) if contexts is None
              else build_reader_messages(s.question, template=template, context=contexts[i])
              for i, s in enumerate(solutions)]
@@ -192,11 +258,13 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
                                 show_progress=show_progress, desc=desc)
     responses: list[str] = []
     metadata: list[dict] = []
-    for sol, res in zip(solutions, results, strict=False):
+    for i, (sol, res) in enumerate(zip(solutions, results, strict=False)):
         meta = _response_metadata(res)
         if isinstance(res, LLMResponse):
             text = res.text or ""
-            sol.answer = parse_answer(text)
+            shown = list(sol.docs[:qa_top_k]) if contexts is None else [contexts[i]]
+            read_reply(sol, text, shown, template,
+                       _shown_ids(sol, qa_top_k) if template.cites and contexts is None else None)
         else:
             logger.warning("reader failed for question %r: %s", sol.question[:80], meta["error"])
             sol.errors.append(f"reader: {meta['error']}")

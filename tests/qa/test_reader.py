@@ -40,23 +40,38 @@ class FakeLLM(LLMClient):
 
 
 def test_default_messages_structure():
+    """The default reader cites: numbered passages, the citation instruction after the system text."""
     msgs = build_reader_messages("Where was the builder of Alpha Hall born?", DOCS[:2])
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
-    assert msgs[0]["content"] == load_prompt("qa_system.txt").strip()
+    assert msgs[0]["content"] == load_prompt("qa_system.txt").strip() + "\n\n" + load_prompt("qa_cite.txt").strip()
     example = load_json_prompt("qa_example.json")["examples"][0]
-    assert msgs[2]["content"] == example["response"]
-    assert msgs[1]["content"].startswith("Wikipedia Title: " + example["passages"][0])
+    assert msgs[2]["content"] == example["response"] and "[2]" in example["response"]
+    assert msgs[1]["content"].startswith("[1] Wikipedia Title: " + example["passages"][0])
     assert msgs[1]["content"].endswith("Question: " + example["question"] + "\nThought: ")
     user = msgs[-1]["content"]
-    assert user == ("Wikipedia Title: Alpha Hall\nAlpha Hall was built by Bo.\n\n"
-                    "Wikipedia Title: Bo\nBo was born in Cetra.\n\n"
+    assert user == ("[1] Wikipedia Title: Alpha Hall\nAlpha Hall was built by Bo.\n\n"
+                    "[2] Wikipedia Title: Bo\nBo was born in Cetra.\n\n"
                     "Question: Where was the builder of Alpha Hall born?\nThought: ")
 
 
+def test_messages_without_citations():
+    """The same reader without citations: plain passages, no instruction, no markers in the example."""
+    msgs = build_reader_messages("Where was the builder of Alpha Hall born?", DOCS[:2],
+                                 default_reader_template().without_citations())
+    assert msgs[0]["content"] == load_prompt("qa_system.txt").strip()
+    assert "[" not in msgs[2]["content"] and msgs[2]["content"].endswith("Answer: Kessingford")
+    assert msgs[1]["content"].startswith("Wikipedia Title: ")
+    assert msgs[-1]["content"] == ("Wikipedia Title: Alpha Hall\nAlpha Hall was built by Bo.\n\n"
+                                   "Wikipedia Title: Bo\nBo was born in Cetra.\n\n"
+                                   "Question: Where was the builder of Alpha Hall born?\nThought: ")
+
+
 def test_example_is_two_hop_and_answer_parses():
+    from hippo_engine.qa.grounding import cut_answer
+
     ex = default_reader_template().examples
     assert len(ex) == 1 and len(ex[0].passages) >= 2
-    assert parse_answer(ex[0].response) == "Kessingford"
+    assert cut_answer(parse_answer(ex[0].response)) == ("Kessingford", None)
 
 
 def test_custom_template_dict():
