@@ -354,12 +354,14 @@ class QueryParam:
     top_k: passages to return (None: ``retrieval_top_k``).
     qa_top_k: passages the reader sees (None: ``qa_top_k``).
     use_filter: switch the recognition filter on or off for this call (None: the config's).
+    explain: fill each solution's ``explanations`` (``hipporag2`` mode; the ranking is the same).
     """
 
     mode: str = "hipporag2"
     top_k: int | None = None
     qa_top_k: int | None = None
     use_filter: bool | None = None
+    explain: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -61,7 +61,8 @@ class QuerySolution:
     ``docs`` are passages (``"title\\ntext"``) best first, ``doc_scores`` their scores.
     ``candidate_facts`` / ``kept_facts`` are the facts before and after the recognition filter,
     ``seed_entities`` the entities that seeded the graph walk; ``used_fallback`` is True when no
-    entity reached the graph and the dense ranking was returned. ``errors`` lists the LLM calls
+    entity reached the graph and the dense ranking was returned; ``explanations`` (``explain=True``)
+    say why each returned passage ranked (:class:`Explanation`, rank order). ``errors`` lists the LLM calls
     that failed for this query (recognition filter, reader): a fallback with errors is a failure,
     not "nothing relevant". ``passage_ids`` are the passages' ids (:func:`hippo_engine.ids.chunk_id`,
     same order as ``docs``) and ``doc_ids`` for each passage the ids of the documents holding it.
@@ -80,6 +81,7 @@ class QuerySolution:
     kept_facts: list = field(default_factory=list)
     seed_entities: list = field(default_factory=list)
     used_fallback: bool = False
+    explanations: list[Explanation] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     passage_ids: list[str] = field(default_factory=list)
     doc_ids: list[list[str]] = field(default_factory=list)
@@ -117,6 +119,7 @@ class QuerySolution:
             "seed_entities": [_jsonable(e) for e in self.seed_entities],
             "used_fallback": bool(self.used_fallback),
             "errors": list(self.errors),
+            **({"explanations": [e.to_dict() for e in self.explanations]} if self.explanations else {}),
             "citations": list(self.citations),
             "invalid_citations": int(self.invalid_citations),
             "answer_notes": list(self.answer_notes),
@@ -176,3 +179,105 @@ class HiContext:
                 "passages": list(self.passages), "passage_context": self.passage_context,
                 "entities": list(self.entities), "communities": list(self.communities),
                 "key_entities": list(self.key_entities), "path": list(self.path), "text": self.text}
+
+
+# ----------------------------------------------------------------------------- explanations
+@dataclass
+class SeedTerm:
+    """One reset entry's term of a passage's PPR score: the seed ``entity`` (its name; a community
+    seed shows its node id), its reset ``weight``, its ``contribution`` (weight x PPR from it to the
+    passage, normalised as the score is) and its ``share`` of the score; ``kind``: ``entity`` or
+    ``community``."""
+
+    entity: str
+    weight: float
+    contribution: float
+    share: float
+    kind: str = "entity"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entity": self.entity, "weight": float(self.weight), "contribution": float(self.contribution),
+                "share": float(self.share), "kind": self.kind}
+
+
+@dataclass
+class PathEdge:
+    """One step of a walk: ``source`` -> ``target`` (names), the edge's ``kind`` (``fact``,
+    ``context``, ``synonymy``, or several joined by ``+``), the step's probability d x P and the
+    ``text`` of the facts or sentences on the edge."""
+
+    source: str
+    target: str
+    kind: str
+    probability: float
+    text: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "target": self.target, "kind": self.kind,
+                "probability": float(self.probability), "text": list(self.text)}
+
+
+@dataclass
+class ExplainedPath:
+    """A seed's most probable walk to the passage: its ``nodes`` (names, seed first), ``edges``, its
+    ``share`` of the passage's score (seed weight x walk probability, normalised as the score is)
+    and ``seed_share``, the part of that seed's contribution this one walk carries."""
+
+    nodes: list[str]
+    edges: list[PathEdge]
+    share: float
+    seed_share: float = 0.0
+    probability: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodes": list(self.nodes), "edges": [e.to_dict() for e in self.edges], "share": float(self.share),
+                "seed_share": float(self.seed_share), "probability": float(self.probability)}
+
+
+@dataclass
+class Explanation:
+    """Why one passage ranked where it did (``QueryParam(explain=True)``, ``HippoRAG.explain``).
+
+    ``score`` is the passage's PPR score as ranked (``ranked_score`` the score in the solution, which
+    differs under ``dense_first`` or the dense fallback); ``seeds`` the entity (and community) terms,
+    ``dense_prior`` the passage seeds' total term and ``check`` = |sum of the terms - score| (the PPR
+    solver's tolerance); ``paths`` the top walks from seeds to the passage. ``dense_score`` and
+    ``dense_rank`` (1-based) place it under dense retrieval, ``rank`` (1-based) in the returned
+    ranking; ``placed_by``: ``ppr``, ``dense_first`` or ``dense_fallback`` (``dense`` in the naive
+    mode). ``candidate_facts``: the query's candidate facts (``fact``, ``score``, ``kept``);
+    ``fallback_reason`` says why the dense fallback was used."""
+
+    passage_id: str
+    score: float
+    seeds: list[SeedTerm]
+    dense_prior: float
+    paths: list[ExplainedPath]
+    dense_score: float
+    dense_rank: int
+    rank: int
+    ranked_score: float = 0.0
+    check: float = 0.0
+    placed_by: str = "ppr"
+    used_fallback: bool = False
+    fallback_reason: str = ""
+    candidate_facts: list[dict[str, Any]] = field(default_factory=list)
+    query: str = ""
+    mode: str = "hipporag2"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (plain floats, ints, strings and lists)."""
+        return {"passage_id": self.passage_id, "query": self.query, "mode": self.mode, "rank": int(self.rank),
+                "score": float(self.score), "ranked_score": float(self.ranked_score),
+                "placed_by": self.placed_by, "seeds": [s.to_dict() for s in self.seeds],
+                "dense_prior": float(self.dense_prior), "check": float(self.check),
+                "paths": [p.to_dict() for p in self.paths], "dense_score": float(self.dense_score),
+                "dense_rank": int(self.dense_rank), "used_fallback": bool(self.used_fallback),
+                "fallback_reason": self.fallback_reason, "candidate_facts": _jsonable(self.candidate_facts)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Explanation:
+        """The inverse of :meth:`to_dict`."""
+        d = dict(data)
+        d["seeds"] = [SeedTerm(**s) for s in d["seeds"]]
+        d["paths"] = [ExplainedPath(**{**p, "edges": [PathEdge(**e) for e in p["edges"]]}) for p in d["paths"]]
+        return cls(**d)

@@ -15,7 +15,7 @@ from typing import overload
 import numpy as np
 
 from hippo_engine.config import HippoConfig, QueryParam
-from hippo_engine.datatypes import HiContext, QuerySolution
+from hippo_engine.datatypes import Explanation, HiContext, QuerySolution
 from hippo_engine.hirag.component import HiRAG
 from hippo_engine.index.documents import (
     DocumentBatch,
@@ -182,15 +182,18 @@ class HippoRAG:
     # ------------------------------------------------------------------ retrieval
     @overload
     def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None = None, gold_docs: None = None,
-                 mode: str | None = None, *, param: QueryParam | None = None) -> runner.Solutions: ...
+                 mode: str | None = None, *, param: QueryParam | None = None,
+                 explain: bool | None = None) -> runner.Solutions: ...
     @overload
     def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None = None, *, gold_docs: runner.GoldDocs,
-                 mode: str | None = None, param: QueryParam | None = None) -> runner.WithRecall: ...
+                 mode: str | None = None, param: QueryParam | None = None,
+                 explain: bool | None = None) -> runner.WithRecall: ...
     @overload
     def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None, gold_docs: runner.GoldDocs,
-                 mode: str | None = None, *, param: QueryParam | None = None) -> runner.WithRecall: ...
+                 mode: str | None = None, *, param: QueryParam | None = None,
+                 explain: bool | None = None) -> runner.WithRecall: ...
 
-    def retrieve(self, queries, num_to_retrieve=None, gold_docs=None, mode=None, *, param=None):
+    def retrieve(self, queries, num_to_retrieve=None, gold_docs=None, mode=None, *, param=None, explain=None):
         """Rank passages for each query: HippoRAG 2 retrieval by default.
 
         Returns a list of ``QuerySolution`` (passages best first with their scores, plus the
@@ -198,10 +201,23 @@ class HippoRAG:
         ``(solutions, metrics)`` with Recall@k when ``gold_docs`` (a list of gold passage lists)
         is given. ``param`` (``QueryParam``) holds the per-call options; ``num_to_retrieve``
         (passages per query) and ``mode`` (``naive``, ``hi_local``, ``hi_global``, ``hi_bridge``,
-        ``hi``; see ``hippo_engine.hirag.modes``) override its ``top_k`` and ``mode``.
+        ``hi``; see ``hippo_engine.hirag.modes``) override its ``top_k`` and ``mode``. ``explain=True``
+        (or ``QueryParam(explain=True)``) fills each solution's ``explanations`` in the ``hipporag2``
+        mode (see :meth:`explain`); the ranking is the same.
         """
-        param = with_options(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"))
+        param = with_options(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"),
+                             explain=explain)
         return self.queries.retrieve(queries, param, gold_docs)
+
+    def explain(self, query: str, passage_ids: Sequence[str] | None = None, top: int = 5, *,
+                param: QueryParam | None = None) -> list[Explanation]:
+        """Why ``query``'s top ``top`` passages (or the passages ``passage_ids``) ranked where they did
+        under HippoRAG 2: per passage an ``Explanation`` with each seed entity's exact term of its PPR
+        score, the dense prior, the check |sum - score|, the most probable walks from the seeds with
+        the facts on them, the candidate facts and the dense score and rank (see ``retrieve/explain.py``)."""
+        self.queries.check_queries([query], "explain")
+        return self.searches.hipporag2.explain(query, with_options(param), passage_ids,
+                                               positive_count(top, "top") or 5)
 
     def retrieve_dpr(self, queries: Sequence[str], num_to_retrieve: int | None = None,
                      gold_docs: runner.GoldDocs | None = None, *, param: QueryParam | None = None

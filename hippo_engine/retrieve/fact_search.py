@@ -165,6 +165,10 @@ class FactLookup:
         """Whether the fact is known (fetched; a fact deleted since the reader's view is not)."""
         return fid in self._facts
 
+    def fact(self, fid: str) -> Triple | Hyperedge:
+        """The fact as stored: a triple or a hyperedge."""
+        return self._get(fid)
+
     def triple(self, fid: str) -> Triple:
         f = self._get(fid)
         if isinstance(f, Hyperedge):

@@ -7,20 +7,21 @@ scores facts, rank with the ``Retriever`` (:meth:`.Retriever.search`), and turn 
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from hippo_engine.config import QueryParam, RetrievalConfig
-from hippo_engine.datatypes import QuerySolution
+from hippo_engine.datatypes import Explanation, QuerySolution
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.progress import announce, plural
 from hippo_engine.retrieve.encoding import encode_queries
 from hippo_engine.retrieve.linking import Linking
 from hippo_engine.retrieve.query_ner import QueryNER
-from hippo_engine.retrieve.retriever import FilterMany, Retriever
+from hippo_engine.retrieve.retriever import FilterMany, RawResult, Retriever
 from hippo_engine.retrieve.search import ContextBuilder, QuerySearch
 
 if TYPE_CHECKING:
@@ -75,6 +76,9 @@ class HippoRAG2Search(QuerySearch):
         return recording_filter(self.recognition_filter, failed)
 
     def retrieve(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
+        return self._search(queries, param)[2]
+
+    def _search(self, queries: list[str], param: QueryParam) -> tuple[Retriever, list[RawResult], list[QuerySolution]]:
         k = param.top_k or self.config.retrieval_top_k
         t0 = time.perf_counter()
         r = self._retriever()
@@ -82,13 +86,28 @@ class HippoRAG2Search(QuerySearch):
         failed: dict[str, list[str]] = {}
         ner_vectors = self._query_ner(queries, failed) if r.linking.needs_ner else None
         filter_many = self._filter(queries, param, r.linking, failed)
-        results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors)
+        results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors, explain=param.explain)
         sols = [r.views.passages.solution(q, res.order, res.scores, res)
                 for q, res in zip(queries, results, strict=True)]
         for s in sols:
             s.errors.extend(failed.get(s.question, ()))
+        if param.explain:
+            from hippo_engine.retrieve.explain import explain_solutions
+            explain_solutions(r, results, sols)
         logger.info("retrieve: %d queries in %.2fs (encoding %.2fs, filter %.2fs, PPR %.2fs, scoring+seeding "
                     "%.2fs); dense fallback for %d", len(queries), time.perf_counter() - t0,
                     time.perf_counter() - t0 - timings["total"], timings["filter"], timings["ppr"],
                     timings["scoring"] + timings["seeding"], sum(s.used_fallback for s in sols))
-        return sols
+        return r, results, sols
+
+    def explain(self, query: str, param: QueryParam, passage_ids: Sequence[str] | None = None,
+                top: int = 5) -> list[Explanation]:
+        """Explanations of ``query``'s top ``top`` passages, or of the passages ``passage_ids``
+        (any indexed passage; ``ValueError`` for an unknown id)."""
+        from hippo_engine.retrieve.explain import explain_result, rows_of
+        param = dataclasses.replace(param, explain=True, top_k=max(top, param.top_k or 0))
+        r, results, sols = self._search([query], param)
+        res, sol = results[0], sols[0]
+        if passage_ids is None:
+            return sol.explanations[:top]
+        return explain_result(r, query, res, rows_of(r, passage_ids), list(passage_ids))

@@ -66,6 +66,8 @@ class RawResult:
     kept_facts: list = field(default_factory=list)
     seed_entities: list = field(default_factory=list)   # [(phrase, weight)]
     used_fallback: bool = False
+    #: what an explanation needs (``search(..., explain=True)`` only): see :meth:`Retriever._keep_trace`
+    trace: dict | None = None
 
 
 def retrieval_section(config: HippoConfig | RetrievalConfig) -> RetrievalConfig:
@@ -205,16 +207,17 @@ class Retriever(FactRows):
 
     # --- the whole query path ----------------------------------------------------------------
     def search(self, queries: Sequence[str], q_fact: np.ndarray, q_pass: np.ndarray, k: int,
-               filter_many: FilterMany | None = None, ner_vectors: Sequence[np.ndarray | None] | None = None
-               ) -> tuple[list[RawResult], dict]:
+               filter_many: FilterMany | None = None, ner_vectors: Sequence[np.ndarray | None] | None = None,
+               explain: bool = False) -> tuple[list[RawResult], dict]:
         """Rank passages for a batch of encoded queries (HippoRAG 2 retrieval).
 
         ``q_fact``/``q_pass``: (b, dim) query vectors for fact and passage matching.
         ``filter_many(questions, candidate lists) -> kept lists`` is the recognition filter,
         called once for all queries that have candidate facts (None: keep all candidates).
         ``ner_vectors[j]``: embeddings of query j's NER entities (linkings that ``needs_ner``).
-        Queries run in blocks of ``query_batch_size``. Returns the results and a timing
-        breakdown in seconds.
+        Queries run in blocks of ``query_batch_size``. ``explain``: each result keeps its
+        ``trace`` (reset vector, dense and PPR scores; the ranking is the same). Returns the
+        results and a timing breakdown in seconds.
         """
         tim = {"scoring": 0.0, "filter": 0.0, "seeding": 0.0, "ppr": 0.0}
         t0 = time.perf_counter()
@@ -238,7 +241,7 @@ class Retriever(FactRows):
                           None if ner_vectors is None else list(ner_vectors[s:e]),
                           [scores[:, s:e] for scores in extra])
             tim["scoring"] += time.perf_counter() - tb
-            self._search_block(block, k, results, tim)
+            self._search_block(block, k, results, tim, explain)
         tim["total"] = time.perf_counter() - t0
         return results, tim
 
@@ -279,7 +282,7 @@ class Retriever(FactRows):
             keep = set(keep)
             masks[n][i - starts[n], slots[i]] = [t in keep for t in results[i].candidate_facts]
 
-    def _search_block(self, block: Block, k: int, results: list[RawResult], tim: dict) -> None:
+    def _search_block(self, block: Block, k: int, results: list[RawResult], tim: dict, explain: bool = False) -> None:
         """Link, seed and walk one block; a query that reaches no entity gets the dense ranking."""
         t1 = time.perf_counter()
         s, dense = block.s, block.dense
@@ -302,6 +305,23 @@ class Retriever(FactRows):
                 results[s + j].order, results[s + j].scores = dense_first(
                     order, probs[order, c], dense[:, j], self.config.dense_first, k)
         tim["ppr"] += time.perf_counter() - t2
+        if explain:
+            self._keep_trace(block, results, graph_cols, R if len(graph_cols) else None,
+                             probs if len(graph_cols) else None)
+
+    @staticmethod
+    def _keep_trace(block: Block, results: list[RawResult], graph_cols: np.ndarray, R, probs) -> None:
+        """Keep each query's dense scores, candidate fact (rows, scores) and, when it reached the
+        graph, its reset vector (nonzero nodes and weights) and PPR scores by passage row."""
+        traces: list[dict] = []
+        for j in range(block.size):
+            cands = block.candidates
+            traces.append({"dense": block.dense[:, j].copy(), "reset": None, "ppr": None,
+                           "candidates": None if cands is None else (cands[0][j].copy(), cands[1][j].copy())})
+            results[block.s + j].trace = traces[j]
+        for c, j in enumerate(graph_cols.tolist()):
+            nz = np.flatnonzero(R[:, c])
+            traces[j].update(reset=(nz, R[nz, c].copy()), ppr=probs[:, c].copy())
 
     def _name_seeds(self, seeds: list, cols: np.ndarray, s: int, results: list[RawResult]) -> None:
         """Each query's seed entities as (name, weight)."""

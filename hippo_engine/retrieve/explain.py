@@ -1,0 +1,245 @@
+"""Explanations of HippoRAG 2 rankings: :func:`explain_result` turns one query's ``RawResult``
+(searched with ``explain=True``, so it keeps its reset vector, dense and PPR scores) into an
+:class:`~hippo_engine.datatypes.Explanation` per chosen passage.
+
+The numbers come from :mod:`.explain_math` on the retriever's own graph (the operator of
+:class:`~.ppr.PPRKernel`, in float64): each seed's term of the passage's score by one backward solve
+per query (all chosen passages as columns of one block), the dense prior as the passage seeds'
+total term, the check |sum - score| (within the PPR solver's ``ppr_tol``, see the README), and each
+top seed's most probable walk with the text of the facts or sentences on its edges. Nothing here
+changes a ranking. Per retriever (one index version) the operator and an entity -> facts map are
+built once, on first use (on a lazy PostgreSQL reader only the facts it has fetched are known).
+"""
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from hippo_engine.datatypes import ExplainedPath, Explanation, Hyperedge, PathEdge, SeedTerm
+from hippo_engine.ids import entity_id
+from hippo_engine.index.graph import KIND_CONTEXT, KIND_FACT, KIND_SYNONYMY
+from hippo_engine.retrieve.explain_math import Operator, Walk, best_walks, contributions
+from hippo_engine.retrieve.retriever import RawResult, Retriever
+from hippo_engine.retrieve.scoring import top_k
+
+#: walks shown per passage
+TOP_PATHS = 3
+#: fact or sentence texts shown per edge
+TEXTS_PER_EDGE = 2
+KIND_NAMES = ((KIND_FACT, "fact"), (KIND_CONTEXT, "context"), (KIND_SYNONYMY, "synonymy"))
+
+
+class GraphView:
+    """What explanations read of one retriever's graph: the operator, edge kinds, node names and
+    the facts of each entity node (built on first use)."""
+
+    def __init__(self, r: Retriever):
+        g = r.graph
+        self.r, self.graph = r, g
+        self.op = Operator.from_edges(g.num_nodes, g.src, g.dst, g.weight)
+        idx = np.arange(1, len(g.src) + 1, dtype=np.int64)
+        self.edge_of = sp.coo_matrix((np.concatenate([idx, idx]), (np.concatenate([g.src, g.dst]),
+                                      np.concatenate([g.dst, g.src]))), shape=(g.num_nodes,) * 2).tocsr()
+        self.is_passage = np.zeros(g.num_nodes, bool)
+        self.is_passage[r.passage_nodes] = True
+        self._row_of_node = {int(n): i for i, n in enumerate(r.passage_nodes.tolist())}
+        self._facts_of: dict[int, list[str]] | None = None
+        self._names: dict[int, str] = {}
+
+    def facts_of(self, node: int) -> list[str]:
+        """Fact ids whose entities include entity node ``node``."""
+        if self._facts_of is None:
+            facts = self.r.facts
+            fids = facts.known_ids()
+            ents = [list(facts.entities(f)) for f in fids]
+            nodes = self.graph.node_index([entity_id(e) for es in ents for e in es], entities=True).tolist()
+            self._facts_of = {}
+            pos = 0
+            for f, es in zip(fids, ents, strict=True):
+                for n in nodes[pos:pos + len(es)]:
+                    if n >= 0:
+                        self._facts_of.setdefault(n, []).append(f)
+                pos += len(es)
+        return self._facts_of.get(node, [])
+
+    def names(self, nodes: Sequence[int]) -> list[str]:
+        """Entity names, ``passage <title>`` for passages, the node id otherwise."""
+        g, r = self.graph, self.r
+        new = [n for n in dict.fromkeys(nodes) if n not in self._names]
+        ents = [n for n in new if n < g.num_entities]
+        for n, name in zip(ents, r.entity_texts([str(g.node_ids[n]) for n in ents]), strict=True):
+            self._names[n] = name
+        pas = [n for n in new if self.is_passage[n]]
+        for n, text in zip(pas, self.passage_texts(pas), strict=True):
+            self._names[n] = "passage: " + text.split("\n", 1)[0][:80]
+        for n in new:
+            self._names.setdefault(n, str(g.node_ids[n]))
+        return [self._names[n] for n in nodes]
+
+    def passage_texts(self, nodes: Sequence[int]) -> list[str]:
+        store = self.r.views.passages.store
+        return store.texts([str(store.ids[self._row_of_node[n]]) for n in nodes])
+
+    def edge_kind(self, a: int, b: int) -> str:
+        e = int(self.edge_of[a, b]) - 1
+        bits = int(self.graph.kinds[e]) if e >= 0 else 0
+        return "+".join(name for bit, name in KIND_NAMES if bits & bit) or "edge"
+
+    def fact_text(self, fid: str) -> str:
+        f = self.r.facts.fact(fid)
+        return f.text if isinstance(f, Hyperedge) else " | ".join(f)
+
+    def edge_texts(self, a: int, b: int, kind: str) -> list[str]:
+        """The facts or sentences on edge a - b: facts of both entities (a fact edge), or the
+        entity's facts found in the passage (a context edge)."""
+        if "fact" in kind and not (self.is_passage[a] or self.is_passage[b]):
+            common = set(self.facts_of(b))
+            return [self.fact_text(f) for f in self.facts_of(a) if f in common][:TEXTS_PER_EDGE]
+        if "context" in kind:
+            ent, pas = (a, b) if self.is_passage[b] else (b, a)
+            text = self.passage_texts([pas])[0].lower()
+            out = []
+            for f in self.facts_of(ent):
+                fact = self.r.facts.fact(f)
+                parts = [fact.text] if isinstance(fact, Hyperedge) else [fact[0], fact[2]]
+                if all(p.lower() in text for p in parts):
+                    out.append(self.fact_text(f))
+                if len(out) >= TEXTS_PER_EDGE:
+                    break
+            return out
+        return []
+
+    def path(self, walk: Walk, weight: float, scale: float, score: float, seed_term: float) -> ExplainedPath:
+        nodes = walk.nodes
+        names = self.names(nodes)
+        d = self.r.config.damping
+        edges = []
+        for i, (a, b) in enumerate(zip(nodes, nodes[1:], strict=False)):
+            kind = self.edge_kind(a, b)
+            prob = d * float(self.op.W[a, b]) / float(self.op.strength[a])
+            edges.append(PathEdge(names[i], names[i + 1], kind, prob, self.edge_texts(a, b, kind)))
+        part = scale * weight * walk.prob
+        return ExplainedPath(names, edges, part / score if score > 0 else 0.0,
+                             part / seed_term if seed_term > 0 else 0.0, walk.prob)
+
+
+_VIEWS: weakref.WeakKeyDictionary[Retriever, GraphView] = weakref.WeakKeyDictionary()
+
+
+def graph_view(r: Retriever) -> GraphView:
+    """The retriever's :class:`GraphView` (built once per retriever)."""
+    view = _VIEWS.get(r)
+    if view is None:
+        view = _VIEWS[r] = GraphView(r)
+    return view
+
+
+def candidate_facts(r: Retriever, res: RawResult) -> list[dict]:
+    """The query's candidate facts with their (min-max) scores and whether the filter kept them."""
+    cands = (res.trace or {}).get("candidates")
+    if cands is None:
+        return []
+    rows, scores = cands
+    kept = {tuple(t) for t in res.kept_facts}
+    ok = [(int(row), float(sc)) for row, sc in zip(rows.tolist(), scores.tolist(), strict=True)
+          if row >= 0 and r.facts.has(r._fid(row))]
+    return [{"fact": list(t), "score": sc, "kept": tuple(t) in kept}
+            for t, (_, sc) in zip(res.candidate_facts, ok, strict=False)]
+
+
+def fallback_reason(r: Retriever, res: RawResult) -> str:
+    """Why a query got the dense ranking ("" when it reached the graph)."""
+    if not res.used_fallback:
+        return ""
+    if r.linking.scores_facts and not res.candidate_facts:
+        return "no candidate fact"
+    if r.linking.scores_facts and not res.kept_facts:
+        return "the recognition filter kept no fact"
+    return "no kept fact or query entity reached an entity node of the graph"
+
+
+def explain_result(r: Retriever, query: str, res: RawResult, rows: Sequence[int], pids: Sequence[str],
+                   ranked: Sequence[float] | None = None) -> list[Explanation]:
+    """Explanations of passage store ``rows`` (ids ``pids``; ``ranked``: their scores in the solution)
+    for one query searched with ``explain=True``."""
+    if res.trace is None:
+        raise ValueError("explain_result needs a result searched with explain=True")
+    tr = res.trace
+    dense = np.asarray(tr["dense"], np.float64)
+    order = [int(x) for x in res.order]
+    common: dict[str, Any] = {"candidate_facts": candidate_facts(r, res), "used_fallback": res.used_fallback,
+              "fallback_reason": fallback_reason(r, res), "query": query}
+    head = set(top_k(tr["dense"], r.config.dense_first).tolist()) if r.config.dense_first > 0 else set()
+    out = []
+    terms = _terms(r, tr, rows) if tr["reset"] is not None else None
+    for j, (row, pid) in enumerate(zip(rows, pids, strict=True)):
+        row = int(row)
+        rank = order.index(row) + 1 if row in order else _ppr_rank(tr, dense, row)
+        given = float(ranked[j]) if ranked is not None else 0.0
+        base: dict[str, Any] = dict(passage_id=pid, dense_score=float(dense[row]),
+                    dense_rank=int(np.count_nonzero(dense > dense[row])) + 1, rank=rank, ranked_score=given, **common)
+        if terms is None:
+            out.append(Explanation(score=given, seeds=[], dense_prior=0.0, paths=[], placed_by="dense_fallback",
+                                   **base))
+            continue
+        seeds, prior, paths, score = terms(j, row)
+        out.append(Explanation(score=score, seeds=seeds, dense_prior=prior, paths=paths,
+                               check=abs(sum(s.contribution for s in seeds) + prior - score),
+                               placed_by="dense_first" if row in head else "ppr", **base))
+    return out
+
+
+def _ppr_rank(tr: dict, dense: np.ndarray, row: int) -> int:
+    scores = tr["ppr"] if tr["ppr"] is not None else dense
+    return int(np.count_nonzero(scores > scores[row])) + 1
+
+
+def _terms(r: Retriever, tr: dict, rows: Sequence[int]):
+    """A function (j, row) -> (seed terms, dense prior, paths, PPR score) for the query of ``tr``."""
+    view = graph_view(r)
+    d = r.config.damping
+    nz, w = tr["reset"]
+    reset = np.zeros(r.graph.num_nodes)
+    reset[nz] = w
+    targets = [int(r.passage_nodes[row]) for row in rows]
+    U = view.op.backward(targets, d)
+    seed_nodes = [int(n) for n in nz.tolist() if not view.is_passage[n]]
+    names = dict(zip(seed_nodes, view.names(seed_nodes), strict=True))
+    scale = 1.0 / view.op.normaliser(reset, d)
+    kinds = {n: "entity" if n < r.graph.num_entities else "community" for n in seed_nodes}
+
+    def terms(j: int, row: int):
+        term, _ = contributions(view.op, reset, U[:, j], d)
+        score = float(tr["ppr"][row])
+        share = (lambda x: x / score) if score > 0 else (lambda x: 0.0)
+        seeds = sorted((SeedTerm(names[n], float(reset[n]), float(term[n]), share(float(term[n])), kinds[n])
+                        for n in seed_nodes), key=lambda s: -s.contribution)
+        prior = float(term[view.is_passage].sum())
+        walks = best_walks(view.op, targets[j], {n: float(reset[n]) for n in seed_nodes}, d, TOP_PATHS)
+        paths = [view.path(wk, float(reset[wk.seed]), scale, score, float(term[wk.seed])) for wk in walks]
+        return seeds, prior, paths, score
+
+    return terms
+
+
+def rows_of(r: Retriever, passage_ids: Sequence[str]) -> list[int]:
+    """Passage store rows of ``passage_ids`` (``ValueError`` for an id not in the index)."""
+    row = {str(p): i for i, p in enumerate(r.views.passages.store.ids)}
+    missing = [p for p in passage_ids if p not in row]
+    if missing:
+        raise ValueError(f"explain: passage id(s) not in the index: {', '.join(missing[:5])}")
+    return [row[p] for p in passage_ids]
+
+
+def explain_solutions(r: Retriever, results: Sequence[RawResult], sols: Sequence) -> None:
+    """Fill each solution's ``explanations`` (its returned passages, rank order)."""
+    for res, sol in zip(results, sols, strict=True):
+        pos = {str(p): i for i, p in enumerate(r.views.passages.store.ids[np.asarray(res.order, np.int64)])}
+        keep = [pos[p] for p in sol.passage_ids]        # passages a lazy reader dropped are left out
+        rows = [int(res.order[i]) for i in keep]
+        sol.explanations = explain_result(r, sol.question, res, rows, list(sol.passage_ids),
+                                          [float(res.scores[i]) for i in keep])
