@@ -17,7 +17,7 @@ from types import ModuleType
 
 from hippo_engine.llm.base import LLMClient
 
-from . import build_filter_demos, check_index, communities, index_scale, rankings
+from . import build_filter_demos, check_index, citations_bench, communities, index_scale, rankings
 from . import tables as tables_pkg
 from .bench import backends, fuzzparsers, killharness, memcheck, pg_scale, pg_sharing, twowriters
 from .bench import musique as bench_musique
@@ -32,6 +32,7 @@ COMMANDS: dict[str, ModuleType] = {
     "communities": communities,
     "build-filter-demos": build_filter_demos,
     "rankings": rankings,
+    "citations": citations_bench,
 }
 #: What every table command writes and caches (the table package's docstring after its first line).
 TABLES_NOTE = (tables_pkg.__doc__ or "").strip().split("\n\n", 1)[-1]
@@ -47,6 +48,7 @@ HELP = {
     "check-index": "idempotence / insert / delete checks on the MuSiQue subset (no LLM call)",
     "communities": "HiRAG communities on the MuSiQue subset: clusters, report cost, recall per mode",
     "build-filter-demos": "build the recognition filter's demonstrations (prompts/filter_program.json)",
+    "citations": "reader citations and grounded answers on 20 MuSiQue questions and the sample (issue 22)",
     "rankings": "Recall@1..20 and a rankings hash on the MuSiQue subset (openie file / ner, filter off, no LLM)",
 }
 #: The reliability benchmarks (issue 13), same interface as ``COMMANDS``: name -> (module, help line).
