@@ -17,10 +17,14 @@ def local_backend(model_name: str | None, config: HippoConfig) -> str:
     """``"llama_cpp"`` or ``"transformers"``: the backend a local ``model_name`` runs on."""
     if config.llm_backend != "auto":
         return config.llm_backend
-    from hippo_engine.llm.llamacpp import llama_cpp_available, resolve_gguf
-    if llama_cpp_available() and resolve_gguf(model_name) != (None, None):
-        return "llama_cpp"
-    return "transformers"
+    from hippo_engine.llm.llamacpp import REBUILD_HINT, llama_cpp_available, llama_cpp_has_amx, resolve_gguf
+    if not llama_cpp_available() or resolve_gguf(model_name) == (None, None):
+        return "transformers"
+    if llama_cpp_has_amx():
+        logger.warning("llama-cpp-python was built with Intel AMX kernels, which crash the process on some CPUs "
+                       "of this kind: the local LLM runs on transformers instead (slower); %s", REBUILD_HINT)
+        return "transformers"
+    return "llama_cpp"
 
 
 def make_llm(model_name: str | None, config: HippoConfig,

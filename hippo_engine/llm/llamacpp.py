@@ -27,6 +27,33 @@ from hippo_engine.system import usable_cpus
 logger = logging.getLogger(__name__)
 
 
+#: llama.cpp's system-info flag of its Intel AMX kernels. ggml's AMX matrix product kills the
+#: process (SIGSEGV in ``ggml_backend_amx_mul_mat``) on some Sapphire Rapids-class machines, e.g.
+#: this project's CI machines (llama.cpp issue 20824); a build made with ``-march=native`` on such
+#: a CPU has them. The engine does not run such a build unless ``HIPPO_ENGINE_LLAMA_AMX=1`` says it
+#: works on this machine.
+AMX_FLAG = "AMX_INT8 = 1"
+AMX_OPT_IN = "HIPPO_ENGINE_LLAMA_AMX"
+#: a portable llama.cpp build (AVX2, no AMX), what the README's main command installs
+PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+REBUILD_HINT = (f'rebuild it without them: CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" pip install --force-reinstall '
+                "--no-cache-dir --no-deps llama-cpp-python==0.3.36 (or set HIPPO_ENGINE_LLAMA_AMX=1 if it works here)")
+
+
+def llama_cpp_has_amx() -> bool:
+    """Whether the installed llama.cpp would run its Intel AMX kernels (imports ``llama_cpp``);
+    False with ``HIPPO_ENGINE_LLAMA_AMX=1`` (the user checked that they work on this machine)."""
+    if os.environ.get(AMX_OPT_IN) == "1":
+        return False
+    try:
+        import llama_cpp
+        info = llama_cpp.llama_print_system_info()
+    except Exception:  # noqa: BLE001 - not installed or not loadable: no AMX kernels to fear
+        return False
+    text = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+    return AMX_FLAG in text
+
+
 def llama_cpp_available() -> bool:
     """Whether ``llama_cpp`` can be imported (without importing it twice)."""
     import importlib.util
@@ -142,6 +169,9 @@ class LlamaCppClient(LLMClient):
         except ImportError as e:
             raise LLMError("llama-cpp-python is not installed: pip install 'hippo-engine[fast]', "
                            "or set llm_backend='transformers'") from e
+        if llama_cpp_has_amx():
+            raise LLMError("the installed llama-cpp-python was built with Intel AMX kernels, which crash the "
+                           f"process on some CPUs of this kind; {REBUILD_HINT}, or set llm_backend='transformers'")
         t0 = time.perf_counter()
         path = packaged_gguf(self._spec.name) if self._spec is not None else self._gguf
         if self._fixed_threads is None:

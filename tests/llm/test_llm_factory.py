@@ -67,3 +67,30 @@ def test_llama_cpp_backend_rejects_non_gguf_models(tmp_path):
     (tmp_path / "model").mkdir()
     with pytest.raises(LLMError, match="GGUF"):
         make_llm(str(tmp_path / "model"), HippoConfig(llm_backend="llama_cpp", llm_cache=False))
+
+
+def test_a_llama_cpp_build_with_amx_kernels_is_never_run_unasked(tmp_path, monkeypatch, caplog):
+    """ggml's AMX matrix product kills the process on some Sapphire Rapids-class CPUs (a build
+    made with -march=native there has it): auto falls back to transformers with the rebuild
+    command, an explicit llama_cpp refuses to load, HIPPO_ENGINE_LLAMA_AMX=1 opts in."""
+    import logging
+    import sys
+    import types
+
+    from hippo_engine.llm import llamacpp
+    fake = types.SimpleNamespace(llama_print_system_info=lambda: b"CPU : AVX2 = 1 | AMX_INT8 = 1 | OPENMP = 1 |",
+                                 Llama=None)
+    monkeypatch.setitem(sys.modules, "llama_cpp", fake)
+    monkeypatch.setattr(llamacpp, "llama_cpp_available", lambda: True)
+    monkeypatch.delenv("HIPPO_ENGINE_LLAMA_AMX", raising=False)
+    cfg = HippoConfig(llm_cache=False)
+    with caplog.at_level(logging.WARNING, logger="hippo_engine.llm.factory"):
+        assert factory.local_backend(None, cfg) == "transformers"
+    assert "AMX" in caplog.text and "GGML_NATIVE=OFF" in caplog.text
+    with pytest.raises(LLMError, match="AMX"):
+        LlamaCppClient(None).load()
+    monkeypatch.setenv("HIPPO_ENGINE_LLAMA_AMX", "1")
+    assert factory.local_backend(None, cfg) == "llama_cpp"
+    fake.llama_print_system_info = lambda: b"CPU : AVX2 = 1 | OPENMP = 1 |"
+    monkeypatch.delenv("HIPPO_ENGINE_LLAMA_AMX")
+    assert factory.local_backend(None, cfg) == "llama_cpp"
