@@ -52,3 +52,9 @@ def test_fast_moving_dependencies_have_an_upper_bound():
     for name in ("openai", "dspy-ai", "litellm", "transformers", "torch"):
         spec = next(d for d in deps if re.match(rf"{name}\b", d))
         assert "<" in spec or "==" in spec, spec
+
+
+def test_the_main_command_builds_llama_cpp_portably_as_the_engine_advises():
+    """The CMAKE_ARGS of the README's main command are the engine's own advice (one source)."""
+    from hippo_engine.llm.llamacpp import PORTABLE_CMAKE_ARGS
+    assert f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}"' in _readme_commands()[0]
