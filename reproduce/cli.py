@@ -17,7 +17,7 @@ from types import ModuleType
 
 from hippo_engine.llm.base import LLMClient
 
-from . import build_filter_demos, check_index, citations_bench, communities, index_scale, rankings
+from . import build_filter_demos, check_index, citations_bench, communities, explain_bench, index_scale, rankings
 from . import tables as tables_pkg
 from .bench import backends, fuzzparsers, killharness, memcheck, pg_scale, pg_sharing, twowriters
 from .bench import musique as bench_musique
@@ -29,6 +29,7 @@ COMMANDS: dict[str, ModuleType] = {
     "bench": bench_suite,
     "bench-musique": bench_musique,
     "check-index": check_index,
+    "explain": explain_bench,
     "communities": communities,
     "build-filter-demos": build_filter_demos,
     "rankings": rankings,
@@ -45,6 +46,7 @@ HELP = {
     "table-graph": "graph statistics and indexing cost (paper Tables 10, 12)",
     "bench": "speed suite on synthetic corpora: ours vs the reference approach, per stage",
     "bench-musique": "indexing and retrieval speed, memory, PPR agreement on the MuSiQue subset",
+    "explain": "explanations on the MuSiQue subset: |sum of terms - score|, rankings hash with explain, cost",
     "check-index": "idempotence / insert / delete checks on the MuSiQue subset (no LLM call)",
     "communities": "HiRAG communities on the MuSiQue subset: clusters, report cost, recall per mode",
     "build-filter-demos": "build the recognition filter's demonstrations (prompts/filter_program.json)",

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from hippo_engine.datatypes import ExplainedPath, Explanation, Hyperedge, PathEdge, SeedTerm
 from hippo_engine.ids import entity_id
 from hippo_engine.index.graph import KIND_CONTEXT, KIND_FACT, KIND_SYNONYMY
-from hippo_engine.retrieve.explain_math import Operator, Walk, best_walks, contributions
+from hippo_engine.retrieve.explain_math import Operator, Walk, best_walks, contributions, walk_costs
 from hippo_engine.retrieve.retriever import RawResult, Retriever
 from hippo_engine.retrieve.scoring import top_k
 
@@ -41,6 +41,7 @@ class GraphView:
         g = r.graph
         self.r, self.graph = r, g
         self.op = Operator.from_edges(g.num_nodes, g.src, g.dst, g.weight)
+        self.costs = walk_costs(self.op, r.config.damping)
         idx = np.arange(1, len(g.src) + 1, dtype=np.int64)
         self.edge_of = sp.coo_matrix((np.concatenate([idx, idx]), (np.concatenate([g.src, g.dst]),
                                       np.concatenate([g.dst, g.src]))), shape=(g.num_nodes,) * 2).tocsr()
@@ -219,7 +220,8 @@ def _terms(r: Retriever, tr: dict, rows: Sequence[int]):
         seeds = sorted((SeedTerm(names[n], float(reset[n]), float(term[n]), share(float(term[n])), kinds[n])
                         for n in seed_nodes), key=lambda s: -s.contribution)
         prior = float(term[view.is_passage].sum())
-        walks = best_walks(view.op, targets[j], {n: float(reset[n]) for n in seed_nodes}, d, TOP_PATHS)
+        walks = best_walks(view.op, targets[j], {n: float(reset[n]) for n in seed_nodes}, d, TOP_PATHS,
+                           view.costs)
         paths = [view.path(wk, float(reset[wk.seed]), scale, score, float(term[wk.seed])) for wk in walks]
         return seeds, prior, paths, score
 

@@ -15,7 +15,7 @@ sums to 1, so 1^T y = 1^T r / (1 - d) on the nodes with edges, plus r on the iso
 row u is one backward solve: u = e_t + d P^T u with P^T = D^-1 W row stochastic, so the fixed
 point iteration contracts by exactly d in the max norm and stopping when the change is below
 ``tol (1 - d) / d`` bounds every |u_s - u*_s| by ``tol``; the sum of all terms is then within
-``tol * sum(r) / Y <= tol`` of the exact x(t) (``BACKWARD_TOL`` = 1e-12 by default, far below
+``tol * sum(r) / Y <= tol`` of the exact x(t) (``BACKWARD_TOL`` = 1e-10 by default, far below
 the engine's own ``ppr_tol``). Several targets are solved as columns of one block.
 
 Walks (the inverse P-distance). y_s(t) = sum over walks s -> t of d^len * prod P, so the
@@ -25,7 +25,6 @@ share of seed s's term that this one walk explains.
 """
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 #: max-norm error bound of the backward rows (see the module docstring)
-BACKWARD_TOL = 1e-12
+BACKWARD_TOL = 1e-10
 
 
 def sanitise_reset(reset: np.ndarray) -> np.ndarray:
@@ -130,46 +129,31 @@ class Walk:
     prob: float
 
 
+def walk_costs(op: Operator, damping: float) -> sp.csr_matrix:
+    """The reversed step costs: entry (b, a) = -log(d W[a, b] / D[a]), the cost of the step a -> b
+    (positive: d < 1), so shortest paths from a target over this matrix are most probable walks to it."""
+    W = op.W.tocoo()
+    cost = -np.log(damping * W.data / op.strength[W.row])
+    return sp.csr_matrix((cost, (W.col, W.row)), shape=W.shape)
+
+
 def best_walks(op: Operator, target: int, seeds: dict[int, float], damping: float, top: int = 3,
-               max_visits: int = 500_000) -> list[Walk]:
-    """Each seed's most probable walk to ``target`` (Dijkstra from the target over reversed steps,
-    cost -log(d W[a, b] / D[a])); the ``top`` walks with the largest weight x probability, best
-    first. The search stops once no unsettled seed can beat the ``top``-th walk found."""
+               costs: sp.csr_matrix | None = None) -> list[Walk]:
+    """Each seed's most probable walk to ``target`` (Dijkstra from the target over the reversed
+    step costs, :func:`walk_costs`; pass ``costs`` to reuse them); the ``top`` walks with the
+    largest weight x probability, best first."""
+    from scipy.sparse.csgraph import dijkstra
+
     seeds = {s: w for s, w in seeds.items() if w > 0 and s != target}
     if not seeds or op.isolated[target]:
         return []
-    d, W, strength = damping, op.W, op.strength
-    log_wmax = math.log(max(seeds.values()))
-    dist = {target: 0.0}
-    nxt: dict[int, int] = {}          # node -> the next node of its best walk to the target
-    heap = [(0.0, target)]
-    done: set[int] = set()
-    found: list[tuple[float, int]] = []     # (-log(weight) + cost, seed), kept sorted
-    while heap and len(done) < max_visits:
-        cost, b = heapq.heappop(heap)
-        if b in done:
-            continue
-        done.add(b)
-        if b in seeds:
-            found.append((cost - math.log(seeds[b]), b))
-            found.sort()
-            if len(found) == len(seeds):
-                break
-        if len(found) >= top and cost - log_wmax >= found[top - 1][0]:
-            break
-        lo, hi = W.indptr[b], W.indptr[b + 1]
-        for a, wab in zip(W.indices[lo:hi].tolist(), W.data[lo:hi].tolist(), strict=True):
-            if a in done or wab <= 0:
-                continue
-            c = cost - math.log(d * wab / strength[a])
-            if c < dist.get(a, math.inf):
-                dist[a] = c
-                nxt[a] = b
-                heapq.heappush(heap, (c, a))
+    C = walk_costs(op, damping) if costs is None else costs
+    dist, pred = dijkstra(C, directed=True, indices=target, return_predecessors=True)
+    ranked = sorted((dist[s] - math.log(w), s) for s, w in seeds.items() if np.isfinite(dist[s]))
     walks = []
-    for _, s in found[:top]:
+    for _, s in ranked[:top]:
         nodes = [s]
         while nodes[-1] != target:
-            nodes.append(nxt[nodes[-1]])
-        walks.append(Walk(s, nodes, math.exp(-dist[s])))
+            nodes.append(int(pred[nodes[-1]]))
+        walks.append(Walk(s, nodes, math.exp(-float(dist[s]))))
     return walks
