@@ -1,4 +1,4 @@
-"""Command line interface: ``hippo-engine {index,delete,stats,retrieve,qa,demo}``."""
+"""Command line interface: ``hippo-engine {index,delete,stats,retrieve,qa,explain,demo}``."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from hippo_engine import __version__
+from hippo_engine import __version__, cli_explain
 from hippo_engine.cli_output import print_solution as _print_solution
 from hippo_engine.cli_output import qa_json
 from hippo_engine.config import ConfigError
@@ -291,6 +291,15 @@ def build_parser() -> argparse.ArgumentParser:
                              "index), ner (spaCy sentences and entities, no LLM), nary (LLM n-ary facts); an "
                              "existing index keeps its own")
 
+    def ranking_flags(sp):
+        sp.add_argument("--no-filter", action="store_true", help="skip the LLM recognition filter")
+        sp.add_argument("--filter", action="store_true",
+                        help="run the LLM recognition filter (on by default, except on an extractor=ner index)")
+        sp.add_argument("--linking", choices=("auto", "fact", "ner", "query", "ner_fact"), default=None,
+                        help="how queries reach the graph (default auto: fact, or ner_fact on an extractor=ner index)")
+        sp.add_argument("--dense-first", type=int, default=None, metavar="N",
+                        help="rank fusion: the N best dense passages first, then the graph ranking (default 0)")
+
     sp = sub.add_parser("index", help="add documents to an index")
     sp.add_argument("corpus", help="JSON or JSONL of strings or {title,text} records; records with an \"id\" "
                     "are indexed under it (a known id with another text replaces that document)")
@@ -321,13 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="passages per query to print (default 5); for qa also the passages the reader reads")
         sp.add_argument("--limit", type=int, default=None, help="only the first N queries")
         sp.add_argument("--dense", action="store_true", help="dense retrieval baseline instead of HippoRAG 2")
-        sp.add_argument("--no-filter", action="store_true", help="skip the LLM recognition filter")
-        sp.add_argument("--filter", action="store_true",
-                        help="run the LLM recognition filter (on by default, except on an extractor=ner index)")
-        sp.add_argument("--linking", choices=("auto", "fact", "ner", "query", "ner_fact"), default=None,
-                        help="how queries reach the graph (default auto: fact, or ner_fact on an extractor=ner index)")
-        sp.add_argument("--dense-first", type=int, default=None, metavar="N",
-                        help="rank fusion: the N best dense passages first, then the graph ranking (default 0)")
+        ranking_flags(sp)
         sp.add_argument("--output", default=None, help="write solutions (with passage_ids and doc_ids) and "
                         "metrics as JSON here")
         if name == "qa":
@@ -336,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
         common(sp)
         sp.set_defaults(func=func)
 
+    cli_explain.add_parser(sub, common, ranking_flags, _positive)
     sp = sub.add_parser("demo", help="index the bundled sample corpus and answer its questions, offline")
     common(sp, save_dir_default="outputs/demo", creates=True)
     sp.set_defaults(func=cmd_demo)

@@ -1,0 +1,76 @@
+"""``hippo-engine explain``: the tree per passage and the ``--json`` list (fake models), and the real
+small path (extractor=ner with the packaged encoder, slow)."""
+import json
+
+import pytest
+from helpers import CORPUS, make_rag
+
+import hippo_engine.cli as cli
+from hippo_engine.cli import main
+from hippo_engine.datatypes import Explanation
+
+QUERY = "Who mapped Lake Veloria?"
+
+
+@pytest.fixture
+def idx(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_make_rag", lambda args, **kw: make_rag(
+        args.save_dir, use_filter=not getattr(args, "no_filter", False),
+        dense_first=getattr(args, "dense_first", None) or 0))
+    corpus = tmp_path / "c.json"
+    corpus.write_text(json.dumps(CORPUS))
+    path = str(tmp_path / "idx")
+    assert main(["index", str(corpus), "--save-dir", path]) == 0
+    capsys.readouterr()
+    return path
+
+
+def test_explain_prints_a_tree_per_passage(idx, capsys):
+    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "3", "--no-filter"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"query: {QUERY}\ncandidate facts: ")
+    assert "#1  score " in out and "#3  score " in out and "#4  score " not in out
+    assert "placed by PPR" in out and "├─ seeds (" in out and "dense prior" in out and "check |terms - score|" in out
+    assert "top paths" in out and " -> passage: " in out
+    assert "Lake Veloria" in out.split("#1  score ", 1)[1].splitlines()[0]   # the title on the rank line
+    assert '"' in out          # a fact or sentence on an edge
+
+
+def test_explain_json_is_the_to_dict_list(idx, capsys):
+    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "2", "--json", "--no-filter"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["rank"] for d in data] == [1, 2]
+    exps = [Explanation.from_dict(d) for d in data]
+    assert [e.to_dict() for e in exps] == data
+    assert all(abs(sum(s.contribution for s in e.seeds) + e.dense_prior - e.score) == pytest.approx(e.check, abs=1e-15)
+               for e in exps)
+
+
+def test_explain_dense_fallback_and_dense_first(idx, capsys):
+    assert main(["explain", "--save-dir", idx, "--query", "zzzz qqqq", "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "dense fallback: " in out and "placed by the dense ranking" in out and "top paths" not in out
+    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "3", "--dense-first", "1",
+                 "--no-filter"]) == 0
+    out = capsys.readouterr().out
+    assert "placed by dense_first (dense rank 1)" in out and "placed by PPR" in out
+
+
+def test_explain_refuses_a_missing_index(tmp_path, capsys):
+    assert main(["explain", "--save-dir", str(tmp_path / "typo"), "--query", QUERY]) == 2
+    assert "no index in" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_explain_on_real_ner_index(tmp_path, capsys):
+    from test_cli import DOCS
+    corpus = tmp_path / "c.json"
+    corpus.write_text(json.dumps(DOCS))
+    idx = str(tmp_path / "idx")
+    assert main(["index", str(corpus), "--save-dir", idx, "--extractor", "ner", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["explain", "--save-dir", idx, "--query", "Where was Barack Obama born?", "--top", "2",
+                 "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "#1  score " in out and "Barack Obama" in out.split("#1  score ", 1)[1].splitlines()[0]
+    assert "placed by PPR" in out and "top paths" in out
