@@ -5,9 +5,9 @@ import json
 
 import numpy as np
 import pytest
+from helpers import CORPUS, make_rag
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers import CORPUS, make_rag
 
 from hippo_engine.config import QueryParam
 from hippo_engine.datatypes import ExplainedPath, Explanation, PathEdge, SeedTerm
@@ -22,7 +22,8 @@ def rag(request, tmp_path_factory):
     kw = {} if request.param == "openie" else {"extractor": request.param}
     if request.param == "nary":
         from helpers import ScriptedLLM
-        nary = {"segments": [{"text": "Oren Pike founded Tamsin College.", "entities": ["Oren Pike", "Tamsin College"]}]}
+        nary = {"segments": [{"text": "Oren Pike founded Tamsin College.",
+                              "entities": ["Oren Pike", "Tamsin College"]}]}
         kw["llm"] = ScriptedLLM(lambda m: json.dumps(nary))
     r = make_rag(tmp_path_factory.mktemp(request.param), **kw)
     r.index(CORPUS)
