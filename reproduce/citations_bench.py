@@ -195,9 +195,11 @@ def markdown(rows: list[dict], command: str, commit: str, load: tuple[str, str])
              "(`hippo_engine/data/sample_corpus.json`, `extractor=\"ner\"` index). Every reader sees the same "
              "top 5 passages. `before`: the reader prompt before issue 22 with `parse_answer` alone; `plain`: "
              "today's prompt without citations, grounded; `cite`: today's default reader (numbered passages, "
-             "citations, grounded). The scripted server answers with the first gold answer and cites the shown "
-             "passages that contain it, in rotating formats, plus one passage that was not shown "
-             "(`reproduce/citations_server.py`). See `reproduce/citations_bench.py`.", "",
+             "citations, grounded). The scripted server answers with the first gold answer and, when the "
+             "passages are numbered, cites the shown passages that contain it in a format picked by a hash of "
+             "the question (`[1]`, `[1, 3]`, `(2)`, `passage 2`, the passage id), plus one passage that was "
+             "not shown (`reproduce/citations_server.py`); its figures repeat run to run. "
+             "See `reproduce/citations_bench.py`.", "",
              "```bash", command, "```", "",
              f"Engine commit: `{commit}`. Machine: {machine()}.", "",
              f"Load (`uptime`) before: `{load[0]}`; after: `{load[1]}`.", "",
@@ -234,7 +236,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     script = {q: list(g) if not isinstance(g, str) else [g] for s in sets.values()
               for q, g in zip([x.question for x in s[0]], s[2], strict=True)}
     with ScriptedReaderServer(script) as srv:
-        rows = run_readers(_server_reader(srv.base_url), "scripted server", sets, ("plain", "cite"))
+        rows = run_readers(_server_reader(srv.base_url), "scripted server", sets, READERS)
     if not args.skip_local:
         rows += run_readers(_packaged_reader(), "packaged Qwen2.5-Coder-0.5B", sets, READERS)
     shown = [a for a in (argv[1:] if argv[:1] == ["citations"] else argv)
