@@ -99,8 +99,12 @@ def brute_best_walk(op, s, t, d):
     return best
 
 
+@pytest.mark.parametrize("radius", [8.0, 0.05, 1e9])
 @pytest.mark.parametrize("damping", [0.5, 0.85])
-def test_walks_are_the_most_probable(setup, damping):
+def test_walks_are_the_most_probable(setup, damping, radius, monkeypatch):
+    """Whatever Dijkstra's first radius (grown until the top walks are settled), the same walks."""
+    import hippo_engine.retrieve.explain_math as em
+    monkeypatch.setattr(em, "WALK_RADIUS", radius)
     op, *_, r = setup
     seeds = {2: 0.9, 9: 0.4, 15: 0.25}
     U = op.backward(list(range(N_ENT, N_ENT + N_PAS)), damping)
