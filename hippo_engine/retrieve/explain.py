@@ -45,6 +45,8 @@ class GraphView:
         idx = np.arange(1, len(g.src) + 1, dtype=np.int64)
         self.edge_of = sp.coo_matrix((np.concatenate([idx, idx]), (np.concatenate([g.src, g.dst]),
                                       np.concatenate([g.dst, g.src]))), shape=(g.num_nodes,) * 2).tocsr()
+        self.edge_of.sort_indices()
+        self.op.W.sort_indices()
         self.is_passage = np.zeros(g.num_nodes, bool)
         self.is_passage[r.passage_nodes] = True
         self._row_of_node = {int(n): i for i, n in enumerate(r.passage_nodes.tolist())}
@@ -86,7 +88,7 @@ class GraphView:
         return store.texts([str(store.ids[self._row_of_node[n]]) for n in nodes])
 
     def edge_kind(self, a: int, b: int) -> str:
-        e = int(self.edge_of[a, b]) - 1
+        e = int(_entry(self.edge_of, a, b)) - 1
         bits = int(self.graph.kinds[e]) if e >= 0 else 0
         return "+".join(name for bit, name in KIND_NAMES if bits & bit) or "edge"
 
@@ -121,11 +123,19 @@ class GraphView:
         edges = []
         for i, (a, b) in enumerate(zip(nodes, nodes[1:], strict=False)):
             kind = self.edge_kind(a, b)
-            prob = d * float(self.op.W[a, b]) / float(self.op.strength[a])
+            prob = d * float(_entry(self.op.W, a, b)) / float(self.op.strength[a])
             edges.append(PathEdge(names[i], names[i + 1], kind, prob, self.edge_texts(a, b, kind)))
         part = scale * weight * walk.prob
         return ExplainedPath(names, edges, part / score if score > 0 else 0.0,
                              part / seed_term if seed_term > 0 else 0.0, walk.prob)
+
+
+def _entry(M: sp.csr_matrix, a: int, b: int) -> float:
+    """M[a, b] of a CSR matrix with sorted indices (a binary search in row a; scipy's scalar
+    indexing costs far more per call)."""
+    lo, hi = int(M.indptr[a]), int(M.indptr[a + 1])
+    k = lo + int(np.searchsorted(M.indices[lo:hi], b))
+    return float(M.data[k]) if k < hi and int(M.indices[k]) == b else 0.0
 
 
 _VIEWS: weakref.WeakKeyDictionary[Retriever, GraphView] = weakref.WeakKeyDictionary()
