@@ -17,7 +17,7 @@ MUSIQUE = SHARED / "data" / "musique" / "hipporag_v1_train"
 #: several processes, the kill harness, the benchmark commands, the real models (marked
 #: ``integration``; CI runs them after the fast tier)
 INTEGRATION = ("store/postgres/", "reliability/", "reproduce/", "store/test_lock.py", "test_real_models.py",
-               "test_ner_memory.py", "models/", "llm/test_local_llm.py", "llm/test_llamacpp.py",
+               "test_ner_memory.py", "models/", "llm/test_local_llm.py", "llm/test_llamacpp.py", "service/integration/",
                "test_parsers_fuzz.py")
 
 
