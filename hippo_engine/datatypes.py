@@ -4,7 +4,8 @@
   text to the entities it mentions);
 * :class:`Extraction`: what an extractor returns for a batch of passages;
 * :class:`QuerySolution`: one query's retrieval result (and, after reading, its answer);
-* :class:`HiContext`: what a query mode assembled for the reader.
+* :class:`HiContext`: what a query mode assembled for the reader (and, per item,
+  :class:`ContextItem`: which section it is in and why it was chosen).
 
 Older import paths (``hippo_engine.qa.reader.QuerySolution``, ``hippo_engine.hirag.context.HiContext``,
 ``hippo_engine.index.extractors.Extraction``, ``hippo_engine.text.Triple``...) re-export these.
@@ -69,6 +70,9 @@ class QuerySolution:
     After reading, ``citations`` are the ids of the shown passages the reader cited (in the order
     cited), ``invalid_citations`` the number of its references to no shown passage, and
     ``answer_notes`` what was done to its answer (cut to length, rejected as ungrounded).
+    In a hi_* mode with ``explain=True``, ``provenance`` holds every item of the mode's context with
+    the section it is in and why it was chosen (:class:`ContextItem`; the passages' items, kind
+    ``passage``, follow ``docs``).
     """
 
     question: str
@@ -88,6 +92,7 @@ class QuerySolution:
     citations: list[str] = field(default_factory=list)
     invalid_citations: int = 0
     answer_notes: list[str] = field(default_factory=list)
+    provenance: list[ContextItem] = field(default_factory=list)
 
     @classmethod
     def from_ranking(cls, question: str, docs: Sequence[str], scores, found: Any = None) -> QuerySolution:
@@ -123,6 +128,7 @@ class QuerySolution:
             "citations": list(self.citations),
             "invalid_citations": int(self.invalid_citations),
             "answer_notes": list(self.answer_notes),
+            **({"provenance": [i.to_dict() for i in self.provenance]} if self.provenance else {}),
         }
 
 
@@ -154,7 +160,9 @@ class HiContext:
     ``sections`` maps section names (``reports``, ``bridge``, ``entities``, ``relations``,
     ``passages``) to their text, in order; ``tokens`` their token counts. ``passages`` is the
     passage ranking (best first) the mode produced; ``passage_context`` how many of them made
-    it into the passages section. ``path`` is the bridge's entity path (names).
+    it into the passages section. ``path`` is the bridge's entity path (names). ``provenance``
+    (hi_* modes, :mod:`hippo_engine.hirag.provenance`): every item of the context, section by
+    section, with why it was chosen (:class:`ContextItem`).
     """
 
     query: str
@@ -167,6 +175,7 @@ class HiContext:
     communities: list = field(default_factory=list)
     key_entities: list = field(default_factory=list)
     path: list = field(default_factory=list)
+    provenance: list[ContextItem] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -178,7 +187,53 @@ class HiContext:
         return {"query": self.query, "mode": self.mode, "sections": dict(self.sections), "tokens": dict(self.tokens),
                 "passages": list(self.passages), "passage_context": self.passage_context,
                 "entities": list(self.entities), "communities": list(self.communities),
-                "key_entities": list(self.key_entities), "path": list(self.path), "text": self.text}
+                "key_entities": list(self.key_entities), "path": list(self.path), "text": self.text,
+                **({"provenance": [i.to_dict() for i in self.provenance]} if self.provenance else {})}
+
+
+#: the kinds of context items: an entity line, a relation line, a community (its report), an
+#: entity on the reasoning path, a passage
+CONTEXT_ITEM_KINDS = ("entity", "relation", "community", "path_entity", "passage")
+
+
+@dataclass
+class ContextItem:
+    """One item of a hi_* mode's context and why it is there.
+
+    ``section``: the context section it belongs to (``entities``, ``relations``, ``reports``,
+    ``bridge``, ``passages``); ``kind``: one of :data:`CONTEXT_ITEM_KINDS`; ``id``: the entity's,
+    community's or passage's id (a relation: its two entity ids joined by ``|``); ``text``: what
+    the section shows of it (an entity or relation line, a report title, an entity name, a passage
+    title); ``reason``: why it was chosen, in words; ``rank``: its 1-based place in the section (a
+    passage: in the mode's ranking; a path entity: on the path); ``score``: the number it was
+    ranked by, when there is one (an entity's cosine similarity to the query, a relation's degree
+    sum, how many of the query's top entities a community holds); ``via``: the entities (names) and
+    communities (ids) it was chosen through; ``numbers``: the other figures of the reason;
+    ``shown``: whether the reader sees it (False: a passage ranked past the passage budget, a
+    community that only chose the bridge's key entities)."""
+
+    section: str
+    kind: str
+    id: str
+    text: str
+    reason: str
+    rank: int
+    score: float | None = None
+    via: list[str] = field(default_factory=list)
+    numbers: dict[str, float] = field(default_factory=dict)
+    shown: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (plain floats, ints, strings and lists)."""
+        return {"section": self.section, "kind": self.kind, "id": self.id, "text": self.text,
+                "reason": self.reason, "rank": int(self.rank),
+                "score": None if self.score is None else float(self.score), "via": list(self.via),
+                "numbers": {str(k): float(v) for k, v in self.numbers.items()}, "shown": bool(self.shown)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ContextItem:
+        """The inverse of :meth:`to_dict`."""
+        return cls(**{**data, "via": list(data["via"]), "numbers": dict(data["numbers"])})
 
 
 # ----------------------------------------------------------------------------- explanations
