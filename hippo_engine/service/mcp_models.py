@@ -1,0 +1,138 @@
+"""What the MCP tools return (pydantic models, so clients get JSON with a published output schema)
+and the one-line explanation of why a recalled passage was found.
+
+The explanation line is built from an :class:`~hippo_engine.datatypes.Explanation`'s ``to_dict()``:
+the seed entities with the largest shares of the passage's PPR score and the dense prior's share,
+e.g. ``via 'Ilse Marrow' 62%, 'Lake Veloria' 15%; dense prior 20%``; a passage placed by the dense
+ranking says so with its dense similarity and rank.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+#: seeds named in an explanation line; seeds below MIN_SHARE are only counted in "others"
+SEEDS_NAMED = 3
+MIN_SHARE = 0.01
+NAME_WIDTH = 40
+
+
+class RecalledPassage(BaseModel):
+    """One passage found by recall."""
+
+    id: str = Field(description="id of the document holding this passage (pass it to forget)")
+    document_ids: list[str] = Field(description="all documents holding this passage (usually one)")
+    passage_id: str = Field(description="the passage's own id (content hash)")
+    rank: int = Field(description="1 for the best passage")
+    score: float = Field(description="relevance score; compare only within one recall")
+    text: str = Field(description="the passage (a title line, then the text, when it has a title)")
+    explanation: str = Field(description="why it was found: seed entities and their shares of the score")
+
+
+class RecallResult(BaseModel):
+    """The passages recall found for a query, best first."""
+
+    query: str
+    mode: str
+    passages: list[RecalledPassage]
+    not_yet_searchable: int = Field(0, description="documents still waiting to be indexed (not found yet)")
+
+
+class FailedDocument(BaseModel):
+    """A document whose indexing failed."""
+
+    id: str
+    error: str
+
+
+class RememberResult(BaseModel):
+    """What became of the documents given to remember."""
+
+    job_id: str = Field(description="the indexing job (memory_stats shows totals)")
+    documents: list[str] = Field(description="ids of the documents, in the order given")
+    status: str = Field(description="indexed (all searchable now), indexing (still running), "
+                                    "failed or partly failed")
+    indexed: int
+    indexing: int = Field(description="documents not indexed yet (pending or in progress)")
+    failed: list[FailedDocument]
+    waited_s: float = Field(description="seconds this call waited for indexing")
+    message: str
+
+
+class ForgetResult(BaseModel):
+    """Which ids were deleted."""
+
+    deleted: list[str]
+    unknown: list[str] = Field(description="ids that were not in memory (nothing to delete)")
+    message: str
+
+
+class Citation(BaseModel):
+    """A passage the answer cites."""
+
+    id: str = Field(description="id of the document holding the cited passage")
+    document_ids: list[str]
+    passage_id: str
+    text: str
+
+
+class AnswerResult(BaseModel):
+    """A short answer written from recalled passages, with the passages it cites."""
+
+    question: str
+    answer: str = Field(description="the answer; empty when the reader gave none")
+    citations: list[Citation] = Field(description="the passages the answer rests on, in the order cited")
+    notes: list[str] = Field(description="what was done to the answer (cut, rejected as ungrounded) or "
+                                         "what failed (the reader LLM)")
+
+
+class MemoryStats(BaseModel):
+    """How much is in memory."""
+
+    workspace: str = Field(description="the memory's workspace ('default' for the main one)")
+    documents: dict[str, int] = Field(description="documents by status: indexed, pending, processing, failed")
+    stats: dict[str, Any] = Field(description="graph size (passages, entities, facts, edges), extractor, "
+                                              "storage, version")
+
+
+def _pct(share: float) -> str:
+    return f"{100 * share:.0f}%" if share >= 0.005 else "<1%"
+
+
+def _name(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= NAME_WIDTH else text[:NAME_WIDTH - 3].rstrip() + "..."
+
+
+def _dense_line(exp: dict[str, Any]) -> str:
+    line = f"dense similarity {float(exp.get('dense_score', 0.0)):.2f} (dense rank {exp.get('dense_rank', '?')})"
+    reason = exp.get("fallback_reason") or ""
+    return f"{line}; no graph walk: {reason}" if exp.get("placed_by") == "dense_fallback" and reason else line
+
+
+def _seed_line(exp: dict[str, Any]) -> str:
+    seeds = sorted(exp.get("seeds") or [], key=lambda s: -float(s.get("share", 0.0)))
+    named = [s for s in seeds[:SEEDS_NAMED] if float(s.get("share", 0.0)) >= MIN_SHARE]
+    parts = [f"'{_name(s.get('entity', ''))}' {_pct(float(s['share']))}" for s in named]
+    rest = sum(float(s.get("share", 0.0)) for s in seeds[len(named):])
+    if rest >= MIN_SHARE:
+        parts.append(f"{len(seeds) - len(named)} other seed(s) {_pct(rest)}")
+    score = float(exp.get("score", 0.0))
+    prior = float(exp.get("dense_prior", 0.0)) / score if score > 0 else 0.0
+    head = "via " + ", ".join(parts) if parts else "graph walk"
+    return f"{head}; dense prior {_pct(prior)}"
+
+
+def explain_line(exp: dict[str, Any] | None, mode: str = "hipporag2") -> str:
+    """One line saying why a passage was found, from ``Explanation.to_dict()`` data (``None``: the
+    mode gives no explanation, e.g. ``naive`` dense retrieval)."""
+    if exp is None:
+        return "dense similarity to the query" if mode == "naive" else f"ranked by the {mode} mode"
+    placed = exp.get("placed_by", "ppr")
+    if placed in ("dense", "dense_fallback"):
+        return _dense_line(exp)
+    line = _seed_line(exp)
+    if placed == "dense_first":
+        return f"placed first by dense similarity (dense rank {exp.get('dense_rank', '?')}); graph: {line}"
+    return line
