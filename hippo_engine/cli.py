@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from hippo_engine import __version__, cli_explain
+from hippo_engine import __version__, cli_explain, cli_mcp
 from hippo_engine.cli_output import print_solution as _print_solution
 from hippo_engine.cli_output import qa_json
 from hippo_engine.config import ConfigError
@@ -340,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(func=func)
 
     cli_explain.add_parser(sub, common, ranking_flags, _positive)
+    cli_mcp.add_parser(sub, common, ranking_flags, _positive_float)
     sp = sub.add_parser("demo", help="index the bundled sample corpus and answer its questions, offline")
     common(sp, save_dir_default="outputs/demo", creates=True)
     sp.set_defaults(func=cmd_demo)

@@ -1,0 +1,86 @@
+"""``hippo-engine mcp``: the memory of an index folder served to MCP clients (agents) over stdio.
+
+The tools (remember, recall, answer, forget, memory_stats) are those of
+:func:`hippo_engine.service.mcp_server.build_mcp`. The command takes the other commands' storage, LLM
+and ranking flags. stdout carries only the protocol: while the index opens, anything written to
+stdout goes to stderr, and the SDK's stdio transport diverts stray output the same way while it
+serves; progress bars are off, announcements and logs go to stderr. Light to import (the server and
+the engine load when the command runs).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+#: how long remember waits for indexing (the tool's default; --wait changes it)
+DEFAULT_WAIT_S = 45.0
+
+
+def add_parser(sub, common: Callable, ranking_flags: Callable, positive_float: Callable) -> None:
+    """Register ``mcp`` (``common``/``ranking_flags``: cli.py's shared flags)."""
+    sp: argparse.ArgumentParser = sub.add_parser(
+        "mcp", help="serve the memory to MCP clients (agents) over stdio: remember, recall, answer, forget, "
+                    "memory_stats",
+        description="Serve an index folder as long-term memory to an MCP client over stdio (the client starts "
+                    "this command). The index is created on first use.")
+    sp.add_argument("--workspace", default=None, help="serve this named workspace of --save-dir (created if "
+                    "missing) instead of the folder's own index")
+    sp.add_argument("--wait", type=positive_float, default=DEFAULT_WAIT_S, metavar="SECONDS",
+                    help=f"longest time remember waits for its documents to be indexed (default {DEFAULT_WAIT_S:g})")
+    ranking_flags(sp)
+    common(sp, creates=True)
+    sp.set_defaults(func=cmd_mcp)
+
+
+def rag_options(args) -> dict[str, Any]:
+    """HippoRAG keyword arguments from the command's flags (only those given; progress bars off)."""
+    from hippo_engine import cli
+    opts: dict[str, Any] = {"llm_model_name": args.llm, "embedding_model_name": args.embedder,
+                            **cli._llm_overrides(args), **cli._storage(args), "show_progress": False}
+    for name in ("linking", "extractor", "dense_first"):
+        if getattr(args, name, None) is not None:
+            opts[name] = getattr(args, name)
+    if getattr(args, "no_filter", False):
+        opts["use_filter"] = False
+    if getattr(args, "filter", False):
+        opts["use_filter"] = True
+    return opts
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send whatever is written to stdout (by Python or by native code) to stderr meanwhile."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def cmd_mcp(args) -> int:
+    """Open the memory (so a bad folder or server fails now, on stderr), then serve until stdin closes."""
+    try:
+        from hippo_engine.service.mcp_server import build_mcp
+        from hippo_engine.service.workspaces import Workspaces
+    except ImportError as e:
+        raise RuntimeError(f"the MCP server needs the server extra: pip install 'hippo-engine[server]' ({e})") from e
+    with stdout_to_stderr():
+        workspaces = Workspaces(Path(args.save_dir), rag_options=rag_options(args), memory_options={})
+    try:
+        with stdout_to_stderr():
+            workspaces.get(args.workspace, create=True)
+        build_mcp(workspaces, args.workspace, wait_s=args.wait).run("stdio")
+    finally:
+        with stdout_to_stderr():
+            workspaces.close()
+    return 0
