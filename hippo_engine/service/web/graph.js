@@ -1,0 +1,153 @@
+/* hippo-engine web page: the graph around a query's seed entities and top passages (GET /subgraph),
+ * drawn with Cytoscape.js (vendor/cytoscape.min.js), with the same nodes listed as buttons for
+ * keyboard and screen-reader users. Labels are drawn on a canvas (never parsed as HTML).
+ */
+"use strict";
+
+(function () {
+  const hippo = window.hippo;
+  const { el } = hippo;
+  let cy = null;
+  let onPassage = null;
+
+  const COLORS = { seed: "#d9480f", entity: "#1c7ed6", passage: "#2b8a3e", other: "#868e96" };
+
+  const STYLE = [
+    {
+      selector: "node",
+      style: {
+        "background-color": COLORS.other, label: "data(short)", "font-size": 10, color: "#212529",
+        "text-valign": "bottom", "text-margin-y": 3, "text-wrap": "ellipsis", "text-max-width": 120,
+        "text-background-color": "#ffffff", "text-background-opacity": 0.8, "text-background-padding": 1,
+        width: "data(size)", height: "data(size)", "border-width": 1, "border-color": "#ffffff",
+      },
+    },
+    { selector: "node.entity", style: { "background-color": COLORS.entity } },
+    { selector: "node.seed", style: { "background-color": COLORS.seed, "font-weight": "bold" } },
+    { selector: "node.passage", style: { "background-color": COLORS.passage, shape: "round-rectangle" } },
+    { selector: "node:selected", style: { "border-width": 4, "border-color": "#fab005" } },
+    {
+      selector: "edge",
+      style: { width: 1.5, "line-color": "#adb5bd", "curve-style": "bezier", opacity: 0.85 },
+    },
+    { selector: "edge.fact", style: { "line-color": "#495057" } },
+    { selector: "edge.context", style: { "line-style": "dashed", "line-color": "#69db7c" } },
+    { selector: "edge.synonymy", style: { "line-style": "dotted", "line-color": "#f783ac", width: 2 } },
+  ];
+
+  /** The classes of a node: its kind, and "seed" for the query's seeds. */
+  function nodeClasses(n) {
+    const kind = String(n.kind || "other").toLowerCase();
+    const classes = [kind === "seed" ? "entity" : kind];
+    if (kind === "seed" || n.seed === true || n.is_seed === true) classes.push("seed");
+    return classes;
+  }
+
+  function elements(data) {
+    const nodes = (data && data.nodes) || [];
+    const max = Math.max(1e-12, ...nodes.map((n) => Number(n.score) || 0));
+    const ids = new Set(nodes.map((n) => String(n.id)));
+    const out = nodes.map((n) => ({
+      group: "nodes",
+      data: {
+        id: String(n.id), label: String(n.label || n.id), short: hippo.fmt.short(n.label || n.id, 36),
+        kind: String(n.kind || ""), score: Number(n.score) || 0,
+        size: 14 + 30 * Math.sqrt(Math.max(0, Number(n.score) || 0) / max),
+      },
+      classes: nodeClasses(n),
+    }));
+    ((data && data.edges) || []).forEach((e) => {
+      if (!ids.has(String(e.source)) || !ids.has(String(e.target))) return;
+      out.push({
+        group: "edges",
+        data: { source: String(e.source), target: String(e.target), kind: String(e.kind || "") },
+        classes: String(e.kind || "").split("+").map((k) => k.trim().toLowerCase()).filter(Boolean),
+      });
+    });
+    return out;
+  }
+
+  /** Say what a node is under the graph, select it, and open its passage for a passage node. */
+  function pick(id) {
+    if (!cy) return;
+    const node = cy.getElementById(id);
+    if (node.empty()) return;
+    cy.nodes().unselect();
+    node.select();
+    const d = node.data();
+    const kind = node.hasClass("seed") ? "seed entity" : d.kind || "node";
+    hippo.status(document.getElementById("graph-info"),
+      kind + ": " + d.label + " (score " + hippo.fmt.score(d.score) + ", " + node.degree() + " edges shown)", "info");
+    if (d.kind === "passage" && onPassage) onPassage(d.id);
+  }
+
+  function renderList(data) {
+    const list = document.getElementById("graph-list");
+    const nodes = (data && data.nodes) || [];
+    const edges = (data && data.edges) || [];
+    const groups = [["seed", "Seed entities"], ["passage", "Passages"], ["entity", "Other entities"]];
+    const items = groups.map(([cls, title]) => {
+      const members = nodes.filter((n) => {
+        const c = nodeClasses(n);
+        return cls === "entity" ? c.includes("entity") && !c.includes("seed") : c.includes(cls);
+      });
+      if (!members.length) return null;
+      return el("li", {}, el("strong", { text: title + " (" + members.length + ")" }),
+        el("ul", {}, members.map((n) => el("li", {},
+          el("button", { className: "link", text: hippo.fmt.short(n.label || n.id, 80),
+            attrs: { type: "button", title: String(n.label || n.id) }, on: { click: () => pick(String(n.id)) } })))));
+    });
+    list.replaceChildren(el("li", { text: nodes.length + " nodes, " + edges.length + " edges" }), ...items);
+  }
+
+  /** Draw a /subgraph answer ({"nodes": [...], "edges": [...]}); an empty one clears the graph. */
+  function draw(data) {
+    const container = document.getElementById("graph");
+    if (cy) cy.destroy();
+    cy = null;
+    renderList(data);
+    if (typeof window.cytoscape !== "function") {
+      hippo.status(document.getElementById("graph-info"), "The graph library did not load.", "error");
+      return;
+    }
+    cy = window.cytoscape({
+      container, elements: elements(data), style: STYLE,
+      minZoom: 0.2, maxZoom: 4, boxSelectionEnabled: false, selectionType: "single",
+    });
+    cy.layout({ name: "concentric", concentric: (n) => (n.hasClass("seed") ? 3 : n.hasClass("passage") ? 2 : 1),
+      levelWidth: () => 1, animate: false, minNodeSpacing: 18 }).run();
+    if (cy.nodes().length > 2) {
+      cy.layout({ name: "cose", animate: false, randomize: false, nodeRepulsion: () => 9000,
+        idealEdgeLength: () => 70, numIter: 600, fit: true, padding: 24 }).run();
+    }
+    cy.on("tap", "node", (event) => pick(event.target.id()));
+    hippo.status(document.getElementById("graph-info"), cy.nodes().length
+      ? "Select a node to see it here; a passage node opens its passage."
+      : "No graph for this query (no seed entity matched).", "info");
+  }
+
+  function clear(message) {
+    if (cy) cy.destroy();
+    cy = null;
+    document.getElementById("graph-list").replaceChildren();
+    hippo.status(document.getElementById("graph-info"), message || "", "info");
+  }
+
+  /** Select a node by id without opening anything (a passage card was opened). */
+  function highlight(id) {
+    if (!cy) return;
+    const node = cy.getElementById(id);
+    cy.nodes().unselect();
+    if (!node.empty()) node.select();
+  }
+
+  hippo.graph = {
+    init() {
+      hippo.onShow.search = () => { if (cy) cy.resize(); };
+    },
+    draw, clear, highlight,
+    /** The Cytoscape instance (or null): tests read its node count. */
+    instance: () => cy,
+    set onPassage(fn) { onPassage = fn; },
+  };
+})();

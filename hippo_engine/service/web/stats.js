@@ -1,0 +1,63 @@
+/* hippo-engine web page: index statistics (GET /stats): graph sizes, documents by status, the
+ * extractor, the storage and the version, drawn as definition lists (nested objects nest).
+ */
+"use strict";
+
+(function () {
+  const hippo = window.hippo;
+  const { el, fmt, api, status } = hippo;
+  const $ = (id) => document.getElementById(id);
+
+  const label = (key) => String(key).replace(/_/g, " ");
+
+  function value(v) {
+    if (v === null || v === undefined) return "–";
+    if (typeof v === "number") return fmt.number(v);
+    if (typeof v === "boolean") return v ? "yes" : "no";
+    if (Array.isArray(v) && v.every((x) => x === null || typeof x !== "object")) return v.join(", ") || "–";
+    if (typeof v === "object") return JSON.stringify(v);
+    return String(v);
+  }
+
+  /** A definition list of an object's plain values; nested objects become their own lists. */
+  function list(obj, depth) {
+    const dl = el("dl", { className: "kv" });
+    for (const [key, v] of Object.entries(obj)) {
+      const nested = v && typeof v === "object" && !Array.isArray(v) && depth < 3;
+      dl.append(el("dt", { text: label(key) }), el("dd", {}, nested ? list(v, depth + 1) : value(v)));
+    }
+    return dl;
+  }
+
+  async function refresh() {
+    status($("stats-status"), "Loading…", "busy");
+    try {
+      const data = (await api("GET", "stats")) || {};
+      const plain = {};
+      const cards = [];
+      for (const [key, v] of Object.entries(data)) {
+        if (v && typeof v === "object" && !Array.isArray(v)) {
+          cards.push(el("section", { className: "card stat-card" }, el("h3", { text: label(key) }), list(v, 1)));
+        } else {
+          plain[key] = v;
+        }
+      }
+      if (Object.keys(plain).length) {
+        cards.unshift(el("section", { className: "card stat-card" }, el("h3", { text: "index" }), list(plain, 1)));
+      }
+      $("stats").replaceChildren(...cards);
+      const ws = hippo.settings.workspace || "default";
+      status($("stats-status"), "Workspace " + ws + ", read " + new Date().toLocaleTimeString() + ".", "info");
+    } catch (err) {
+      status($("stats-status"), "Could not read the statistics: " + err.message, "error");
+    }
+  }
+
+  hippo.stats = {
+    init() {
+      $("stats-refresh").addEventListener("click", refresh);
+      hippo.onShow.stats = refresh;
+    },
+    refresh,
+  };
+})();
