@@ -118,14 +118,15 @@ class HiRAG:
         return eng
 
     def contexts(self, queries: Sequence[str], mode: str, q_fact: np.ndarray, q_pass: np.ndarray,
-                 limit: int) -> list[HiContext]:
+                 limit: int, explain: bool = False) -> list[HiContext]:
         """The assembled context of each query in a hi_* ``mode``, from its encoded vectors; at
-        most ``limit`` passages ranked."""
+        most ``limit`` passages ranked. ``explain``: with each item's section and reason
+        (``HiContext.provenance``); the contexts are the same either way."""
         if not MODE_SPECS[check_mode(mode)].reads_context:
             raise ValueError(f"{mode} contexts wrap ranked solutions: use passage_contexts() or ranked_contexts()")
         t0 = time.perf_counter()
         eng = self.engine(need_communities=MODE_SPECS[mode].needs_communities)
-        out = [eng.context(q, mode, q_fact[j], q_pass[j], limit) for j, q in enumerate(queries)]
+        out = [eng.context(q, mode, q_fact[j], q_pass[j], limit, explain) for j, q in enumerate(queries)]
         logger.info("%s: %d contexts in %.2fs", mode, len(out), time.perf_counter() - t0)
         return out
 

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from hippo_engine.config import HiRAGConfig
 from hippo_engine.datatypes import SECTION_TITLES, HiContext  # noqa: F401 (re-exported)
 from hippo_engine.hirag.clustering import Community, entity_edges, entity_igraph
+from hippo_engine.hirag.provenance import ContextTrace, context_items
 from hippo_engine.hirag.report_context import ReportInputs, TokenCounter, whitespace_tokens
 from hippo_engine.hirag.report_store import CommunitySet
 from hippo_engine.index.graph import KIND_CONTEXT
@@ -88,28 +90,47 @@ def token_counter(encoder) -> TokenCounter:
     return count
 
 
+class Segment(NamedTuple):
+    """One leg of the bridge path: from required vertex ``start`` to ``end``, the ``nodes`` added
+    after ``start`` (ending with ``end``), ``jump``: True when ``end`` was unreachable from ``start``."""
+
+    start: int
+    end: int
+    nodes: list[int]
+    jump: bool
+
+
+def path_segments(g, required: Sequence[int], components: Sequence[int] | None = None) -> list[Segment]:
+    """The legs of :func:`find_path_with_required_nodes`: one per consecutive pair of distinct
+    required vertices, joined by an unweighted shortest path of ``g`` or by a jump."""
+    required = [int(v) for v in required]
+    if not required:
+        return []
+    if components is None:
+        components = g.connected_components().membership
+    out = []
+    cur = required[0]
+    for nxt in required[1:]:
+        if nxt == cur:
+            continue
+        sp = [] if components[cur] != components[nxt] else \
+            g.get_shortest_paths(cur, to=nxt, weights=None, output="vpath")[0]
+        out.append(Segment(cur, nxt, [int(v) for v in sp[1:]] if sp else [nxt], not sp))
+        cur = nxt
+    return out
+
+
 def find_path_with_required_nodes(g, required: Sequence[int], components: Sequence[int] | None = None) -> list[int]:
     """Vertices of a walk that visits ``required`` in the given order, joining consecutive
     required vertices by an unweighted shortest path of ``g`` (an ``igraph.Graph``). A required
     vertex that cannot be reached from the previous one is appended directly (a jump). An empty
     ``required`` gives ``[]``. ``components``: vertex -> connected component id (computed if
     not given)."""
-    required = [int(v) for v in required]
-    if not required:
+    if not len(required):
         return []
-    if components is None:
-        components = g.connected_components().membership
-    path = [required[0]]
-    cur = required[0]
-    for nxt in required[1:]:
-        if nxt == cur:
-            continue
-        if components[cur] != components[nxt]:
-            path.append(nxt)
-        else:
-            sp = g.get_shortest_paths(cur, to=nxt, weights=None, output="vpath")[0]
-            path.extend(sp[1:] if sp else [nxt])
-        cur = nxt
+    path = [int(required[0])]
+    for seg in path_segments(g, required, components):
+        path.extend(seg.nodes)
     return path
 
 
@@ -247,10 +268,16 @@ class HiRAGEngine:
     def bridge(self, keys: Sequence[int]) -> tuple[list[int], list[tuple[int, int]]]:
         """(path through ``keys``, edges among the path's nodes: along the path first, then the
         others by (degree sum, weight))."""
+        _, path, pairs = self.bridge_legs(keys)
+        return path, pairs
+
+    def bridge_legs(self, keys: Sequence[int]) -> tuple[list[Segment], list[int], list[tuple[int, int]]]:
+        """:meth:`bridge` with the path's legs (:class:`Segment`) first."""
         if not keys:
-            return [], []
+            return [], [], []
         g = self.entity_graph
-        path = find_path_with_required_nodes(g, keys, self._components)
+        legs = path_segments(g, keys, self._components)
+        path = [int(keys[0])] + [v for seg in legs for v in seg.nodes]
         along = []
         for a, b in zip(path, path[1:], strict=False):
             p = (a, b) if a < b else (b, a)
@@ -261,7 +288,7 @@ class HiRAGEngine:
         among = {(a, n) if a < n else (n, a) for a in nodes for n in self.neighbors[a] if n in nodes}
         others = sorted(among - set(along), key=lambda p: (-(self.degree[p[0]] + self.degree[p[1]]),
                                                               -self.pair_weight.get(p, 0.0), p))
-        return path, along + others
+        return legs, path, along + others
 
     def pair_passages(self, pairs: Sequence[tuple[int, int]]) -> list[int]:
         """Passages that state a relation of the pairs (both entities appear), in pair order."""
@@ -272,44 +299,58 @@ class HiRAGEngine:
         return dedupe(out)
 
     # --- assembling a context ---------------------------------------------------------------
-    def context(self, query: str, mode: str, q_ent: np.ndarray, q_pass: np.ndarray, limit: int) -> HiContext:
-        """Build the context of ``mode`` (one of the hi_* modes) for one query (``q_pass`` unused)."""
+    def context(self, query: str, mode: str, q_ent: np.ndarray, q_pass: np.ndarray, limit: int,
+                explain: bool = False) -> HiContext:
+        """Build the context of ``mode`` (one of the hi_* modes) for one query (``q_pass`` unused).
+        ``explain``: also fill ``ctx.provenance`` (every item's section and why it was chosen,
+        :func:`~.provenance.context_items`); the context and ranking are the same either way."""
         cfg = self.config
         ctx = HiContext(query=query, mode=mode)
         wanted = MODE_SECTIONS[mode]
         overall = self.top_entities(q_ent, cfg.hi_top_k * 10)
         top = [e for e, _ in overall[: cfg.hi_top_k]]
         ctx.entities = [(self.name(e), round(s, 6)) for e, s in overall[: cfg.hi_top_k]]
-        ranking = self.text_units(top)
+        tr = ContextTrace(overall=overall, top=top, text_units=self.text_units(top))
+        ranking = tr.text_units
         comms: list[int] = []
         if "reports" in wanted or "bridge" in wanted:
             ranked = [ci for ci in self.top_communities(top) if self.communities[ci].id in self.reports]
             texts = [self.reports[self.communities[ci].id].text() for ci in ranked]
             packed = pack_by_tokens(texts, self.count, cfg.hi_report_tokens)
-            comms = ranked[: len(packed)]
+            comms = tr.communities = ranked[: len(packed)]
             ctx.communities = [self.communities[ci].id for ci in comms]
             if "reports" in wanted:
-                self._section(ctx, "reports", [t.replace("\n", " ") for t in packed], cfg.hi_report_tokens)
+                tr.shown["reports"] = self._section(ctx, "reports", [t.replace("\n", " ") for t in packed],
+                                                    cfg.hi_report_tokens)
         if "bridge" in wanted:
-            keys = self.key_entities(comms, [e for e, _ in overall], cfg.hi_top_m)
-            path, pairs = self.bridge(keys)
+            keys = tr.keys = self.key_entities(comms, [e for e, _ in overall], cfg.hi_top_m)
+            tr.legs, tr.path, pairs = self.bridge_legs(keys)
             ctx.key_entities = [self.name(e) for e in keys]
-            ctx.path = [self.name(e) for e in path]
+            ctx.path = [self.name(e) for e in tr.path]
             kept = self._section(ctx, "bridge", [self.relation_text(p) for p in pairs], cfg.hi_bridge_tokens)
+            tr.bridge_pairs = pairs[:kept]
             # HiRAG's passages are the top entities' text units; the passages stating the
             # path's relations come after them (ranked first they cut MuSiQue Recall@5
             # from 48.6 to 21.0)
-            ranking = dedupe(ranking + self.pair_passages(pairs[:kept]))
+            ranking = dedupe(ranking + self.pair_passages(tr.bridge_pairs))
         if "entities" in wanted:
-            lines = [f"{self.name(e)} (degree {int(self.degree[e])})" for e in top]
-            self._section(ctx, "entities", lines, cfg.hi_local_context_tokens)
+            tr.shown["entities"] = self._section(ctx, "entities", [self.entity_line(e) for e in top],
+                                                 cfg.hi_local_context_tokens)
         if "relations" in wanted:
             left = cfg.hi_local_context_tokens - ctx.tokens.get("entities", 0)
-            self._section(ctx, "relations", [self.relation_text(p) for p in self.relations(top)], max(left, 0))
-        ranking = ranking[:limit]
-        ctx.passages = [self.passage_text(p) for p in ranking]
+            rel = self.relations(top)
+            tr.relation_pairs = rel[: self._section(ctx, "relations", [self.relation_text(p) for p in rel],
+                                                    max(left, 0))]
+        tr.ranking = ranking[:limit]
+        ctx.passages = [self.passage_text(p) for p in tr.ranking]
         self._passages_section(ctx, ctx.passages)
+        if explain:
+            ctx.provenance = context_items(self, ctx, tr)
         return ctx
+
+    def entity_line(self, e: int) -> str:
+        """The entities section's line of entity node ``e``: its name and degree."""
+        return f"{self.name(e)} (degree {int(self.degree[e])})"
 
     def _section(self, ctx: HiContext, name: str, lines: Sequence[str], budget: int) -> int:
         """Put the lines that fit ``budget`` into section ``name``; return how many fit."""

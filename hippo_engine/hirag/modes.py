@@ -87,11 +87,13 @@ class ModeTable(Generic[H]):
         return handler(mode, *args, **kwargs)
 
 
-def solution_from_context(ctx: HiContext) -> QuerySolution:
+def solution_from_context(ctx: HiContext, provenance: bool = False) -> QuerySolution:
     """A ``QuerySolution`` for a mode's context: its passage ranking, scored ``n/n, ..., 1/n``, with
-    the passages' ids (``doc_ids`` are filled by the facade, which knows the documents)."""
+    the passages' ids (``doc_ids`` are filled by the facade, which knows the documents);
+    ``provenance``: with the context's items and their reasons (``QuerySolution.provenance``)."""
     n = len(ctx.passages)
     scores = np.arange(n, 0, -1, dtype=np.float64) / max(n, 1)
     return QuerySolution(question=ctx.query, docs=list(ctx.passages), doc_scores=scores,
                          seed_entities=list(ctx.entities),
-                         passage_ids=[chunk_id(p) for p in ctx.passages])
+                         passage_ids=[chunk_id(p) for p in ctx.passages],
+                         provenance=list(ctx.provenance) if provenance else [])

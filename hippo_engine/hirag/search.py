@@ -2,7 +2,9 @@
 
 A :class:`HiRAGSearch` encodes the queries and asks the ``HiRAG`` component (its context
 builder, :meth:`~hippo_engine.hirag.component.HiRAG.contexts`) for each query's assembled
-context; its ranking is the context's passages (:func:`~.modes.solution_from_context`).
+context; its ranking is the context's passages (:func:`~.modes.solution_from_context`). Contexts
+always carry their provenance (:mod:`~hippo_engine.hirag.provenance`); solutions only with
+``QueryParam(explain=True)``, which changes no ranking.
 """
 from __future__ import annotations
 
@@ -28,8 +30,15 @@ class HiRAGSearch(QuerySearch):
         self.config, self.hirag, self._encoder = config, hirag, encoder
 
     def contexts(self, queries: list[str], param: QueryParam) -> list[HiContext]:
-        q_fact, q_pass = encode_queries(self._encoder(), queries, self.config)
-        return self.hirag.contexts(queries, self.mode, q_fact, q_pass, param.top_k or self.config.retrieval_top_k)
+        """Each query's context, always with its provenance (why each item is there)."""
+        return self._contexts(queries, param, explain=True)
 
     def retrieve(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
-        return [solution_from_context(c) for c in self.contexts(queries, param)]
+        """The contexts' rankings; with ``param.explain`` each solution carries its context's provenance."""
+        return [solution_from_context(c, provenance=param.explain)
+                for c in self._contexts(queries, param, explain=param.explain)]
+
+    def _contexts(self, queries: list[str], param: QueryParam, explain: bool) -> list[HiContext]:
+        q_fact, q_pass = encode_queries(self._encoder(), queries, self.config)
+        return self.hirag.contexts(queries, self.mode, q_fact, q_pass, param.top_k or self.config.retrieval_top_k,
+                                   explain=explain)
