@@ -1,0 +1,215 @@
+"""Background ingestion: :class:`Ingestor`, the worker thread of one memory.
+
+It claims pending documents in batches from the job store (:mod:`.jobstore`: atomically, so workers in
+several processes over one index never share a document), indexes them with
+``rag.index(texts, ids=..., metadata=...)`` (the index's writer lock serialises writers) and records each
+document ``indexed`` or ``failed`` with its error. A batch that fails is retried one document at a time, so
+one bad document fails alone; a passing failure (the index busy past its lock timeout, the database
+unreachable) gives the claims back to the queue, up to ``max_attempts`` tries.
+
+Exactly once: indexing an id with the text it already has is a no-op, so a worker killed between the
+index's commit and the status update leaves a claim that the next start resets (:meth:`Ingestor.recover`);
+indexing it again changes nothing and marks it indexed. Deletes: a document deleted while claimed is
+removed from the index by the worker after its batch (:meth:`Ingestor.purge`), under the writer lock.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from hippo_engine.service.jobs import Owner, indexed_text, owner_alive
+from hippo_engine.service.jobstore import JobStore
+from hippo_engine.store.lock import IndexLockedError
+
+logger = logging.getLogger(__name__)
+
+#: seconds between checks for claims of owners that are gone (and tombstones left to remove)
+STALE_CHECK_S = 30.0
+
+
+def transient_errors() -> tuple[type[BaseException], ...]:
+    """Errors that say the index is busy or unreachable, not that a document is bad."""
+    kinds: list[type[BaseException]] = [IndexLockedError, sqlite3.OperationalError, ConnectionError, TimeoutError]
+    with contextlib.suppress(ImportError):
+        import psycopg
+        kinds.append(psycopg.OperationalError)
+    return tuple(kinds)
+
+
+def describe(e: BaseException) -> str:
+    """An error as a document's ``error``: its type and message."""
+    return f"{type(e).__name__}: {e}"[:2000]
+
+
+class Ingestor:
+    """Indexes the queue of ``store`` into ``rag`` in a background thread (:meth:`start`).
+
+    ``lock`` serialises this worker's use of ``rag`` with other users in the process. ``after_index`` (for
+    tests): called after each ``rag.index`` call and before its statuses are recorded."""
+
+    def __init__(self, rag, store: JobStore, lock: threading.RLock, *, batch_size: int = 32, poll_s: float = 0.5,
+                 max_attempts: int = 5, owner: Owner | None = None):
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        self.rag, self.store, self.lock = rag, store, lock
+        self.batch_size, self.poll_s, self.max_attempts = batch_size, float(poll_s), max_attempts
+        self.owner = owner or Owner.current()
+        self.after_index: Callable[[list[str]], None] | None = None
+        self._wake, self._stop = threading.Event(), threading.Event()
+        self._thread: threading.Thread | None = None
+        self._busy = threading.Event()
+        self._transient = transient_errors()
+        self._with_metadata = "metadata" in inspect.signature(rag.index).parameters
+        self._warned_metadata = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Recover what a killed worker left, then index in a daemon thread until :meth:`stop`."""
+        self.recover()
+        self._thread = threading.Thread(target=self._loop, name=f"hippo-ingest {self.store.location}", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Look for work now (after an add) rather than after ``poll_s``."""
+        self._wake.set()
+
+    def stop(self, timeout: float | None = 60.0) -> None:
+        """Stop after the current batch (its statuses are recorded first)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                logger.warning("ingestion worker of %s still busy after %s s; leaving it", self.store.location, timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def recover(self) -> int:
+        """Reset the claims of workers that are gone (their documents are pending again) and remove from the
+        index the deleted documents whose removal they left undone. Returns how many claims changed."""
+        n = self.store.reset_stale(lambda o: owner_alive(o, self.owner))
+        if n:
+            logger.info("%s: reset %d claim(s) of ingestion workers that are gone", self.store.location, n)
+        left = self.store.unpurged()
+        if left:
+            self.purge(left)
+        return n
+
+    def _loop(self) -> None:
+        last_check, delay = time.monotonic(), self.poll_s
+        while not self._stop.is_set():
+            try:
+                if time.monotonic() - last_check > STALE_CHECK_S:
+                    last_check = time.monotonic()
+                    self.recover()
+                done = self.run_once()
+                delay = self.poll_s
+            except Exception:   # noqa: BLE001 - the worker outlives any one failure; it is logged
+                logger.exception("ingestion worker of %s: a step failed; retrying", self.store.location)
+                done, delay = 0, min(max(delay * 2, 0.5), 30.0)
+            if not done:
+                self._wake.wait(delay)
+                self._wake.clear()
+
+    # ------------------------------------------------------------------ work
+    def run_once(self) -> int:
+        """Claim one batch and index it; returns how many documents were claimed (0: the queue is empty)."""
+        batch = self.store.claim(str(self.owner), self.batch_size)
+        if not batch:
+            return 0
+        self._busy.set()
+        try:
+            self._process(batch)
+        finally:
+            self._busy.clear()
+        return len(batch)
+
+    def _process(self, batch: list[dict]) -> None:
+        owner = str(self.owner)
+        try:
+            with self.lock:
+                self._index(batch)
+            outcomes: list[tuple[str, int, str | None]] = [(d["id"], d["rev"], None) for d in batch]
+        except self._transient as e:
+            msg = describe(e)
+            logger.warning("%s: indexing %d document(s) failed for now (%s); they go back to the queue",
+                           self.store.location, len(batch), msg)
+            self._until_done(lambda: self.store.release(owner, [d["id"] for d in batch], msg, self.max_attempts))
+            self._stop.wait(1.0)
+            return
+        except Exception as e:  # noqa: BLE001 - recorded as the documents' error
+            outcomes = self._one_by_one(batch, e)
+        gone = self._until_done(lambda: self.store.finish(owner, outcomes))
+        if gone:
+            self.purge(gone)
+
+    def _one_by_one(self, batch: list[dict], error: Exception) -> list[tuple[str, int, str | None]]:
+        """After a batch failed: each document alone, so only the bad ones fail."""
+        if len(batch) == 1:
+            logger.warning("%s: document %r failed: %s", self.store.location, batch[0]["id"], describe(error))
+            return [(batch[0]["id"], batch[0]["rev"], describe(error))]
+        logger.info("%s: a batch of %d failed (%s); indexing its documents one at a time", self.store.location,
+                    len(batch), describe(error))
+        out: list[tuple[str, int, str | None]] = []
+        for d in batch:
+            try:
+                with self.lock:
+                    self._index([d])
+                out.append((d["id"], d["rev"], None))
+            except Exception as e:  # noqa: BLE001 - recorded as the document's error
+                logger.warning("%s: document %r failed: %s", self.store.location, d["id"], describe(e))
+                out.append((d["id"], d["rev"], describe(e)))
+        return out
+
+    def _index(self, batch: Sequence[dict]) -> None:
+        texts = [indexed_text(d["text"], d["title"]) for d in batch]
+        ids = [d["id"] for d in batch]
+        if self._with_metadata:
+            self.rag.index(texts, ids=ids, metadata=[d["metadata"] or None for d in batch])
+        else:
+            if not self._warned_metadata and any(d["metadata"] for d in batch):
+                logger.warning("this HippoRAG indexes no metadata: it is kept with the documents' status only")
+                self._warned_metadata = True
+            self.rag.index(texts, ids=ids)
+        if self.after_index is not None:
+            self.after_index(ids)
+
+    def _until_done(self, step: Callable):
+        """Run a job store step until it succeeds (a claim must not stay open while this worker lives);
+        gives up only when stopping (the next start resets the claims)."""
+        delay = 0.2
+        while True:
+            try:
+                return step()
+            except Exception:
+                if self._stop.is_set():
+                    raise
+                logger.exception("%s: recording statuses failed; retrying in %.1f s", self.store.location, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    # ------------------------------------------------------------------ deletes
+    def purge(self, ids: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
+        """Remove from the index the tombstones ``ids`` nobody claims (checked again under the writer lock,
+        so a document added again meanwhile stays) and the ids ``extra`` (unknown to the queue). Returns the
+        ``extra`` ids the index held."""
+        with self.lock, self.rag.index_state.lock.held():
+            still = self.store.unpurged(ids)
+            gone = list(dict.fromkeys([*still, *extra]))
+            removed: list[str] = []
+            if gone:
+                report = self.rag.delete(ids=gone)
+                removed = list(report.get("documents", {}).get("removed", []))
+            if still:
+                self.store.mark_purged(still)
+        return [d for d in extra if d in set(removed)]
+
+
+__all__ = ["STALE_CHECK_S", "Ingestor", "describe", "transient_errors"]

@@ -1,0 +1,315 @@
+"""The ingestion queue in the index database: :class:`JobStore`, with a backend per storage
+(:mod:`.jobstore_backends`: the index's SQLite file, or its PostgreSQL schema), chosen by
+:func:`open_job_store` from the index a ``HippoRAG`` opened.
+
+Three tables beside the index's own: ``service_jobs`` (one row per accepted batch), ``service_documents``
+(one row per document id: its latest accepted text, title and metadata, status, error, revision and the
+owner of a claim on it) and ``service_job_items`` (which document revisions a job accepted). Every change is
+one transaction, so what ``add`` returned is on disk, and a claim is atomic: a document is claimed by one
+worker at a time, whichever process it runs in.
+
+Rules that make "nothing accepted is lost or indexed twice" hold (see :mod:`.ingest`):
+
+* a document added again while claimed keeps its claim (``processing``) with a new revision; the claim's
+  end puts it back to ``pending`` rather than ``indexed`` (the newer text is indexed next);
+* a document deleted while claimed becomes a tombstone that keeps its owner; the claim's end reports it so
+  the worker removes it from the index; a tombstone whose removal from the index is not yet done has
+  ``purged = 0`` (:meth:`JobStore.unpurged`);
+* claims of owners that are gone (:func:`.jobs.owner_alive`) are reset by :meth:`JobStore.reset_stale`.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from hippo_engine.service.jobs import (
+    DELETED,
+    FAILED,
+    INDEXED,
+    LISTED,
+    PENDING,
+    PROCESSING,
+    NewDocument,
+    iso,
+    job_view,
+    now,
+    shown_status,
+)
+
+#: the columns a document listing reads, in this order
+_DOC_COLUMNS = "doc_id, status, rev, claimed_rev, title, metadata, error, job_id, updated"
+
+
+class JobStore(ABC):
+    """The job and document tables of one index. Thread-safe (one connection, used under a lock)."""
+
+    #: the backend's name (``sqlite``, ``postgres``) and where the tables are, for messages
+    name = ""
+    location = ""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ backend
+    @abstractmethod
+    def _write(self) -> contextlib.AbstractContextManager[Any]:
+        """A write transaction (taken at once: SQLite ``BEGIN IMMEDIATE``); yields a connection."""
+
+    @abstractmethod
+    def _read(self) -> contextlib.AbstractContextManager[Any]:
+        """A read transaction (one snapshot); yields a connection."""
+
+    @abstractmethod
+    def _new_job(self, c, job_id: str, created: float, total: int) -> int:
+        """Insert a job row; returns its sequence number (increasing: the queue's order)."""
+
+    #: row-locking clauses of the claim's SELECT and of a SELECT before an UPDATE (PostgreSQL; SQLite's
+    #: write transactions exclude each other). Rows are locked in doc id order, except by the claim, which skips
+    #: locked rows and so never waits.
+    _claim_lock = ""
+    _row_lock = ""
+
+    def _sql(self, sql: str) -> str:
+        """``sql`` with the table names of this store (``{d}``, ``{j}``, ``{i}``) and its placeholders."""
+        return sql
+
+    def _x(self, c, sql: str, params: Sequence = ()) -> Any:
+        return c.execute(self._sql(sql), tuple(params))
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection."""
+
+    # ------------------------------------------------------------------ accepting
+    def add(self, docs: Sequence[NewDocument]) -> str:
+        """Accept ``docs`` as one new job (committed before returning); returns the job id."""
+        job_id, t = uuid.uuid4().hex, now()
+        with self._write() as c:
+            seq = self._new_job(c, job_id, t, len(docs))
+            for pos, d in sorted(enumerate(docs), key=lambda x: x[1].id):     # rows locked in one order
+                self._put(c, d, job_id, seq, pos, t)
+        return job_id
+
+    def _put(self, c, d: NewDocument, job_id: str, seq: int, pos: int, t: float) -> None:
+        meta = json.dumps(d.metadata, ensure_ascii=False, sort_keys=True)
+        rev = 1
+        if self._x(c, "INSERT INTO {d} (doc_id, rev, status, text, title, metadata, error, job_id, seq, pos, attempts, "
+                      "owner, claimed_rev, purged, created, updated) VALUES (?, 1, ?, ?, ?, ?, NULL, ?, ?, ?, 0, NULL, "
+                      "NULL, 1, ?, ?) ON CONFLICT (doc_id) DO NOTHING",
+                   (d.id, PENDING, d.text, d.title, meta, job_id, seq, pos, t, t)).rowcount != 1:
+            row = self._x(c, "SELECT rev, owner FROM {d} WHERE doc_id = ?" + self._row_lock, (d.id,)).fetchone()
+            rev = row[0] + 1
+            status = PROCESSING if row[1] is not None else PENDING     # a claim on an older version ends first
+            self._x(c, "UPDATE {d} SET rev = ?, status = ?, text = ?, title = ?, metadata = ?, error = NULL, "
+                       "job_id = ?, seq = ?, pos = ?, attempts = 0, purged = 1, updated = ? WHERE doc_id = ?",
+                    (rev, status, d.text, d.title, meta, job_id, seq, pos, t, d.id))
+        self._x(c, "INSERT INTO {i} (job_id, pos, doc_id, rev) VALUES (?, ?, ?, ?)", (job_id, pos, d.id, rev))
+
+    def retry_failed(self) -> tuple[str, list[str]] | None:
+        """Put every failed document back in the queue as one new job: (job id, ids); None if none failed."""
+        t = now()
+        with self._write() as c:
+            rows = self._x(c, "SELECT doc_id, rev, seq, pos FROM {d} WHERE status = ? ORDER BY doc_id" + self._row_lock,
+                           (FAILED,)).fetchall()
+            rows.sort(key=lambda r: (r[2], r[3]))
+            if not rows:
+                return None
+            job_id = uuid.uuid4().hex
+            seq = self._new_job(c, job_id, t, len(rows))
+            for pos, (doc_id, rev, _, _) in enumerate(rows):
+                self._x(c, "UPDATE {d} SET status = ?, error = NULL, attempts = 0, job_id = ?, seq = ?, pos = ?, "
+                           "updated = ? WHERE doc_id = ?", (PENDING, job_id, seq, pos, t, doc_id))
+                self._x(c, "INSERT INTO {i} (job_id, pos, doc_id, rev) VALUES (?, ?, ?, ?)", (job_id, pos, doc_id, rev))
+        return job_id, [r[0] for r in rows]
+
+    # ------------------------------------------------------------------ claims
+    def claim(self, owner: str, limit: int) -> list[dict]:
+        """Claim up to ``limit`` pending documents, oldest first, for ``owner`` (atomically: no two
+        workers get one document). Each: ``{"id", "rev", "text", "title", "metadata", "attempts"}``."""
+        t = now()
+        with self._write() as c:
+            rows = self._x(c, "SELECT doc_id, rev, text, title, metadata, attempts FROM {d} WHERE status = ? "
+                              "ORDER BY seq, pos LIMIT ?" + self._claim_lock, (PENDING, limit)).fetchall()
+            for r in rows:
+                self._x(c, "UPDATE {d} SET status = ?, owner = ?, claimed_rev = rev, updated = ? WHERE doc_id = ?",
+                        (PROCESSING, owner, t, r[0]))
+        return [{"id": r[0], "rev": r[1], "text": r[2], "title": r[3], "metadata": json.loads(r[4] or "{}"),
+                 "attempts": r[5]} for r in rows]
+
+    def finish(self, owner: str, outcomes: Iterable[tuple[str, int, str | None]]) -> list[str]:
+        """End ``owner``'s claims: ``(doc id, claimed rev, error or None)`` each; ``None`` means indexed.
+        Returns the ids deleted while claimed (the caller removes them from the index, then
+        :meth:`mark_purged`). A claim that is no longer ``owner``'s (reset meanwhile) is left alone."""
+        t, gone = now(), []
+        with self._write() as c:
+            for doc_id, rev, error in sorted(outcomes, key=lambda o: o[0]):
+                row = self._x(c, "SELECT status, rev, owner FROM {d} WHERE doc_id = ?" + self._row_lock,
+                              (doc_id,)).fetchone()
+                if row is None or row[2] != owner:
+                    continue
+                if row[0] == DELETED:
+                    gone.append(doc_id)
+                    self._x(c, "UPDATE {d} SET owner = NULL, claimed_rev = NULL, purged = 0 WHERE doc_id = ?",
+                            (doc_id,))
+                elif row[1] != rev:         # added again meanwhile: the new version waits its turn
+                    self._x(c, "UPDATE {d} SET status = ?, owner = NULL, claimed_rev = NULL, updated = ? "
+                               "WHERE doc_id = ?", (PENDING, t, doc_id))
+                else:
+                    self._x(c, "UPDATE {d} SET status = ?, error = ?, owner = NULL, claimed_rev = NULL, "
+                               "updated = ? WHERE doc_id = ?", (FAILED if error else INDEXED, error, t, doc_id))
+        return gone
+
+    def release(self, owner: str, ids: Sequence[str], error: str, max_attempts: int) -> None:
+        """Give ``owner``'s claims on ``ids`` back after a passing failure (the index was busy or
+        unreachable): pending again, or failed with ``error`` once tried ``max_attempts`` times."""
+        t = now()
+        with self._write() as c:
+            for doc_id in sorted(set(ids)):
+                row = self._x(c, "SELECT status, rev, claimed_rev, attempts, owner FROM {d} WHERE doc_id = ?"
+                              + self._row_lock, (doc_id,)).fetchone()
+                if row is None or row[4] != owner:
+                    continue
+                if row[0] == DELETED:
+                    self._x(c, "UPDATE {d} SET owner = NULL, claimed_rev = NULL, purged = 0 WHERE doc_id = ?",
+                            (doc_id,))
+                    continue
+                tries = row[3] + 1
+                fail = tries >= max_attempts and row[1] == row[2]
+                self._x(c, "UPDATE {d} SET status = ?, error = ?, attempts = ?, owner = NULL, claimed_rev = NULL, "
+                           "updated = ? WHERE doc_id = ?", (FAILED if fail else PENDING, error if fail else None,
+                                                            tries, t, doc_id))
+
+    def reset_stale(self, alive: Callable[[str], bool]) -> int:
+        """Reset the claims of owners for which ``alive(owner)`` is false: their documents go back to
+        ``pending`` (tombstones: to be removed from the index). Returns how many rows changed."""
+        with self._read() as c:
+            owners = [r[0] for r in self._x(c, "SELECT DISTINCT owner FROM {d} WHERE owner IS NOT NULL").fetchall()]
+        dead = [o for o in owners if not alive(o)]
+        n, t = 0, now()
+        with self._write() as c:
+            for o in dead:
+                n += self._x(c, "UPDATE {d} SET status = ?, owner = NULL, claimed_rev = NULL, updated = ? "
+                                "WHERE owner = ? AND status = ?", (PENDING, t, o, PROCESSING)).rowcount
+                n += self._x(c, "UPDATE {d} SET owner = NULL, claimed_rev = NULL, purged = 0 WHERE owner = ?",
+                             (o,)).rowcount
+        return n
+
+    # ------------------------------------------------------------------ deleting
+    def delete(self, ids: Sequence[str]) -> tuple[list[str], list[str]]:
+        """Make tombstones of the documents ``ids`` (a pending one is cancelled); returns (deleted, unknown).
+        A tombstone is then removed from the index (an older version of a pending document may be there):
+        by the caller for the unclaimed ones (:meth:`unpurged`), by the claim's worker for claimed ones
+        (:meth:`finish`)."""
+        t, deleted, unknown = now(), [], []
+        with self._write() as c:
+            for doc_id in sorted(set(ids)):
+                row = self._x(c, "SELECT status FROM {d} WHERE doc_id = ?" + self._row_lock, (doc_id,)).fetchone()
+                if row is None or row[0] == DELETED:
+                    unknown.append(doc_id)
+                    continue
+                self._x(c, "UPDATE {d} SET status = ?, text = '', title = NULL, metadata = NULL, error = NULL, "
+                           "purged = 0, updated = ? WHERE doc_id = ?", (DELETED, t, doc_id))
+                deleted.append(doc_id)
+        order = {d: i for i, d in enumerate(dict.fromkeys(ids))}
+        return sorted(deleted, key=order.__getitem__), sorted(unknown, key=order.__getitem__)
+
+    def unpurged(self, ids: Sequence[str] | None = None) -> list[str]:
+        """Tombstones not yet removed from the index and claimed by nobody (of ``ids``, or all)."""
+        sql = "SELECT doc_id FROM {d} WHERE status = ? AND purged = 0 AND owner IS NULL"
+        with self._read() as c:
+            if ids is None:
+                return [r[0] for r in self._x(c, sql + " ORDER BY doc_id", (DELETED,)).fetchall()]
+            return [d for d in dict.fromkeys(ids) if self._x(c, sql + " AND doc_id = ?", (DELETED, d)).fetchone()]
+
+    def mark_purged(self, ids: Sequence[str]) -> None:
+        """Record that the tombstones ``ids`` are gone from the index."""
+        with self._write() as c:
+            for doc_id in sorted(set(ids)):
+                self._x(c, "UPDATE {d} SET purged = 1 WHERE doc_id = ? AND status = ? AND owner IS NULL",
+                        (doc_id, DELETED))
+
+    # ------------------------------------------------------------------ reading
+    def job(self, job_id: str) -> dict | None:
+        """The job ``job_id`` as the API shows it (:func:`.jobs.job_view`); None if unknown."""
+        with self._read() as c:
+            row = self._x(c, "SELECT created FROM {j} WHERE job_id = ?", (job_id,)).fetchone()
+            if row is None:
+                return None
+            items = self._x(c, "SELECT i.doc_id, i.rev, d.rev, d.status, d.claimed_rev, d.error, d.updated FROM {i} i "
+                               "LEFT JOIN {d} d ON d.doc_id = i.doc_id WHERE i.job_id = ? ORDER BY i.pos",
+                            (job_id,)).fetchall()
+        return job_view(job_id, row[0], items)
+
+    def documents(self, status: str | None = None, offset: int = 0, limit: int = 50) -> dict:
+        """A page of documents (in the order accepted), all or those of one status."""
+        where, params = self._status_filter(status)
+        with self._read() as c:
+            total = self._x(c, f"SELECT COUNT(*) FROM {{d}} WHERE {where}", params).fetchone()[0]
+            rows = self._x(c, f"SELECT {_DOC_COLUMNS} FROM {{d}} WHERE {where} ORDER BY seq, pos LIMIT ? OFFSET ?",
+                           (*params, limit, offset)).fetchall()
+        return {"documents": [self._doc(r) for r in rows], "total": total, "offset": offset, "limit": limit}
+
+    @staticmethod
+    def _status_filter(status: str | None) -> tuple[str, tuple]:
+        if status is None:
+            return "status <> ?", (DELETED,)
+        if status not in LISTED:
+            raise ValueError(f"status must be one of {', '.join(LISTED)}; got {status!r}")
+        if status == PENDING:        # a new version waiting behind the claim on an older one reads as pending
+            return "(status = ? OR status = ? AND claimed_rev <> rev)", (PENDING, PROCESSING)
+        if status == PROCESSING:
+            return "status = ? AND claimed_rev = rev", (PROCESSING,)
+        return "status = ?", (status,)
+
+    def document(self, doc_id: str) -> dict | None:
+        """One document with its text (None if unknown or deleted)."""
+        with self._read() as c:
+            r = self._x(c, f"SELECT {_DOC_COLUMNS}, text FROM {{d}} WHERE doc_id = ? AND status <> ?",
+                        (doc_id, DELETED)).fetchone()
+        return None if r is None else {**self._doc(r), "text": r[9]}
+
+    @staticmethod
+    def _doc(r) -> dict:
+        return {"id": r[0], "status": shown_status(r[1], r[2], r[3]), "title": r[4],
+                "metadata": json.loads(r[5]) if r[5] else {}, "error": r[6] if r[1] == FAILED else None,
+                "job_id": r[7], "updated": iso(r[8])}
+
+    def counts(self) -> dict[str, int]:
+        """How many documents have each status (tombstones not counted)."""
+        out = dict.fromkeys(LISTED, 0)
+        with self._read() as c:
+            rows = self._x(c, "SELECT status, claimed_rev = rev, COUNT(*) FROM {d} WHERE status <> ? "
+                              "GROUP BY status, claimed_rev = rev", (DELETED,)).fetchall()
+        for status, same, n in rows:
+            out[shown_status(status, 1, 1 if same or same is None else 0)] += n
+        return out
+
+    def statuses(self, ids: Iterable[str]) -> dict[str, str]:
+        """doc id -> stored status, for the known ``ids``."""
+        with self._read() as c:
+            out = {}
+            for d in dict.fromkeys(ids):
+                r = self._x(c, "SELECT status FROM {d} WHERE doc_id = ?", (d,)).fetchone()
+                if r is not None:
+                    out[d] = r[0]
+        return out
+
+
+def open_job_store(rag) -> JobStore:
+    """The job store of the index ``rag`` (a ``HippoRAG``) opened: its backend chosen by the index store's
+    kind (:data:`.jobstore_backends.BACKENDS`)."""
+    from hippo_engine.service.jobstore_backends import BACKENDS
+    db = rag.index_state.db
+    for matches, make in BACKENDS.values():
+        if matches(db):
+            return make(db, rag.config)
+    raise TypeError(f"no job store for an index kept in {type(db).__name__} ({db.location}); known: "
+                    f"{', '.join(BACKENDS)}")
+
+
+__all__ = ["JobStore", "open_job_store"]
