@@ -1,5 +1,8 @@
 """``hippo-engine explain``: why a query's top passages ranked where they did, as a compact tree per
 passage (or, with ``--json``, each :class:`~hippo_engine.datatypes.Explanation`'s ``to_dict()``).
+With ``--mode`` a hi_* mode, what its context holds instead, section by section: each item (entity,
+relation, community, path entity, passage) with why it was chosen (``--json``: each
+:class:`~hippo_engine.datatypes.ContextItem`'s ``to_dict()``).
 
 Per passage: its rank, score and title and how it was placed (PPR, ``dense_first``, the dense
 fallback); the seed entities with their shares of the score, the dense prior and the check; the
@@ -10,13 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from hippo_engine.datatypes import SECTION_TITLES
 
 #: seeds, candidate facts and edge texts printed (the JSON has them all)
 SEEDS_SHOWN = 5
 FACTS_SHOWN = 6
 TEXT_WIDTH = 110
+#: items printed per context section in a hi_* mode (passages: all ranked, up to --top)
+ITEMS_SHOWN = 5
+#: the modes ``explain`` takes (``naive`` ranks by the dense score alone: nothing to explain)
+EXPLAIN_MODES = ("hipporag2", "hi_local", "hi_global", "hi_bridge", "hi")
 
 
 def _clip(text: str, width: int = TEXT_WIDTH) -> str:
@@ -99,12 +109,50 @@ def render(explanations: Sequence, titles: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def _item_lines(item, head: str) -> list[str]:
+    """One context item: its head (rank, text), then its reason wrapped under it."""
+    mark = "" if item.shown else "  [not in the context]"
+    out = [f"{head}{_clip(item.text, TEXT_WIDTH - len(head) - len(mark))}{mark}"]
+    out.extend(textwrap.wrap(item.reason, TEXT_WIDTH, initial_indent=" " * 6, subsequent_indent=" " * 8))
+    return out
+
+
+def render_provenance(query: str, mode: str, items: Sequence) -> str:
+    """The text the command prints for a hi_* mode: the context's items section by section, each
+    with why it was chosen (at most ``ITEMS_SHOWN`` per section besides the passages)."""
+    if not items:
+        return f"query: {query}\nmode: {mode}\nthe context is empty"
+    sections: dict[str, list] = {}
+    for it in items:
+        sections.setdefault(it.section, []).append(it)
+    lines = [f"query: {query}", f"mode: {mode} (sections: {', '.join(sections)})"]
+    for name, group in sections.items():
+        passages = name == "passages"
+        count = f"{len(group)} ranked, {sum(1 for i in group if i.shown)} in the context" if passages else \
+            f"{len(group)} items"
+        lines.extend(["", f"-----{SECTION_TITLES.get(name, name)}----- ({count})"])
+        shown = group if passages else group[:ITEMS_SHOWN]
+        for it in shown:
+            head = f"  #{it.rank:<3}" if passages else f"  {it.rank:>2}. {it.kind.replace('_', ' ')}: "
+            lines.extend(_item_lines(it, head))
+        if len(group) > len(shown):
+            lines.append(f"  ... {len(group) - len(shown)} more (--json)")
+    return "\n".join(lines)
+
+
 def cmd_explain(args) -> int:
-    """Explain one query's top passages."""
+    """Explain one query's top passages (``--mode`` a hi_* mode: its context's items)."""
     from hippo_engine import cli
     cli._existing_index(args)
     rag = cli._make_rag(args)
-    sol = rag.retrieve([args.query], args.top, explain=True)[0]
+    mode = getattr(args, "mode", None) or "hipporag2"
+    sol = rag.retrieve([args.query], args.top, mode=mode, explain=True)[0]
+    if mode != "hipporag2":
+        if args.json:
+            print(json.dumps([i.to_dict() for i in sol.provenance], ensure_ascii=False, indent=1))
+        else:
+            print(render_provenance(args.query, mode, sol.provenance))
+        return cli._llm_failures([sol])
     exps = sol.explanations
     if args.json:
         print(json.dumps([e.to_dict() for e in exps], ensure_ascii=False, indent=1))
@@ -121,6 +169,9 @@ def add_parser(sub, common: Callable, ranking_flags: Callable, positive: Callabl
     sp.add_argument("--query", required=True, help="the question to explain")
     sp.add_argument("--top", type=positive, default=5, help="passages to explain (default 5)")
     sp.add_argument("--json", action="store_true", help="print each passage's explanation as JSON (to_dict())")
+    sp.add_argument("--mode", choices=EXPLAIN_MODES, default="hipporag2",
+                    help="hipporag2 (default: seeds, shares and paths of the PPR ranking) or a HiRAG mode "
+                         "(hi_local, hi_global, hi_bridge, hi: each context item's section and why it was chosen)")
     ranking_flags(sp)
     common(sp)
     sp.set_defaults(func=cmd_explain)

@@ -1,5 +1,6 @@
-"""``hippo-engine explain``: the tree per passage and the ``--json`` list (fake models), and the real
-small path (extractor=ner with the packaged encoder, slow)."""
+"""``hippo-engine explain``: the tree per passage and the ``--json`` list (fake models), the hi_* modes'
+context items with their reasons (``--mode``), and the real small path (extractor=ner with the packaged
+encoder, slow)."""
 import json
 
 import pytest
@@ -56,6 +57,44 @@ def test_explain_dense_fallback_and_dense_first(idx, capsys):
     assert "placed by dense_first (dense rank 1)" in out and "placed by PPR" in out
 
 
+def test_explain_hi_mode_prints_each_context_item_with_its_reason(idx, capsys):
+    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "3", "--mode", "hi_local"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"query: {QUERY}\nmode: hi_local (sections: entities, relations, passages)\n")
+    assert "-----Entities----- (" in out and "-----Relations----- (" in out
+    assert "   1. entity: " in out and "matched the query by vector search (similarity " in out
+    assert "relation: " in out and "relations are ordered by" in out
+    sources = out.split("-----Sources----- (3 ranked, ", 1)[1]
+    assert "#1  " in sources and "#3  " in sources and "#4  " not in sources
+    assert "a text unit of top entity " in sources
+    assert "seeds (" not in out and "placed by PPR" not in out          # not the hipporag2 tree
+
+
+def test_explain_hi_mode_json_and_bridge(idx, capsys):
+    from hippo_engine.datatypes import ContextItem
+    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "2", "--mode", "hi_bridge", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    items = [ContextItem.from_dict(d) for d in data]
+    assert [i.to_dict() for i in items] == data
+    assert {i.section for i in items} == {"bridge", "passages"}
+    assert [i.rank for i in items if i.kind == "passage"] == [1, 2]
+    assert any(i.kind == "path_entity" for i in items)
+    # hi_bridge shows no reports: its communities only chose the key entities
+    assert all(not i.shown for i in items if i.kind == "community")
+    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "2", "--mode", "hi_bridge"]) == 0
+    out = capsys.readouterr().out
+    assert "-----Reasoning Path----- (" in out and "path entity: " in out and "[not in the context]" in out
+
+
+def test_explain_modes_are_hipporag2_and_the_hi_modes(idx, capsys):
+    from hippo_engine.cli_explain import EXPLAIN_MODES
+    from hippo_engine.hirag.modes import HI_MODES
+    assert EXPLAIN_MODES == ("hipporag2", *HI_MODES)
+    with pytest.raises(SystemExit):
+        main(["explain", "--save-dir", idx, "--query", QUERY, "--mode", "naive"])
+    assert "invalid choice" in capsys.readouterr().err
+
+
 def test_explain_refuses_a_missing_index(tmp_path, capsys):
     assert main(["explain", "--save-dir", str(tmp_path / "typo"), "--query", QUERY]) == 2
     assert "no index in" in capsys.readouterr().err
@@ -74,3 +113,8 @@ def test_explain_on_real_ner_index(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "#1  score " in out and "Barack Obama" in out.split("#1  score ", 1)[1].splitlines()[0]
     assert "placed by PPR" in out and "top paths" in out
+    assert main(["explain", "--save-dir", idx, "--query", "Where was Barack Obama born?", "--top", "2",
+                 "--mode", "hi_local", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "   1. entity: barack obama" in out and "matched the query by vector search" in out
+    assert "Barack Obama" in out.split("  #1  ", 1)[1].splitlines()[0]
