@@ -25,7 +25,7 @@ class RecalledPassage(BaseModel):
     document_ids: list[str] = Field(description="all documents holding this passage (usually one)")
     passage_id: str = Field(description="the passage's own id (content hash)")
     rank: int = Field(description="1 for the best passage")
-    score: float = Field(description="relevance score; compare only within one recall")
+    score: float | None = Field(description="relevance score; compare only within one recall")
     text: str = Field(description="the passage (a title line, then the text, when it has a title)")
     explanation: str = Field(description="why it was found: seed entities and their shares of the score")
 
@@ -120,8 +120,11 @@ def _seed_line(exp: dict[str, Any]) -> str:
         parts.append(f"{len(seeds) - len(named)} other seed(s) {_pct(rest)}")
     score = float(exp.get("score", 0.0))
     prior = float(exp.get("dense_prior", 0.0)) / score if score > 0 else 0.0
-    head = "via " + ", ".join(parts) if parts else "graph walk"
-    return f"{head}; dense prior {_pct(prior)}"
+    if parts:
+        return "via " + ", ".join(parts) + f"; dense prior {_pct(prior)}"
+    if prior >= 1 - MIN_SHARE:
+        return "no query entity leads here: dense prior only (its similarity to the query)"
+    return f"graph walk from {len(seeds)} seed(s), none above {_pct(MIN_SHARE)}; dense prior {_pct(prior)}"
 
 
 def explain_line(exp: dict[str, Any] | None, mode: str = "hipporag2") -> str:

@@ -169,9 +169,12 @@ class MemoryTools:
                   for d in state["documents"] if d["status"] == "failed"]
         p = state["progress"]
         left = p["pending"] + p["processing"]
-        status = "indexing" if left else "failed" if failed and len(failed) == p["total"] else \
+        status = "indexing" if left else "failed" if failed and not p["indexed"] else \
             "partly failed" if failed else "indexed"
         parts = [f"{p['indexed']} of {p['total']} document(s) indexed in {waited:.1f} s"]
+        gone = p.get("deleted", 0) + p.get("replaced", 0)
+        if gone:
+            parts.append(f"{gone} deleted or replaced by a newer version meanwhile")
         if left:
             parts.append(f"{left} still indexing after the {self.wait_s:g} s wait: recall finds them once "
                          "indexed (memory_stats shows progress)")
@@ -191,7 +194,7 @@ class MemoryTools:
         mode_used = result.get("mode") or mode or "hipporag2"
         exps = {e["passage_id"]: e for e in result.get("explanations") or []}
         passages = [RecalledPassage(id=_document_id(p), document_ids=list(p.get("doc_ids") or []),
-                                    passage_id=p["id"], rank=int(p.get("rank", i + 1)), score=float(p["score"]),
+                                    passage_id=p["id"], rank=int(p.get("rank", i + 1)), score=p["score"],
                                     text=p["text"], explanation=explain_line(exps.get(p["id"]), mode_used))
                     for i, p in enumerate(result["passages"])]
         waiting = sum(memory.documents(status=s, limit=1)["total"] for s in ("pending", "processing"))

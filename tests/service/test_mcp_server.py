@@ -264,8 +264,23 @@ def test_explain_line():
         "dense similarity 0.70 (dense rank 3); no graph walk: no entity matched"
     assert explain_line({**exp, "placed_by": "dense"}) == "dense similarity 0.70 (dense rank 3)"
     assert explain_line({**exp, "seeds": [{"entity": "x" * 60, "share": 0.002}], "dense_prior": 0.0}) == \
-        "graph walk; dense prior <1%"
+        "graph walk from 1 seed(s), none above 1%; dense prior <1%"
+    assert explain_line({**exp, "seeds": [{"entity": "x", "share": 0.0}], "dense_prior": 2.0}) == \
+        "no query entity leads here: dense prior only (its similarity to the query)"
+    assert explain_line({**exp, "seeds": []}) == "graph walk from 0 seed(s), none above 1%; dense prior 25%"
     long = explain_line({**exp, "seeds": [{"entity": "word " * 20, "share": 0.9}]})
     assert long.startswith("via '" + ("word " * 8).strip()[:37]) and "...' 90%" in long
     assert explain_line(None, "naive") == "dense similarity to the query"
     assert explain_line(None, "hi_local") == "ranked by the hi_local mode"
+
+
+def test_recall_in_the_naive_mode_asks_for_no_explanations():
+    mem = FakeMemory()
+
+    async def script(c):
+        data(await c.call_tool("remember", {"texts": ["alpha beta", "beta gamma"], "ids": ["a", "b"]}))
+        return data(await c.call_tool("recall", {"query": "alpha", "mode": "naive"}))
+
+    got = call(build_mcp(FakeWorkspaces(mem)), script)
+    assert ("retrieve", "naive", False) in mem.calls and got["mode"] == "naive"
+    assert [(p["id"], p["explanation"]) for p in got["passages"]] == [("a", "dense similarity to the query")]
