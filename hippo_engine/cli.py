@@ -1,4 +1,4 @@
-"""Command line interface: ``hippo-engine {index,delete,stats,retrieve,qa,explain,demo}``."""
+"""Command line interface: ``hippo-engine {index,delete,stats,retrieve,qa,explain,mcp,serve,demo}``."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from hippo_engine import __version__, cli_explain, cli_mcp
+from hippo_engine import __version__, cli_explain, cli_mcp, cli_serve
 from hippo_engine.cli_output import print_solution as _print_solution
 from hippo_engine.cli_output import qa_json
 from hippo_engine.config import ConfigError
@@ -341,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_explain.add_parser(sub, common, ranking_flags, _positive)
     cli_mcp.add_parser(sub, common, ranking_flags, _positive_float)
+    cli_serve.add_parser(sub, common, ranking_flags, _positive)
     sp = sub.add_parser("demo", help="index the bundled sample corpus and answer its questions, offline")
     common(sp, save_dir_default="outputs/demo", creates=True)
     sp.set_defaults(func=cmd_demo)

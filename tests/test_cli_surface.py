@@ -57,6 +57,6 @@ def test_commands_that_refuse_a_missing_index_do_not_promise_to_create_it(comman
     assert "created if missing" not in _help(command)
 
 
-@pytest.mark.parametrize("command", ["index", "demo"])
+@pytest.mark.parametrize("command", ["index", "demo", "serve"])
 def test_commands_that_create_an_index_say_so(command):
     assert "created if missing" in _help(command)

@@ -1,0 +1,105 @@
+"""``hippo-engine serve``: the memory of an index folder over HTTP (FastAPI + uvicorn).
+
+JSON API with its OpenAPI schema (``/openapi.json``, described at ``/docs``), named workspaces under
+``/w/{name}/``, the web page at ``/`` and the MCP server at ``/mcp``. Binds 127.0.0.1 unless told
+otherwise; with an access key (``--access-key`` or the environment variable
+``HIPPO_ENGINE_ACCESS_KEY``) every route but ``/health`` needs it in the ``X-API-Key`` header.
+``--api-key`` keeps meaning the LLM server's key, as in the other commands, whose storage, LLM and
+ranking flags work here too. Ctrl-C (or SIGTERM) stops gracefully: requests in flight finish, then
+each memory's indexing finishes its current batch. Light to import (uvicorn and the engine load
+when the command runs).
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from hippo_engine.service.settings import ENV_ACCESS_KEY, ENV_SETTINGS, ServiceSettings
+
+#: seconds uvicorn waits for requests in flight at shutdown
+GRACEFUL_S = 30
+APP_FACTORY = "hippo_engine.service.app:app_from_env"
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
+    return value
+
+
+def add_parser(sub, common: Callable, ranking_flags: Callable, positive: Callable) -> None:
+    """Register ``serve`` (``common``/``ranking_flags``: cli.py's shared flags)."""
+    sp: argparse.ArgumentParser = sub.add_parser(
+        "serve", help="serve the memory over HTTP: JSON API (OpenAPI at /docs), workspaces, web page, MCP at /mcp",
+        description="Serve an index folder as long-term memory over HTTP: add documents (indexed in the "
+                    "background), retrieve, answer with citations, explain. The index is created on first use.")
+    sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    sp.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000; 0: any free port)")
+    sp.add_argument("--workers", type=positive, default=1, metavar="N",
+                    help="server processes (default 1); they share the index and its indexing queue")
+    sp.add_argument("--access-key", default=None, metavar="KEY",
+                    help=f"require this key in the X-API-Key header on every route but /health (default: env "
+                         f"{ENV_ACCESS_KEY}; none: no key needed)")
+    sp.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",
+                    help="allow browser pages from this origin (repeatable; default: CORS off)")
+    sp.add_argument("--max-body-mb", type=positive, default=16, metavar="MB",
+                    help="largest request body in MiB (default 16; larger: 413)")
+    sp.add_argument("--max-batch", type=positive, default=1000, metavar="N",
+                    help="most documents per POST /documents (default 1000; more: 413)")
+    sp.add_argument("--index-batch", type=positive, default=None, metavar="N",
+                    help="documents indexed per batch by the background indexer (default 32)")
+    ranking_flags(sp)
+    common(sp, creates=True)
+    sp.set_defaults(func=cmd_serve)
+
+
+def build_settings(args, environ: dict[str, str] | None = None) -> ServiceSettings:
+    """The server's settings from the command's flags (the access key from the flag or the environment)."""
+    from hippo_engine.cli_mcp import rag_options
+    env = os.environ if environ is None else environ
+    memory: dict[str, Any] = {}
+    if args.index_batch is not None:
+        memory["batch_size"] = args.index_batch
+    return ServiceSettings(save_dir=str(args.save_dir), rag_options=rag_options(args), memory_options=memory,
+                           host=args.host, access_key=args.access_key or env.get(ENV_ACCESS_KEY) or None,
+                           max_body_bytes=args.max_body_mb * 2 ** 20, max_batch=args.max_batch,
+                           cors_origins=tuple(args.cors_origin or ()))
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cmd_serve(args) -> int:
+    """Run uvicorn until Ctrl-C / SIGTERM (each worker builds the app from the environment)."""
+    try:
+        import uvicorn
+
+        import hippo_engine.service.app  # noqa: F401  (the server extra is installed)
+    except ImportError as e:
+        raise RuntimeError(f"serve needs the server extra: pip install 'hippo-engine[server]' ({e})") from e
+    settings = build_settings(args)
+    if not is_loopback(args.host) and settings.access_key is None:
+        print(f"hippo-engine: warning: serving on {args.host} without an access key: anyone who can reach "
+              f"this port can read and change the memory (set --access-key or {ENV_ACCESS_KEY})", file=sys.stderr)
+    os.environ[ENV_SETTINGS] = settings.to_json()
+    if settings.access_key is not None:
+        os.environ[ENV_ACCESS_KEY] = settings.access_key
+    uvicorn.run(APP_FACTORY, factory=True, host=args.host, port=args.port, workers=args.workers,
+                log_level="warning" if args.quiet else "info",
+                timeout_graceful_shutdown=GRACEFUL_S, server_header=False)
+    return 0

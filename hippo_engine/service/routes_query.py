@@ -1,0 +1,97 @@
+"""Routes that read one workspace's memory: retrieve (one query or a batch, any mode, optional
+explanations), answer (JSON, or server-sent events), explain, the subgraph around a query (for
+the web page) and statistics.
+
+No ``from __future__ import annotations`` here: FastAPI reads the routes' annotations at run time,
+and they name the per-prefix dependencies built inside :func:`build`."""
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
+
+from hippo_engine.service import limits, sse
+from hippo_engine.service.routes_base import ERRORS, Scope, settings
+from hippo_engine.service.schemas import (
+    AnswerRequest,
+    AnswerResponse,
+    ExplainRequest,
+    ExplainResponse,
+    RetrieveRequest,
+    RetrieveResponse,
+    Subgraph,
+)
+
+#: the most graph nodes GET /subgraph returns
+MAX_SUBGRAPH_NODES = 500
+#: the answer route's responses: JSON, or the event stream
+ANSWER_CONTENT = {"application/json": {}, sse.MEDIA_TYPE: {
+    "schema": {"type": "string", "description": "events passages, answer, done (or error); JSON data lines"}}}
+
+
+def wants_stream(body: AnswerRequest, request: Request) -> bool:
+    """Server-sent events when the body asks (``stream``) or the client accepts only them."""
+    accept = request.headers.get("accept", "")
+    return body.stream or (sse.MEDIA_TYPE in accept and "json" not in accept)
+
+
+def build(scope: Scope) -> APIRouter:
+    """The query routes of one prefix (see :class:`~hippo_engine.service.routes_base.Scope`)."""
+    router = APIRouter(prefix=scope.prefix, tags=["queries"], responses=ERRORS)
+    Read = Annotated[Any, Depends(scope.read)]
+
+    @router.post("/retrieve", response_model=RetrieveResponse, response_model_exclude_unset=True,
+                 summary="rank passages for queries")
+    def retrieve(body: RetrieveRequest, request: Request, memory: Read) -> dict:
+        """The top ``top_k`` passages of each query (``query`` or ``queries``), in ``mode``; with
+        ``explain`` also why each ranked where it did; ``where`` filters on document metadata."""
+        queries = body.query_list()
+        limits.check_queries(settings(request), queries)
+        limits.check_top_k(settings(request), body.top_k)
+        results = memory.retrieve(queries, top_k=body.top_k, mode=body.mode, explain=body.explain,
+                                  where=body.where)
+        return {"results": results}
+
+    @router.post("/answer", response_model=AnswerResponse, summary="answer a question with citations",
+                 responses={200: {"content": ANSWER_CONTENT}})
+    def answer(body: AnswerRequest, request: Request, memory: Read) -> Any:
+        """Retrieve, then answer with the reader LLM, citing the passages it used. With ``stream``
+        (or ``Accept: text/event-stream``) the reply is server-sent events: passages, answer, done."""
+        question = body.text()
+        limits.check_queries(settings(request), [question], "question")
+        limits.check_top_k(settings(request), body.top_k)
+
+        def call() -> dict:
+            return memory.answer(question, top_k=body.top_k, mode=body.mode, where=body.where)
+
+        if wants_stream(body, request):
+            return StreamingResponse(sse.stream_call(call), media_type=sse.MEDIA_TYPE,
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return call()
+
+    @router.post("/explain", response_model=ExplainResponse, summary="why passages ranked where they did")
+    def explain(body: ExplainRequest, request: Request, memory: Read) -> dict:
+        """Per passage (the top ``top``, or ``passage_ids``): the seed entities' exact shares of its
+        score, the dense prior, the check, the most probable walks and the candidate facts."""
+        limits.check_queries(settings(request), [body.query])
+        limits.check_top_k(settings(request), body.top, "top")
+        if body.passage_ids is not None:
+            limits.check_batch(settings(request), len(body.passage_ids), "passage ids")
+        return {"explanations": memory.explain(body.query, body.passage_ids, body.top, where=body.where)}
+
+    @router.get("/subgraph", response_model=Subgraph, summary="the graph around a query")
+    def subgraph(request: Request, memory: Read,
+                 query: Annotated[str, Query(min_length=1, pattern=r"\S")],
+                 top: Annotated[int, Query(ge=1)] = 5,
+                 limit: Annotated[int, Query(ge=1, le=MAX_SUBGRAPH_NODES)] = 60) -> dict:
+        """The query's seed entities and top passages with the graph edges between them (nodes and
+        edges, at most ``limit`` nodes), as the web page draws them."""
+        limits.check_queries(settings(request), [query])
+        limits.check_top_k(settings(request), top, "top")
+        return memory.subgraph(query, top=top, limit=limit)
+
+    @router.get("/stats", response_model=dict[str, Any], summary="statistics of the memory")
+    def stats(memory: Read) -> dict:
+        """Graph statistics, documents by status, the extractor, the storage and the version."""
+        return memory.stats()
+
+    return router

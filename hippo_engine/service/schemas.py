@@ -1,0 +1,251 @@
+"""The JSON bodies of the HTTP API (pydantic models; the OpenAPI schema at ``/openapi.json`` is built
+from them). Requests refuse unknown fields (a typo is a 422 that names it, not a silently ignored
+option); responses may carry more fields than listed (the memory's dicts pass through whole).
+Size limits that depend on the server's settings (batch size, query length, top_k) are checked by
+the routes, see :mod:`hippo_engine.service.limits`.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: retrieval modes (the same as ``hippo_engine.config.MODES``; a test keeps them equal)
+Mode = Literal["hipporag2", "naive", "hi_local", "hi_global", "hi_bridge", "hi"]
+JobStatus = Literal["pending", "processing", "done", "failed"]
+DocStatus = Literal["pending", "processing", "indexed", "failed"]
+#: text with at least one character that is not white space
+Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
+DocId = Annotated[str, Field(min_length=1, max_length=512, pattern=r"\S")]
+JSONObject = dict[str, Any]
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Reply(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+def _one_of(names: tuple[str, str]) -> dict[str, Any]:
+    """JSON Schema: exactly one of two fields (as the model validator checks)."""
+    return {"oneOf": [{"required": [names[0]], "not": {"required": [names[1]]}},
+                      {"required": [names[1]], "not": {"required": [names[0]]}}]}
+
+
+def _exactly_one(model: BaseModel, names: tuple[str, str]) -> None:
+    given = [n for n in names if getattr(model, n) is not None]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of {names[0]!r} and {names[1]!r}")
+
+
+# ------------------------------------------------------------------ documents
+class DocumentIn(Request):
+    id: DocId | None = Field(None, description="the document's id (default: derived from its text)")
+    text: Text
+    title: str | None = Field(None, max_length=2000, description="indexed as 'title\\ntext'")
+    metadata: JSONObject | None = Field(None, description="stored with the document; `where` filters on it")
+
+
+class AddDocuments(Request):
+    documents: list[DocumentIn] = Field(min_length=1)
+
+
+class DeleteDocuments(Request):
+    ids: list[DocId] = Field(min_length=1)
+
+
+class JobAccepted(Reply):
+    job_id: str
+    documents: list[str] = Field(description="the ids of the documents in the job")
+
+
+class RetryAccepted(Reply):
+    job_id: str | None = Field(description="null when no document had failed")
+    documents: list[str]
+
+
+class DocumentState(Reply):
+    id: str
+    status: DocStatus
+    error: str | None = None
+
+
+class Progress(Reply):
+    total: int
+    pending: int
+    processing: int
+    indexed: int
+    failed: int
+
+
+class Job(Reply):
+    job_id: str
+    status: JobStatus
+    progress: Progress
+    documents: list[DocumentState]
+
+
+class DocumentSummary(Reply):
+    id: str
+    status: DocStatus
+    title: str | None = None
+    metadata: JSONObject | None = None
+    error: str | None = None
+    job_id: str | None = None
+
+
+class DocumentOut(DocumentSummary):
+    text: str
+
+
+class DocumentPage(Reply):
+    documents: list[DocumentSummary]
+    total: int
+    offset: int
+    limit: int
+
+
+class Deleted(Reply):
+    deleted: list[str]
+    unknown: list[str]
+
+
+# ------------------------------------------------------------------ queries
+class QueryOptions(Request):
+    top_k: int = Field(5, ge=1, description="passages per query")
+    mode: Mode | None = Field(None, description="retrieval mode (default: the server's, hipporag2)")
+    where: JSONObject | None = Field(None, description="only documents whose metadata match this filter")
+
+
+class RetrieveRequest(QueryOptions):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of(("query", "queries")))
+    query: Text | None = None
+    queries: list[Text] | None = Field(None, min_length=1)
+    explain: bool = Field(False, description="add why each passage ranked where it did (hipporag2 mode)")
+
+    @model_validator(mode="after")
+    def _one_query_field(self) -> RetrieveRequest:
+        _exactly_one(self, ("query", "queries"))
+        return self
+
+    def query_list(self) -> list[str]:
+        return [self.query] if self.query is not None else list(self.queries or ())
+
+
+class Passage(Reply):
+    id: str
+    text: str
+    score: float
+    doc_ids: list[str]
+    rank: int | None = None
+
+
+class RetrieveResult(Reply):
+    query: str
+    mode: str | None = None
+    passages: list[Passage]
+    explanations: list[JSONObject] | None = None
+
+
+class RetrieveResponse(Reply):
+    results: list[RetrieveResult]
+
+
+class AnswerRequest(QueryOptions):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of(("question", "query")))
+    question: Text | None = None
+    query: Text | None = Field(None, description="the same as question")
+    stream: bool = Field(False, description="answer as server-sent events (also with Accept: text/event-stream)")
+
+    @model_validator(mode="after")
+    def _one_question_field(self) -> AnswerRequest:
+        _exactly_one(self, ("question", "query"))
+        return self
+
+    def text(self) -> str:
+        return self.question if self.question is not None else str(self.query)
+
+
+class Citation(Reply):
+    id: str
+    text: str
+    doc_ids: list[str]
+
+
+class AnswerResponse(Reply):
+    question: str
+    answer: str
+    citations: list[Citation]
+    passages: list[Passage]
+    notes: list[str] = []
+
+
+class ExplainRequest(Request):
+    query: Text
+    passage_ids: list[DocId] | None = Field(None, min_length=1, description="explain these passages "
+                                            "(default: the top `top` passages)")
+    top: int = Field(5, ge=1)
+    where: JSONObject | None = None
+
+
+class ExplainResponse(Reply):
+    explanations: list[JSONObject]
+
+
+class SubgraphNode(Reply):
+    id: str
+    label: str
+    kind: str
+    score: float | None = None
+
+
+class SubgraphEdge(Reply):
+    source: str
+    target: str
+    kind: str
+
+
+class Subgraph(Reply):
+    nodes: list[SubgraphNode]
+    edges: list[SubgraphEdge]
+
+
+# ------------------------------------------------------------------ server
+class Health(Reply):
+    status: Literal["ok"]
+    version: str
+
+
+class Version(Reply):
+    version: str
+    api: str
+
+
+class WorkspaceInfo(Reply):
+    name: str
+    documents: int | None = None
+
+
+class WorkspaceList(Reply):
+    workspaces: list[WorkspaceInfo]
+
+
+class WorkspaceDeleted(Reply):
+    deleted: str
+
+
+class ErrorDetail(BaseModel):
+    loc: str
+    message: str
+
+
+class ErrorInfo(BaseModel):
+    type: str
+    message: str
+    details: list[ErrorDetail] | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorInfo

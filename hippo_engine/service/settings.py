@@ -1,0 +1,91 @@
+"""What one ``hippo-engine serve`` process needs to build its app: :class:`ServiceSettings`.
+
+The settings travel to uvicorn's worker processes (``--workers N`` starts the app from an import
+string, :func:`hippo_engine.service.app.app_from_env`) as JSON in the environment variable
+:data:`ENV_SETTINGS`. The access key never goes into that JSON: every process reads it from
+:data:`ENV_ACCESS_KEY` (``serve --access-key`` sets it for the workers it starts).
+Light to import: no FastAPI, no engine.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+#: The environment variable holding the settings (JSON) of the worker processes.
+ENV_SETTINGS = "HIPPO_ENGINE_SERVE_SETTINGS"
+#: The environment variable holding the access key (``X-API-Key``) when ``--access-key`` is not given.
+ENV_ACCESS_KEY = "HIPPO_ENGINE_ACCESS_KEY"
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """One server's configuration. ``rag_options`` are the ``HippoRAG`` keyword arguments of every
+    workspace (models, storage, extractor, LLM); ``memory_options`` those of each ``Memory``
+    (ingestion batch size, ...). The limits answer 413 (too big a body or batch) or 422 (too long
+    a query, too large a top_k) with a message that names the limit."""
+
+    save_dir: str
+    rag_options: dict[str, Any] = field(default_factory=dict)
+    memory_options: dict[str, Any] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    access_key: str | None = None
+    #: bytes in one request body (Content-Length or counted as it streams)
+    max_body_bytes: int = 16 * 2 ** 20
+    #: documents in one POST /documents (or ids in one batch delete)
+    max_batch: int = 1000
+    #: queries in one POST /retrieve
+    max_queries: int = 64
+    #: characters in one query, question or passage-id list entry
+    max_query_chars: int = 4000
+    #: the largest top_k (and explain's top)
+    max_top_k: int = 200
+    #: origins allowed by CORS; empty: no CORS headers at all (the default)
+    cors_origins: tuple[str, ...] = ()
+    #: mount the MCP server at /mcp and the web page at / when their modules are installed
+    mount_mcp: bool = True
+    mount_web: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_batch", "max_queries", "max_query_chars", "max_top_k"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"ServiceSettings.{name} must be a positive whole number, got {value!r}")
+        if self.access_key is not None and not self.access_key.strip():
+            raise ValueError("the access key must not be empty")
+        object.__setattr__(self, "cors_origins", tuple(self.cors_origins))
+
+    def to_json(self) -> str:
+        """The settings as JSON, without the access key (see :data:`ENV_ACCESS_KEY`)."""
+        data = asdict(self)
+        data.pop("access_key")
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str, *, access_key: str | None = None) -> ServiceSettings:
+        """Settings from :meth:`to_json`'s output; unknown keys are an error that names them."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{ENV_SETTINGS} is not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{ENV_SETTINGS} must hold a JSON object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)} - {"access_key"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{ENV_SETTINGS} has unknown settings: {', '.join(unknown)}")
+        return cls(**data, access_key=access_key)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> ServiceSettings:
+        """The settings a worker process was started with (:data:`ENV_SETTINGS`, :data:`ENV_ACCESS_KEY`)."""
+        env = os.environ if environ is None else environ
+        text = env.get(ENV_SETTINGS)
+        if not text:
+            raise ValueError(f"{ENV_SETTINGS} is not set: start the server with `hippo-engine serve`")
+        return cls.from_json(text, access_key=env.get(ENV_ACCESS_KEY) or None)
+
+    def with_access_key(self, key: str | None) -> ServiceSettings:
+        """A copy with another access key."""
+        return replace(self, access_key=key)

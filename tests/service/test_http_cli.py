@@ -1,0 +1,84 @@
+"""``hippo-engine serve``'s flags and settings (the real server: tests/service/integration/test_http_server.py)."""
+import json
+
+import pytest
+
+from hippo_engine import cli_serve
+from hippo_engine.cli import build_parser, main
+from hippo_engine.service.settings import ENV_ACCESS_KEY, ENV_SETTINGS, ServiceSettings
+
+
+def _args(*argv):
+    return build_parser().parse_args(["serve", "--save-dir", "idx", *argv])
+
+
+def test_defaults_are_safe():
+    args = _args()
+    s = cli_serve.build_settings(args, environ={})
+    assert (args.host, args.port, args.workers) == ("127.0.0.1", 8000, 1)
+    assert s.access_key is None and s.cors_origins == () and s.save_dir == "idx"
+
+
+def test_the_access_key_comes_from_the_flag_or_the_environment_and_api_key_stays_the_llms():
+    s = cli_serve.build_settings(_args("--api-key", "llm-key"), environ={ENV_ACCESS_KEY: "from-env"})
+    assert s.access_key == "from-env" and s.rag_options["llm_api_key"] == "llm-key"
+    s = cli_serve.build_settings(_args("--access-key", "flag"), environ={ENV_ACCESS_KEY: "from-env"})
+    assert s.access_key == "flag"
+
+
+def test_llm_storage_and_ranking_flags_reach_the_engine():
+    args = _args("--storage", "postgres", "--llm-base-url", "http://127.0.0.1:9/v1", "--llm", "m",
+                 "--extractor", "ner", "--no-filter", "--embedder", "e", "--index-batch", "8",
+                 "--cors-origin", "http://127.0.0.1:3000", "--max-body-mb", "2", "--max-batch", "10")
+    s = cli_serve.build_settings(args, environ={})
+    assert s.rag_options["storage_backend"] == "postgres" and s.rag_options["llm_base_url"] == "http://127.0.0.1:9/v1"
+    assert s.rag_options["llm_model_name"] == "m" and s.rag_options["extractor"] == "ner"
+    assert s.rag_options["use_filter"] is False and s.rag_options["embedding_model_name"] == "e"
+    assert s.memory_options == {"batch_size": 8} and s.cors_origins == ("http://127.0.0.1:3000",)
+    assert s.max_body_bytes == 2 * 2 ** 20 and s.max_batch == 10
+
+
+@pytest.mark.parametrize("argv", [["--port", "70000"], ["--port", "x"], ["--workers", "0"], ["--max-batch", "0"]])
+def test_bad_flags_are_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        _args(*argv)
+    assert e.value.code == 2
+
+
+def test_serve_hands_uvicorn_an_import_string_and_the_settings_in_the_environment(monkeypatch, capsys):
+    seen = {}
+
+    def fake_run(app, **kw):
+        import os
+        seen.update(kw, app=app, settings=os.environ[ENV_SETTINGS], key=os.environ.get(ENV_ACCESS_KEY))
+
+    import uvicorn
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    for name in (ENV_ACCESS_KEY, ENV_SETTINGS):      # restored after the test, whatever serve sets
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    assert main(["serve", "--save-dir", "idx", "--workers", "3", "--host", "0.0.0.0", "--port", "0"]) == 0
+    assert seen["app"] == cli_serve.APP_FACTORY and seen["factory"] and seen["workers"] == 3
+    assert seen["host"] == "0.0.0.0" and seen["port"] == 0 and seen["key"] is None
+    assert ServiceSettings.from_json(seen["settings"]).save_dir == "idx"
+    assert "without an access key" in capsys.readouterr().err
+    main(["serve", "--save-dir", "idx", "--access-key", "k"])
+    assert seen["key"] == "k" and "k" not in json.loads(seen["settings"]).values()
+
+
+def test_settings_travel_as_json_without_the_key():
+    s = ServiceSettings("d", rag_options={"extractor": "ner"}, access_key="k", cors_origins=("http://a",))
+    text = s.to_json()
+    assert '"k"' not in text and "access_key" not in text
+    assert ServiceSettings.from_env({ENV_SETTINGS: text, ENV_ACCESS_KEY: "k"}) == s
+    with pytest.raises(ValueError, match="unknown settings: nope"):
+        ServiceSettings.from_json(json.dumps({"save_dir": "d", "nope": 1}))
+    with pytest.raises(ValueError, match="not set"):
+        ServiceSettings.from_env({})
+    with pytest.raises(ValueError, match="max_batch"):
+        ServiceSettings("d", max_batch=0)
+
+
+def test_loopback_hosts():
+    assert cli_serve.is_loopback("127.0.0.1") and cli_serve.is_loopback("::1") and cli_serve.is_loopback("localhost")
+    assert not cli_serve.is_loopback("0.0.0.0") and not cli_serve.is_loopback("example.org")

@@ -1,0 +1,156 @@
+"""The HTTP API's routes over a fake memory (tests/service/http_fakes.py): status codes, bodies, what
+reaches the memory. The real memory behind real uvicorn: tests/service/integration/test_http_server.py."""
+import pytest
+from http_fakes import FakeWorkspaces, make_client
+
+from hippo_engine.config import MODES
+from hippo_engine.service.schemas import Mode
+
+DOCS = [{"id": "paris", "text": "Paris is the capital of France.", "title": "Paris", "metadata": {"lang": "en"}},
+        {"id": "berlin", "text": "Berlin is the capital of Germany.", "metadata": {"lang": "de"}}]
+
+
+@pytest.fixture
+def ws():
+    return FakeWorkspaces()
+
+
+@pytest.fixture
+def client(ws):
+    with make_client(ws) as c:
+        yield c
+
+
+def _add(client, docs=DOCS, prefix=""):
+    r = client.post(f"{prefix}/documents", json={"documents": docs})
+    assert r.status_code == 202, r.text
+    return r.json()
+
+
+def test_the_modes_of_the_schema_are_the_engines():
+    assert Mode.__args__ == MODES
+
+
+def test_adding_documents_answers_202_with_a_job_that_reports_each_document(client, ws):
+    body = _add(client, DOCS + [{"id": "bad", "text": "FAIL here"}])
+    assert body["documents"] == ["paris", "berlin", "bad"]
+    assert ws.memories[None].docs["paris"]["title"] == "Paris"
+    assert ws.memories[None].docs["paris"]["metadata"] == {"lang": "en"}
+    job = client.get(f"/jobs/{body['job_id']}").json()
+    assert job["status"] == "failed" and job["progress"]["total"] == 3 and job["progress"]["failed"] == 1
+    assert {d["id"]: d["status"] for d in job["documents"]} == {"paris": "indexed", "berlin": "indexed",
+                                                              "bad": "failed"}
+    assert client.get("/jobs/nope").status_code == 404
+
+
+def test_documents_are_listed_by_status_and_page_and_read_one_by_one(client):
+    _add(client, DOCS + [{"id": "bad", "text": "FAIL"}])
+    page = client.get("/documents", params={"limit": 2}).json()
+    assert page["total"] == 3 and len(page["documents"]) == 2 and page["limit"] == 2
+    failed = client.get("/documents", params={"status": "failed"}).json()
+    assert [d["id"] for d in failed["documents"]] == ["bad"] and failed["documents"][0]["error"]
+    assert client.get("/documents", params={"status": "lost"}).status_code == 422
+    assert client.get("/documents", params={"limit": 0}).status_code == 422
+    doc = client.get("/documents/paris").json()
+    assert doc["text"] == DOCS[0]["text"] and doc["status"] == "indexed"
+    assert client.get("/documents/nope").json()["error"]["type"] == "not_found"
+
+
+def test_an_id_with_a_slash_is_one_document(client):
+    _add(client, [{"id": "notes/2024/a", "text": "a note"}])
+    assert client.get("/documents/notes%2F2024%2Fa").json()["id"] == "notes/2024/a"
+    assert client.delete("/documents/notes/2024/a").json()["deleted"] == ["notes/2024/a"]
+
+
+def test_delete_one_is_404_when_unknown_and_a_batch_lists_the_unknown(client):
+    _add(client)
+    assert client.delete("/documents/paris").json() == {"deleted": ["paris"], "unknown": []}
+    assert client.delete("/documents/paris").status_code == 404
+    r = client.post("/documents/delete", json={"ids": ["berlin", "ghost", "berlin"]})
+    assert r.json() == {"deleted": ["berlin"], "unknown": ["ghost"]}
+
+
+def test_retry_requeues_the_failed_documents_or_says_there_were_none(client):
+    _add(client, [{"id": "bad", "text": "FAIL once"}])
+    r = client.post("/documents/retry")
+    assert r.status_code == 202 and r.json()["documents"] == ["bad"]
+    assert client.get("/documents/bad").json()["status"] == "indexed"
+    r = client.post("/documents/retry")
+    assert r.status_code == 200 and r.json() == {"job_id": None, "documents": []}
+
+
+def test_retrieve_takes_one_query_or_a_batch_with_the_options(client, ws):
+    _add(client)
+    one = client.post("/retrieve", json={"query": "capital of France", "top_k": 1}).json()
+    assert len(one["results"]) == 1 and one["results"][0]["passages"][0]["doc_ids"] == ["paris"]
+    assert set(one["results"][0]["passages"][0]) >= {"id", "text", "score", "doc_ids"}
+    assert "explanations" not in one["results"][0]
+    many = client.post("/retrieve", json={"queries": ["France", "Germany"], "mode": "naive", "explain": True,
+                                          "where": {"lang": "de"}}).json()
+    assert [r["query"] for r in many["results"]] == ["France", "Germany"]
+    assert many["results"][1]["passages"][0]["doc_ids"] == ["berlin"] and many["results"][1]["explanations"]
+    assert ws.memories[None].calls[-1] == ("retrieve_args", ["France", "Germany"], 5, "naive", True, {"lang": "de"})
+
+
+@pytest.mark.parametrize("body", [{}, {"query": "a", "queries": ["b"]}, {"queries": []}, {"query": "  "},
+                                  {"query": "a", "mode": "nope"}, {"query": "a", "top_k": 0},
+                                  {"query": "a", "topk": 3}, {"query": 3}])
+def test_a_bad_retrieve_body_is_422_naming_the_problem(client, body):
+    r = client.post("/retrieve", json=body)
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["type"] == "validation_error" and err["message"].startswith("invalid request: ")
+
+
+def test_answer_with_citations_by_question_or_query(client):
+    _add(client)
+    a = client.post("/answer", json={"question": "capital of Germany?"}).json()
+    assert a["answer"] == "Berlin" and a["citations"][0]["doc_ids"] == ["berlin"] and a["passages"]
+    assert client.post("/answer", json={"query": "capital of Germany?"}).json()["answer"] == "Berlin"
+    assert client.post("/answer", json={"query": "x", "question": "y"}).status_code == 422
+
+
+def test_explain_subgraph_and_stats(client):
+    _add(client)
+    e = client.post("/explain", json={"query": "France", "top": 1}).json()
+    assert e["explanations"] == [{"passage_id": "chunk-paris", "query": "France"}]
+    e = client.post("/explain", json={"query": "France", "passage_ids": ["chunk-berlin"]}).json()
+    assert e["explanations"][0]["passage_id"] == "chunk-berlin"
+    g = client.get("/subgraph", params={"query": "France", "limit": 1}).json()
+    assert len(g["nodes"]) == 1 and g["edges"] == []
+    assert client.get("/subgraph").status_code == 422
+    assert client.get("/stats").json()["documents"]["indexed"] == 2
+
+
+def test_health_and_version(client):
+    assert client.get("/health").json()["status"] == "ok"
+    v = client.get("/version").json()
+    assert v["version"] and v["api"] == "1"
+    assert client.get("/w/some-space/health").json()["status"] == "ok"
+
+
+def test_the_openapi_schema_lists_every_route_at_both_prefixes_and_the_docs_page_renders_it(client):
+    spec = client.get("/openapi.json").json()
+    paths = set(spec["paths"])
+    for path in ("/documents", "/jobs/{job_id}", "/documents/{doc_id}", "/documents/delete", "/documents/retry",
+                 "/retrieve", "/answer", "/explain", "/subgraph", "/stats", "/health", "/version"):
+        assert path in paths and f"/w/{{workspace}}{path}" in paths
+    assert {"/workspaces", "/workspaces/{name}"} <= paths
+    page = client.get("/docs")
+    assert page.status_code == 200 and "/w/{workspace}/retrieve" in page.text and "cdn" not in page.text.lower()
+
+
+def test_workspace_routes_list_and_delete(client, ws):
+    _add(client, prefix="/w/team-a")
+    assert client.get("/workspaces").json() == {"workspaces": [{"name": "team-a", "documents": 2}]}
+    assert client.delete("/workspaces/team-a").json() == {"deleted": "team-a"}
+    assert client.delete("/workspaces/team-a").status_code == 404
+    assert client.get("/w/team-a/documents").status_code == 404
+
+
+def test_shutdown_closes_the_workspaces():
+    ws = FakeWorkspaces()
+    with make_client(ws) as c:
+        c.get("/health")
+        assert not ws.closed
+    assert ws.closed
