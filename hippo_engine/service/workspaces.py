@@ -173,8 +173,8 @@ class Workspaces:
         names = [DEFAULT]
         base = self.root / FOLDER
         if base.is_dir():
-            names += sorted(p.name for p in base.iterdir() if p.is_dir() and NAME.fullmatch(p.name) and p.name != DEFAULT
-                            and self.exists(p.name))
+            names += sorted(p.name for p in base.iterdir()
+                            if p.is_dir() and NAME.fullmatch(p.name) and p.name != DEFAULT and self.exists(p.name))
         return [{"name": n, "documents": self._count(n)} for n in names]
 
     def _count(self, name: str) -> int | None:
