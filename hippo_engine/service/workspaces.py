@@ -59,8 +59,8 @@ class SharedEncoder(Encoder):
                 self._inner = self._make()
             return self._inner
 
-    @property   # type: ignore[override]
-    def dim(self) -> int:
+    @property
+    def dim(self) -> int:  # type: ignore[override]  # a plain attribute in Encoder; known once made here
         return self.inner().dim
 
     def encode(self, texts: Sequence[str], **kwargs: Any) -> np.ndarray:

@@ -1,0 +1,111 @@
+"""The job store on SQLite (the index's own file): atomic claims across connections, revisions, stale
+claims of dead owners, tombstones, pagination order; claim owners and how they are judged alive."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+from helpers import make_rag
+
+from hippo_engine.service.jobs import NewDocument, Owner, check_documents, owner_alive
+from hippo_engine.service.jobstore import open_job_store
+from hippo_engine.service.jobstore_backends import SQLiteJobStore
+
+
+@pytest.fixture
+def index_file(tmp_path):
+    rag = make_rag(tmp_path / "m")
+    path = rag.index_state.db.path
+    rag.close()
+    return path
+
+
+def _docs(n, prefix="d"):
+    return [NewDocument(f"{prefix}{i}", f"text {i}", None, {}) for i in range(n)]
+
+
+def test_the_store_of_an_index_is_in_its_sqlite_file(tmp_path):
+    rag = make_rag(tmp_path / "m")
+    store = open_job_store(rag)
+    try:
+        assert isinstance(store, SQLiteJobStore) and store.path == rag.index_state.db.path
+    finally:
+        store.close()
+        rag.close()
+
+
+def test_concurrent_claims_from_several_connections_never_share_a_document(index_file):
+    SQLiteJobStore(index_file).add(_docs(200))
+    stores = [SQLiteJobStore(index_file) for _ in range(4)]
+    got: list[list[str]] = [[] for _ in stores]
+
+    def work(i):
+        while batch := stores[i].claim(f"owner{i}", 7):
+            got[i].extend(d["id"] for d in batch)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    claimed = [d for g in got for d in g]
+    assert len(claimed) == 200 and len(set(claimed)) == 200
+    assert stores[0].counts() == {"pending": 0, "processing": 200, "indexed": 0, "failed": 0}
+
+
+def test_claims_come_oldest_first_and_finish_records_indexed_or_failed(index_file):
+    s = SQLiteJobStore(index_file)
+    s.add(_docs(3, "a"))
+    s.add(_docs(2, "b"))
+    batch = s.claim("me", 4)
+    assert [d["id"] for d in batch] == ["a0", "a1", "a2", "b0"]
+    assert s.finish("me", [("a0", 1, None), ("a1", 1, "boom"), ("a2", 1, None), ("b0", 1, None)]) == []
+    assert s.document("a1")["status"] == "failed" and s.document("a1")["error"] == "boom"
+    assert s.document("a0")["error"] is None
+    assert s.finish("someone else", [("b1", 1, None)]) == []          # not their claim: nothing changes
+    assert s.document("b1")["status"] == "pending"
+
+
+def test_pages_are_in_the_order_accepted_and_a_re_added_document_moves_to_the_end(index_file):
+    s = SQLiteJobStore(index_file)
+    s.add(_docs(5))
+    s.add([NewDocument("d1", "new text", "T", {"k": 1})])
+    ids = [d["id"] for d in s.documents(limit=10)["documents"]]
+    assert ids == ["d0", "d2", "d3", "d4", "d1"]
+    assert s.document("d1")["text"] == "new text" and s.document("d1")["title"] == "T"
+    assert [d["id"] for d in s.documents(offset=4, limit=10)["documents"]] == ["d1"]
+
+
+def test_claims_of_a_dead_owner_are_reset_and_a_live_owners_are_kept(index_file):
+    s = SQLiteJobStore(index_file)
+    s.add(_docs(4))
+    me = str(Owner.current())
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = str(Owner(Owner.current().host, Owner.current().boot, int(dead.stdout), "1"))
+    s.claim(me, 2)
+    s.claim(gone, 2)
+    s.delete(["d3"])                                   # deleted while the dead owner held it
+    assert s.reset_stale(lambda o: owner_alive(o)) == 2
+    assert s.counts() == {"pending": 1, "processing": 2, "indexed": 0, "failed": 0}
+    assert s.document("d2")["status"] == "pending"
+    assert s.unpurged() == ["d3"]                      # left for the index to forget
+
+
+def test_owners(tmp_path):
+    me = Owner.current()
+    assert owner_alive(str(me), me)
+    assert Owner.parse(str(me)) == me
+    assert not owner_alive(str(Owner(me.host, "another-boot", me.pid, me.start)), me)
+    assert not owner_alive(str(Owner(me.host, me.boot, me.pid, "12345678901")), me)    # pid reused
+    assert owner_alive(str(Owner("another-host", me.boot, 1, "0")), me)                 # cannot tell: kept
+    assert not owner_alive("garbage", me)
+    assert os.getpid() == me.pid
+
+
+def test_check_documents_keeps_fields_and_defaults():
+    (d,) = check_documents([{"text": "body", "title": "T", "metadata": {"a": [1, "x"]}}])
+    assert d.indexed_text == "T\nbody" and d.metadata == {"a": [1, "x"]} and d.id.startswith("doc-")
+    with pytest.raises(ValueError, match="one line"):
+        check_documents([{"text": "body", "title": "two\nlines"}])
