@@ -355,6 +355,9 @@ class QueryParam:
     qa_top_k: passages the reader sees (None: ``qa_top_k``).
     use_filter: switch the recognition filter on or off for this call (None: the config's).
     explain: fill each solution's ``explanations`` (``hipporag2`` mode; the ranking is the same).
+    where: a metadata filter (``{"user": "alice"}``, ``{"time": {"$gte": 10}}``; the language is in
+        :mod:`hippo_engine.store.metadata`): only passages of matching documents are ranked
+        (see :mod:`hippo_engine.retrieve.filtering`). None: every passage.
     """
 
     mode: str = "hipporag2"
@@ -362,6 +365,7 @@ class QueryParam:
     qa_top_k: int | None = None
     use_filter: bool | None = None
     explain: bool = False
+    where: Any = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -372,3 +376,9 @@ class QueryParam:
                 raise ConfigError(f"{name} must be a positive integer or None, got {v!r}")
         if self.use_filter is not None and not isinstance(self.use_filter, bool):
             raise ConfigError(f"use_filter must be True, False or None, got {self.use_filter!r}")
+        if self.where is not None:
+            from hippo_engine.store.metadata import parse_where
+            try:
+                parse_where(self.where)
+            except (TypeError, ValueError) as e:
+                raise ConfigError(str(e)) from None

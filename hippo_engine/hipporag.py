@@ -4,7 +4,9 @@ Public API (reference-compatible where HippoRAG has the call): ``index``, ``dele
 ``retrieve``, ``retrieve_dpr``, ``qa``, ``rag_qa``; ``retrieve_context`` (a mode's assembled
 context), ``build_communities``/``communities`` (HiRAG); ``encoder.encode(texts)``,
 ``graph.to_igraph()``, ``graph_stats()``, ``import_openie()``, ``close()``. Per-call options
-are a :class:`~hippo_engine.config.QueryParam`.
+are a :class:`~hippo_engine.config.QueryParam`. Documents may carry metadata
+(``index(docs, metadata=[...])``, ``document_metadata(ids)``) and queries a filter over it
+(``where={"user": "alice"}``: see :mod:`.store.metadata` and :mod:`.retrieve.filtering`).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from hippo_engine.index.extractors import make_extractor
 from hippo_engine.index.graph import GraphData
 from hippo_engine.index.ner import NERExtractor
 from hippo_engine.index.state import IndexState
-from hippo_engine.inputs import open_save_dir, positive_count
+from hippo_engine.inputs import check_document_ids, open_save_dir, positive_count
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.models.providers import Forwarded, Models
@@ -112,12 +114,13 @@ class HippoRAG:
         return self.models.encoder()
 
     # ------------------------------------------------------------------ documents
-    def _split(self, docs: Sequence[str], ids: Sequence[str] | None, what: str) -> DocumentBatch:
-        """Validate documents (and ids) and split them into passages (chunked if asked)."""
+    def _split(self, docs: Sequence[str], ids: Sequence[str] | None, what: str,
+               metadata: Sequence[dict] | None = None) -> DocumentBatch:
+        """Validate documents (ids, metadata) and split them into passages (chunked if asked)."""
         cfg = self.config
         tokenizer = getattr(self.encoder, "tokenizer", None) if cfg.chunk_size else None
         return split_documents(docs, ids, what, cfg.chunk_size, cfg.chunk_overlap, tokenizer,
-                               no_nul=not get_backend(cfg.storage_backend).accepts_nul)
+                               no_nul=not get_backend(cfg.storage_backend).accepts_nul, metadata=metadata)
 
     @property
     def openie_path(self) -> Path | None:
@@ -132,11 +135,17 @@ class HippoRAG:
                              f"{self.extractor.name!r}; OpenIE files apply to extractor='openie'")
         return self.extractor.import_file(path)
 
-    def index(self, docs: Sequence[str], ids: Sequence[str] | None = None) -> dict:
+    def index(self, docs: Sequence[str], ids: Sequence[str] | None = None,
+              metadata: Sequence[dict] | None = None) -> dict:
         """Add documents to the memory, with ``ids`` (unique non-empty strings, one per document)
         or, without, ids derived from their texts (:func:`.ids.document_id`). Re-indexing a
         document already present is a no-op; a known id with another text replaces that
         document (its passages no other document holds go). See :mod:`.index.documents`.
+        ``metadata``: a JSON object (dict) per document (``{"user": "alice", "time": 17}``), stored
+        with it and matched by queries' ``where`` filters; given again for a known id it replaces
+        the stored one (``{}`` clears it; without ``metadata`` what is stored stays), written in the
+        same transaction as the documents; the report's ``documents.metadata_updated`` lists the
+        ids whose metadata changed.
 
         Facts come from the configured ``extractor``: LLM OpenIE (``"openie"``, the paper),
         spaCy sentences with their entities (``"ner"``, no LLM) or LLM n-ary facts (``"nary"``).
@@ -146,7 +155,7 @@ class HippoRAG:
         per-stage timings and ``documents``: ids added and replaced, how many unchanged (a call
         that changes nothing returns ``{"added": 0}``).
         """
-        report = index_documents(self.index_state, self.extractor, self._split(docs, ids, "index"),
+        report = index_documents(self.index_state, self.extractor, self._split(docs, ids, "index", metadata),
                                  self.llm_model_name)
         self.searches.invalidate()
         return report
@@ -162,6 +171,10 @@ class HippoRAG:
         report = delete_documents(self.index_state, batch, ids)
         self.searches.invalidate()
         return report
+
+    def document_metadata(self, ids: Sequence[str]) -> dict[str, dict]:
+        """doc id -> its metadata (``{}``: none) for each of ``ids`` in the memory; unknown ids are left out."""
+        return self.index_state.documents.metadata_of(check_document_ids(ids, None, "document_metadata"))
 
     # ------------------------------------------------------------------ components
     @property
@@ -183,17 +196,18 @@ class HippoRAG:
     @overload
     def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None = None, gold_docs: None = None,
                  mode: str | None = None, *, param: QueryParam | None = None,
-                 explain: bool | None = None) -> runner.Solutions: ...
+                 explain: bool | None = None, where: dict | None = None) -> runner.Solutions: ...
     @overload
     def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None = None, *, gold_docs: runner.GoldDocs,
                  mode: str | None = None, param: QueryParam | None = None,
-                 explain: bool | None = None) -> runner.WithRecall: ...
+                 explain: bool | None = None, where: dict | None = None) -> runner.WithRecall: ...
     @overload
     def retrieve(self, queries: Sequence[str], num_to_retrieve: int | None, gold_docs: runner.GoldDocs,
                  mode: str | None = None, *, param: QueryParam | None = None,
-                 explain: bool | None = None) -> runner.WithRecall: ...
+                 explain: bool | None = None, where: dict | None = None) -> runner.WithRecall: ...
 
-    def retrieve(self, queries, num_to_retrieve=None, gold_docs=None, mode=None, *, param=None, explain=None):
+    def retrieve(self, queries, num_to_retrieve=None, gold_docs=None, mode=None, *, param=None, explain=None,
+                 where=None):
         """Rank passages for each query: HippoRAG 2 retrieval by default.
 
         Returns a list of ``QuerySolution`` (passages best first with their scores, plus the
@@ -203,20 +217,23 @@ class HippoRAG:
         (passages per query) and ``mode`` (``naive``, ``hi_local``, ``hi_global``, ``hi_bridge``,
         ``hi``; see ``hippo_engine.hirag.modes``) override its ``top_k`` and ``mode``. ``explain=True``
         (or ``QueryParam(explain=True)``) fills each solution's ``explanations`` in the ``hipporag2``
-        mode (see :meth:`explain`); the ranking is the same.
+        mode (see :meth:`explain`); the ranking is the same. ``where`` (or ``QueryParam(where=...)``):
+        a metadata filter, applied before ranking: only passages of matching documents are ranked
+        and shown, and nothing else of the other documents appears (see :mod:`.retrieve.filtering`).
         """
         param = with_options(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"),
-                             explain=explain)
+                             explain=explain, where=where)
         return self.queries.retrieve(queries, param, gold_docs)
 
     def explain(self, query: str, passage_ids: Sequence[str] | None = None, top: int = 5, *,
-                param: QueryParam | None = None) -> list[Explanation]:
+                param: QueryParam | None = None, where: dict | None = None) -> list[Explanation]:
         """Why ``query``'s top ``top`` passages (or the passages ``passage_ids``) ranked where they did
         under HippoRAG 2: per passage an ``Explanation`` with each seed entity's exact term of its PPR
         score, the dense prior, the check |sum - score|, the most probable walks from the seeds with
-        the facts on them, the candidate facts and the dense score and rank (see ``retrieve/explain.py``)."""
+        the facts on them, the candidate facts and the dense score and rank (see ``retrieve/explain.py``).
+        ``where``: as in :meth:`retrieve` (passage ids outside the filter are refused)."""
         self.queries.check_queries([query], "explain")
-        return self.searches.hipporag2.explain(query, with_options(param), passage_ids,
+        return self.searches.hipporag2.explain(query, with_options(param, where=where), passage_ids,
                                                positive_count(top, "top") or 5)
 
     def retrieve_dpr(self, queries: Sequence[str], num_to_retrieve: int | None = None,
@@ -226,12 +243,14 @@ class HippoRAG:
         return self.retrieve(queries, num_to_retrieve, gold_docs, "naive", param=param)
 
     def retrieve_context(self, queries: Sequence[str] | Sequence[QuerySolution], mode: str | None = None, *,
-                         num_to_retrieve: int | None = None, param: QueryParam | None = None) -> list[HiContext]:
+                         num_to_retrieve: int | None = None, param: QueryParam | None = None,
+                         where: dict | None = None) -> list[HiContext]:
         """Each query's assembled reader context in ``mode`` (``HiContext``: titled sections with
         token counts, the passage ranking, entities, communities, bridge path). No LLM call
         unless communities must be built. ``hipporag2`` and ``naive`` give the passages the
-        reader would see; already-ranked ``QuerySolution``s are wrapped as they are in those modes."""
-        param = with_options(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"))
+        reader would see; already-ranked ``QuerySolution``s are wrapped as they are in those modes.
+        ``where``: as in :meth:`retrieve` (hi_* modes: see :mod:`.retrieve.filtering`)."""
+        param = with_options(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"), where=where)
         return self.queries.contexts(queries, param)
 
     # ------------------------------------------------------------------ QA
@@ -245,27 +264,29 @@ class HippoRAG:
     @overload
     def rag_qa(self, queries: Sequence[str] | Sequence[QuerySolution], gold_docs: None = None,
                gold_answers: None = None, template=None, dense: bool = False, mode: str | None = None, *,
-               param: QueryParam | None = None) -> runner.QAResult: ...
+               param: QueryParam | None = None, where: dict | None = None) -> runner.QAResult: ...
     @overload
     def rag_qa(self, queries: Sequence[str] | Sequence[QuerySolution], gold_docs: runner.GoldDocs,
                gold_answers: runner.GoldAnswers | None = None, template=None, dense: bool = False,
-               mode: str | None = None, *, param: QueryParam | None = None) -> runner.QAEvalResult: ...
+               mode: str | None = None, *, param: QueryParam | None = None,
+               where: dict | None = None) -> runner.QAEvalResult: ...
     @overload
     def rag_qa(self, queries: Sequence[str] | Sequence[QuerySolution], gold_docs: runner.GoldDocs | None = None, *,
                gold_answers: runner.GoldAnswers, template=None, dense: bool = False, mode: str | None = None,
-               param: QueryParam | None = None) -> runner.QAEvalResult: ...
+               param: QueryParam | None = None, where: dict | None = None) -> runner.QAEvalResult: ...
 
     def rag_qa(self, queries, gold_docs=None, gold_answers=None, template=None, dense=False, mode=None, *,
-               param=None):
+               param=None, where=None):
         """Retrieve (unless ``queries`` are already ``QuerySolution``s), read, and score.
 
         Returns ``(solutions, responses, metadata)``, or with gold docs or answers given
         ``(solutions, responses, metadata, retrieval_metrics, qa_metrics)``. ``dense=True``
         uses dense retrieval instead of HippoRAG 2 (the paper's baseline, same reader). In a
         hi_* ``mode`` the reader sees the mode's assembled context (see ``retrieve_context``)
-        and ``metadata[i]["context_tokens"]`` holds its section sizes.
+        and ``metadata[i]["context_tokens"]`` holds its section sizes. ``where``: as in :meth:`retrieve`.
         """
-        return self.queries.rag_qa(queries, gold_docs, gold_answers, template, dense, with_options(param, mode=mode))
+        return self.queries.rag_qa(queries, gold_docs, gold_answers, template, dense,
+                                   with_options(param, mode=mode, where=where))
 
     # ------------------------------------------------------------------ communities (HiRAG)
     def build_communities(self, max_llm_reports: int | None = None) -> dict:

@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from hippo_engine.ids import chunk_id, document_id, legacy_document_id, legacy_passage_id
 from hippo_engine.index.chunking import chunk_text
 from hippo_engine.index.stopwatch import Stopwatch
 from hippo_engine.inputs import check_document_ids, check_documents
+from hippo_engine.store.metadata import check_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -40,23 +42,29 @@ logger = logging.getLogger(__name__)
 class DocumentBatch:
     """Documents split into passages: ``passages`` (chunk id -> text, each once), ``documents``
     (doc id -> its chunk ids in order), ``positions`` (doc id -> its first position in the
-    input), ``skipped`` (positions of blank documents), ``seconds`` (time the split took)."""
+    input), ``skipped`` (positions of blank documents), ``seconds`` (time the split took),
+    ``metadata`` (doc id -> its JSON object, when metadata was given)."""
 
     passages: dict[str, str] = field(default_factory=dict)
     documents: dict[str, list[str]] = field(default_factory=dict)
     positions: dict[str, int] = field(default_factory=dict)
     skipped: list[int] = field(default_factory=list)
     seconds: float = 0.0
+    #: doc id -> its metadata (None: none was given, what is stored stays)
+    metadata: dict[str, dict] | None = None
 
 
 def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, chunk_size: int | None,
-                    chunk_overlap: int = 0, tokenizer=None, *, no_nul: bool = False) -> DocumentBatch:
-    """Validate ``docs`` (and ``ids``: unique non-empty strings, one per document) and split
+                    chunk_overlap: int = 0, tokenizer=None, *, no_nul: bool = False,
+                    metadata: Sequence[Mapping] | None = None) -> DocumentBatch:
+    """Validate ``docs`` (and ``ids``: unique non-empty strings, one per document; ``metadata``: a
+    JSON object per document, :func:`~hippo_engine.store.metadata.check_metadata`) and split
     them into passages. Blank documents are skipped with a warning; documents given twice
-    without ids collapse into one (same text, same derived id). ``no_nul``: refuse NUL
-    characters (PostgreSQL text cannot hold them)."""
+    without ids collapse into one (same text, same derived id; their metadata must then agree).
+    ``no_nul``: refuse NUL characters (PostgreSQL text cannot hold them)."""
     t0 = time.perf_counter()
     check_documents(docs, what)
+    metas = check_metadata(metadata, len(docs), what) if metadata is not None else None
     if no_nul:
         bad = [i for i, d in enumerate(docs) if "\x00" in d]
         if bad:
@@ -64,14 +72,19 @@ def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, c
                              f"text cannot store; remove them first")
     if ids is not None:
         ids = check_document_ids(ids, len(docs), what)
-    out = DocumentBatch()
+    out = DocumentBatch(metadata={} if metas is not None else None)
     for i, d in enumerate(docs):
         if not d.strip():
             out.skipped.append(i)
             continue
         doc_id = ids[i] if ids is not None else document_id(d)
         if doc_id in out.documents:
+            if metas is not None and out.metadata is not None and metas[i] != out.metadata[doc_id]:
+                raise ValueError(f"{what}(): documents {out.positions[doc_id]} and {i} have the same text (id "
+                                 f"{clip(doc_id)!r}) but different metadata; give ids to keep them apart")
             continue
+        if metas is not None and out.metadata is not None:
+            out.metadata[doc_id] = metas[i]
         pids = []
         for p in (chunk_text(d, chunk_size, chunk_overlap, tokenizer) if chunk_size else [d]):
             pid = chunk_id(p)
@@ -113,6 +126,29 @@ class DocumentTable:
 
     def __init__(self, db):
         self.db = db
+        self._staged: dict[str, dict] = {}
+
+    @contextmanager
+    def staging(self, metadata: Mapping[str, dict]) -> Iterator[None]:
+        """Within: ``write_documents`` (inside a change's transaction) also writes ``metadata``
+        (doc id -> its new metadata), so the rows and the metadata commit together."""
+        self._staged = dict(metadata)
+        try:
+            yield
+        finally:
+            self._staged = {}
+
+    def metadata_changes(self, metadata: Mapping[str, dict]) -> dict[str, dict]:
+        """Those of ``metadata`` (doc id -> metadata) that differ from what is stored."""
+        stored = self.db.document_metadata(metadata)
+        return {d: m for d, m in metadata.items() if stored.get(d, {}) != m}
+
+    def metadata_of(self, doc_ids: Sequence[str]) -> dict[str, dict]:
+        """doc id -> its metadata (``{}`` for none) for each of ``doc_ids`` in the index; unknown ids
+        are left out."""
+        known = self.stored_documents(doc_ids)[0]
+        stored = self.db.document_metadata([d for d in doc_ids if d in known])
+        return {d: stored.get(d, {}) for d in doc_ids if d in known}
 
     def stored_documents(self, doc_ids: Iterable[str]) -> tuple[dict[str, list[str]], set[str]]:
         """doc id -> its stored passage ids for the known ``doc_ids``, and which of them are
@@ -152,6 +188,9 @@ class DocumentTable:
             raise ValueError(f"documents refer to passages that are not stored: {missing[:5]}")
         if writes:
             self.db.put_documents(writes)
+        staged, self._staged = self._staged, {}
+        if staged:
+            self.db.put_document_metadata(staged)
 
     def resolve_texts(self, texts: Sequence[tuple[str, list[str]]]) -> tuple[list[str], set[str], list[int]]:
         """Doc ids for texts: the derived id if stored, else the documents whose passages are
@@ -204,7 +243,6 @@ def index_documents(state, extractor, batch: DocumentBatch, llm_name: str = "") 
     changes nothing (every document unchanged) returns ``{"added": 0}``. The report's
     ``timings`` tile the call (and the split before it): their stages add up to ``total``."""
     from hippo_engine.index.openie import OpenIEError
-    from hippo_engine.index.writer import IndexWriter
     watch = Stopwatch()
     watch.charge("split", batch.seconds)
     if not batch.documents:
@@ -214,8 +252,8 @@ def index_documents(state, extractor, batch: DocumentBatch, llm_name: str = "") 
     watch.lap("lookup")
     if not new:
         if not state.documents.document_plan(batch.documents).writes:
-            return {"added": 0}   # nothing changes (the report callers compare with)
-        return IndexWriter(state).index(batch.documents, {}, extractor=extractor.name)
+            return _update_metadata(state, batch)
+        return _write(state, batch.documents, {}, None, batch, extractor.name)
     state.check_extractor(extractor.name)
     check_passage_lengths(extractor, new, batch)
     _announce_extraction(extractor, new, llm_name)
@@ -226,13 +264,41 @@ def index_documents(state, extractor, batch: DocumentBatch, llm_name: str = "") 
     whole = {d: pids for d, pids in batch.documents.items() if all(p in got or p not in new for p in pids)}
     ok = {p: new[p] for pids in whole.values() for p in pids if p in new}
     watch.lap("select")
-    report = IndexWriter(state, watch).index(whole, ok, ex.triples, ex.hyperedges, extractor=extractor.name)
+    report = _write(state, whole, ok, ex, batch, extractor.name, watch)
     report["timings"] = watch.report()
     report["openie_llm_passages"] = ex.llm_passages
     if ex.failed:
         raise OpenIEError(f"{extractor.name} fact extraction failed for {len(ex.failed)} of {len(new)} new "
                           f"passage(s); the other {len(ok)} were indexed. Run index() again to retry. First "
                           f"error: {next(iter(ex.failed.values()))}", ex.failed)
+    return report
+
+
+def _update_metadata(state, batch: DocumentBatch) -> dict:
+    """A batch whose documents are all stored as they are: write the metadata that changed (a
+    transaction of its own, under the writer lock); ``{"added": 0}`` when nothing changes."""
+    table: DocumentTable = state.documents
+    changed = table.metadata_changes(batch.metadata) if batch.metadata else {}
+    if not changed:
+        return {"added": 0}   # nothing changes (the report callers compare with)
+    with state.lock.held(), state.db.transaction():
+        state.db.put_document_metadata(changed)
+    return {"added": 0, "documents": {"added": [], "replaced": [], "unchanged": len(batch.documents),
+                                      "metadata_updated": sorted(changed)}}
+
+
+def _write(state, documents: Mapping[str, list[str]], passages: Mapping[str, str], ex, batch: DocumentBatch,
+           extractor: str, watch: Stopwatch | None = None) -> dict:
+    """Index ``documents`` with the ``passages`` (new, with the extraction ``ex``'s facts) and,
+    when the batch carries metadata, the changed metadata of these documents, in one transaction."""
+    from hippo_engine.index.writer import IndexWriter
+    table: DocumentTable = state.documents
+    changed = table.metadata_changes({d: batch.metadata[d] for d in documents}) if batch.metadata else {}
+    with table.staging(changed):
+        report = IndexWriter(state, watch).index(documents, passages, ex.triples if ex else None,
+                                                 ex.hyperedges if ex else None, extractor=extractor)
+    if batch.metadata is not None:
+        report.setdefault("documents", {})["metadata_updated"] = sorted(changed)
     return report
 
 

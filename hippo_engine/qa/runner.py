@@ -42,6 +42,12 @@ def with_options(param: QueryParam | None, **given: Any) -> QueryParam:
     return dataclasses.replace(param, **changes) if changes else param
 
 
+def _not_yet(param: QueryParam) -> None:
+    """Refuse a filter until retrieval applies it (the next commit; never ignore one silently)."""
+    if param.where is not None:
+        raise NotImplementedError("where= is accepted but not applied by retrieval yet")
+
+
 def _all_solutions(queries: Sequence) -> bool:
     return bool(queries) and all(isinstance(q, QuerySolution) for q in queries)
 
@@ -73,6 +79,7 @@ class QueryRunner:
         """A ``QuerySolution`` per query in ``param.mode`` with its document ids, or
         ``(solutions, Recall@k)`` when ``gold_docs`` is given."""
         queries = self.check_queries(queries, "retrieve")
+        _not_yet(param)
         solutions = self.searches.search(param.mode).retrieve(queries, param)
         attach_ids(solutions, self.index)
         return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
@@ -81,6 +88,7 @@ class QueryRunner:
     def contexts(self, queries: Sequence[Any], param: QueryParam, what: str = "retrieve_context") -> list[HiContext]:
         """Each query's assembled context in ``param.mode``; already-ranked solutions are wrapped
         (hipporag2, naive) or asked again by their question (hi_* modes rank in their own way)."""
+        _not_yet(param)
         search = self.searches.search(param.mode)
         given = _all_solutions(queries)
         if given and not search.reads_context:

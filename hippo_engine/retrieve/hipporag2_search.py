@@ -105,6 +105,8 @@ class HippoRAG2Search(QuerySearch):
         """Explanations of ``query``'s top ``top`` passages, or of the passages ``passage_ids``
         (any indexed passage; ``ValueError`` for an unknown id)."""
         from hippo_engine.retrieve.explain import explain_result, rows_of
+        if param.where is not None:
+            raise NotImplementedError("where= is accepted but not applied by retrieval yet")
         param = dataclasses.replace(param, explain=True, top_k=max(top, param.top_k or 0))
         r, results, sols = self._search([query], param)
         res, sol = results[0], sols[0]

@@ -22,6 +22,7 @@ from typing import Any
 
 from hippo_engine.datatypes import Hyperedge, Triple
 from hippo_engine.ids import hyperedge_id, triple_id
+from hippo_engine.store.metadata import Filter
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +201,28 @@ class IndexStore(ABC):
         document are left out)."""
 
     @abstractmethod
-    def delete_documents(self, doc_ids: Iterable[str]) -> None: ...
+    def delete_documents(self, doc_ids: Iterable[str]) -> None:
+        """Remove the document rows of ``doc_ids`` and their metadata."""
+
+    # ------------------------------------------------------------------ document metadata
+    # One JSON object per document (see :mod:`hippo_engine.store.metadata`), kept by doc id: it
+    # outlives a re-index of the id with another text and goes with ``delete_documents``.
+    @abstractmethod
+    def put_document_metadata(self, metadata: Mapping[str, Mapping[str, Any]]) -> None:
+        """Set (replace) the metadata of each doc id; an empty object removes a document's metadata."""
+
+    @abstractmethod
+    def document_metadata(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """doc id -> its metadata, for the ids that have some (the others are left out)."""
+
+    @abstractmethod
+    def matching_documents(self, where: Filter) -> dict[str, list[str]]:
+        """doc id -> its passage ids, for every document whose metadata passes the parsed filter
+        ``where`` (:func:`hippo_engine.store.metadata.parse_where`), evaluated in the database."""
+
+    @abstractmethod
+    def passage_fact_ids(self, pids: Iterable[str]) -> set[str]:
+        """The ids of the facts (triples and hyperedges) of the passages ``pids``."""
 
     # ------------------------------------------------------------------ communities (HiRAG)
     @abstractmethod

@@ -15,9 +15,12 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from hippo_engine.datatypes import Hyperedge
+from hippo_engine.ids import fact_id, triple_id
 from hippo_engine.store.base import ALL_STORE_NAMES, IndexStore, StoreError, encode_entities, iter_chunks
+from hippo_engine.store.metadata import Filter, encode_metadata, sql_where
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +73,7 @@ class IndexDB(IndexStore):
                              f"{shown}); nothing was written to it. Use another save_dir.")
 
     _TABLES = ("meta", *(f"store_{ns}" for ns in ALL_STORE_NAMES), "passage_triples", "passage_hyperedges",
-               "synonymy", "documents", "communities", "community_reports")
+               "synonymy", "documents", "document_metadata", "communities", "community_reports")
 
     def _create(self) -> None:
         """Create what is missing, in one transaction (another process sees no half-made index);
@@ -96,6 +99,8 @@ class IndexDB(IndexStore):
                 c.execute("CREATE TABLE IF NOT EXISTS documents (doc_id TEXT NOT NULL, pos INTEGER NOT NULL, "
                           "passage_id TEXT NOT NULL, PRIMARY KEY (doc_id, pos))")
                 c.execute("CREATE INDEX IF NOT EXISTS documents_passage ON documents (passage_id)")
+                c.execute("CREATE TABLE IF NOT EXISTS document_metadata (doc_id TEXT PRIMARY KEY, "
+                          "metadata TEXT NOT NULL)")
                 c.execute("CREATE TABLE IF NOT EXISTS communities (id TEXT PRIMARY KEY, level INTEGER NOT NULL,"
                           " parent TEXT, data TEXT NOT NULL)")
                 c.execute("CREATE TABLE IF NOT EXISTS community_reports (member_key TEXT PRIMARY KEY, "
@@ -242,7 +247,50 @@ class IndexDB(IndexStore):
         return out
 
     def delete_documents(self, doc_ids: Iterable[str]) -> None:
-        self.conn.executemany("DELETE FROM documents WHERE doc_id=?", [(d,) for d in doc_ids])
+        keys = [(d,) for d in dict.fromkeys(doc_ids)]
+        self.conn.executemany("DELETE FROM documents WHERE doc_id=?", keys)
+        self.conn.executemany("DELETE FROM document_metadata WHERE doc_id=?", keys)
+
+    # --- document metadata (see hippo_engine.store.metadata) -------------------------------
+    def put_document_metadata(self, metadata: Mapping[str, Mapping[str, Any]]) -> None:
+        with self.transaction():
+            self.conn.executemany("DELETE FROM document_metadata WHERE doc_id=?",
+                                  [(d,) for d, m in metadata.items() if not m])
+            self.conn.executemany("INSERT OR REPLACE INTO document_metadata VALUES (?, ?)",
+                                  [(d, encode_metadata(m)) for d, m in metadata.items() if m])
+
+    def document_metadata(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for part in iter_chunks(list(dict.fromkeys(doc_ids)), 500):
+            marks = ",".join("?" * len(part))
+            for d, text in self.conn.execute(f"SELECT doc_id, metadata FROM document_metadata WHERE doc_id IN "
+                                             f"({marks})", list(part)):
+                out[d] = self._metadata(d, text)
+        return out
+
+    def _metadata(self, doc_id: str, text: str) -> dict[str, Any]:
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            raise StoreError(f"{self.path}: unreadable metadata of document {doc_id!r}: {e}") from e
+
+    def matching_documents(self, where: Filter) -> dict[str, list[str]]:
+        cond, params = sql_where(where, "sqlite", "m.metadata")
+        out: dict[str, list[str]] = {}
+        for d, p in self.conn.execute("SELECT m.doc_id, d.passage_id FROM document_metadata m JOIN documents d "
+                                      f"ON d.doc_id = m.doc_id WHERE {cond} ORDER BY m.doc_id, d.pos", params):
+            out.setdefault(d, []).append(p)
+        return out
+
+    def passage_fact_ids(self, pids: Iterable[str]) -> set[str]:
+        out: set[str] = set()
+        for part in iter_chunks(list(dict.fromkeys(pids)), 500):
+            marks = ",".join("?" * len(part))
+            out.update(triple_id(t) for t in self.conn.execute(
+                f"SELECT subj, pred, obj FROM passage_triples WHERE passage_id IN ({marks})", list(part)))
+            out.update(fact_id(r[0]) for r in self.conn.execute(
+                f"SELECT text FROM passage_hyperedges WHERE passage_id IN ({marks})", list(part)))
+        return out
 
     # --- communities (HiRAG) -------------------------------------------------------------
     def load_community_rows(self) -> list[str]:

@@ -2,7 +2,8 @@
 
 One schema per index, so one database holds several indexes. The tables mirror the SQLite
 layout of :class:`~hippo_engine.store.db.IndexDB` (``meta``, ``passage_triples``,
-``passage_hyperedges``, ``synonymy``, ``documents``, ``communities``, ``community_reports``) and
+``passage_hyperedges``, ``synonymy``, ``documents``, ``document_metadata``, ``communities``,
+``community_reports``) and
 each embedding store is a table ``store_<namespace>`` with a pgvector column
 (:mod:`hippo_engine.store.postgres.vectors`). Ids are ``text COLLATE "C"``, so ``ORDER BY id`` is
 the bytewise order Python's sort and SQLite give, whatever the database's locale.
@@ -27,6 +28,7 @@ from hippo_engine.store.base import IndexStore, StoreError, Triple, encode_entit
 from hippo_engine.store.lock import IndexLockedError
 from hippo_engine.store.postgres.errors import connect_error, guard_driver_errors
 from hippo_engine.store.postgres.graphcopy import GraphFileCopy
+from hippo_engine.store.postgres.metadata import MetadataTables
 from hippo_engine.store.postgres.schema import (
     SCHEMA_VERSION,
     check_schema_name,
@@ -44,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 
 @guard_driver_errors(skip=("close",))
-class PostgresIndexStore(GraphFileCopy, IndexStore):
+class PostgresIndexStore(MetadataTables, GraphFileCopy, IndexStore):
     """An index kept in schema ``schema`` of the PostgreSQL database at ``dsn``.
 
     The schema is created if missing (with a ``schema_version`` row in ``meta``); a schema that
@@ -330,8 +332,10 @@ class PostgresIndexStore(GraphFileCopy, IndexStore):
         return out
 
     def delete_documents(self, doc_ids: Iterable[str]) -> None:
+        keys = list(dict.fromkeys(doc_ids))
         with self.transaction():
-            self._delete_any("documents", "doc_id", doc_ids)
+            self._delete_any("documents", "doc_id", keys)
+            self._delete_any("document_metadata", "doc_id", keys)
 
     # ------------------------------------------------------------------ communities (HiRAG)
     def load_community_rows(self) -> list[str]:

@@ -25,6 +25,9 @@ TABLES = {
                 'PRIMARY KEY (src, dst)',
     "documents": 'doc_id text COLLATE "C" NOT NULL, pos integer NOT NULL, passage_id text COLLATE "C" NOT NULL, '
                  'PRIMARY KEY (doc_id, pos)',
+    # added after schema version 2 was set: created where missing (an additive change)
+    "document_metadata": 'doc_id text COLLATE "C" PRIMARY KEY, metadata text NOT NULL, '
+                         'metadata_json jsonb GENERATED ALWAYS AS (metadata::jsonb) STORED',
     "communities": 'id text COLLATE "C" PRIMARY KEY, level integer NOT NULL, parent text, data text NOT NULL',
     "community_reports": 'member_key text COLLATE "C" PRIMARY KEY, report text NOT NULL, source text NOT NULL',
     # a copy of the latest graph.npz, for readers on other hosts (labelled in meta: graph_file_*)
