@@ -4,7 +4,8 @@ chunks of ``chunk`` (one job each, printing ``accepted <first id>`` after each),
 and exits 0 once the queue is empty.
 
 ``--kill-after-index``: SIGKILL itself right after its first ``rag.index`` call returns, before the
-batch's statuses are recorded (the crash the exactly-once rule is about)."""
+batch's statuses are recorded (the crash the exactly-once rule is about). ``--print-batches``: print
+``batch <ids>`` after each ``rag.index`` call. ``--storage postgres --dsn DSN``: the index on that server."""
 from __future__ import annotations
 
 import argparse
@@ -25,18 +26,22 @@ def main() -> int:
     ap.add_argument("--chunk", type=int, default=10)
     ap.add_argument("--storage", default=None)
     ap.add_argument("--dsn", default=None)
+    ap.add_argument("--schema", default=None)
     ap.add_argument("--kill-after-index", action="store_true")
     ap.add_argument("--no-add", action="store_true")
+    ap.add_argument("--print-batches", action="store_true", help="print 'batch <ids>' after each index call")
     args = ap.parse_args()
     from helpers import make_rag
 
     from hippo_engine.service.memory import Memory
     opts = {"use_filter": False}
     if args.storage:
-        opts.update(storage=args.storage, dsn=args.dsn)
+        opts.update(storage=args.storage, dsn=args.dsn, postgres_schema=args.schema)
     mem = Memory(make_rag(args.save_dir, **opts), batch_size=args.batch_size, poll_s=0.05, worker=False)
     if args.kill_after_index:
         mem.ingestor.after_index = lambda ids: os.kill(os.getpid(), signal.SIGKILL)
+    elif args.print_batches:
+        mem.ingestor.after_index = lambda ids: print("batch", ",".join(ids), flush=True)
     mem.ingestor.start()
     if not args.no_add:
         docs = json.loads(Path(args.corpus).read_text(encoding="utf-8"))
