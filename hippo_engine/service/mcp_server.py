@@ -241,7 +241,8 @@ def build_mcp(workspaces: Any, workspace: str | None = None, *, wait_s: float = 
     def recall(query: Annotated[str, Field(min_length=1, description="a question or keywords")],
                top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="passages to return")] = 5,
                mode: Annotated[Mode | None, Field(description="hipporag2 (default: graph walk), naive (dense "
-                               "similarity only), hi_* (HiRAG modes, on an index built with communities)")] = None,
+                               "similarity only), hi_local / hi_global / hi_bridge / hi (HiRAG: through entity "
+                               "communities; the first such call builds them)")] = None,
                ) -> RecallResult:
         return tools.recall(query, top_k, mode)
 
