@@ -20,6 +20,7 @@ from hippo_engine.inputs import check_queries
 from hippo_engine.progress import announce, plural
 from hippo_engine.qa.evaluate import answer_metrics, retrieval_metrics
 from hippo_engine.qa.reader import ReaderSettings, answer_questions
+from hippo_engine.retrieve.filtering import context_solutions, empty_solutions, keep_matching_documents
 
 if TYPE_CHECKING:
     from hippo_engine.hirag.component import HiRAG
@@ -40,12 +41,6 @@ def with_options(param: QueryParam | None, **given: Any) -> QueryParam:
     param = param or QueryParam()
     changes = {k: v for k, v in given.items() if v is not None}
     return dataclasses.replace(param, **changes) if changes else param
-
-
-def _not_yet(param: QueryParam) -> None:
-    """Refuse a filter until retrieval applies it (the next commit; never ignore one silently)."""
-    if param.where is not None:
-        raise NotImplementedError("where= is accepted but not applied by retrieval yet")
 
 
 def _all_solutions(queries: Sequence) -> bool:
@@ -79,23 +74,43 @@ class QueryRunner:
         """A ``QuerySolution`` per query in ``param.mode`` with its document ids, or
         ``(solutions, Recall@k)`` when ``gold_docs`` is given."""
         queries = self.check_queries(queries, "retrieve")
-        _not_yet(param)
-        solutions = self.searches.search(param.mode).retrieve(queries, param)
-        attach_ids(solutions, self.index)
+        search = self.searches.search(param.mode)
+        if param.where is not None and search.reads_context:
+            solutions = self._filtered(search, queries, param)
+        else:
+            solutions = search.retrieve(queries, param)
+        self._attach_ids(solutions, param)
         return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
                                f"retrieve[{param.mode}]")
 
     def contexts(self, queries: Sequence[Any], param: QueryParam, what: str = "retrieve_context") -> list[HiContext]:
         """Each query's assembled context in ``param.mode``; already-ranked solutions are wrapped
         (hipporag2, naive) or asked again by their question (hi_* modes rank in their own way)."""
-        _not_yet(param)
         search = self.searches.search(param.mode)
         given = _all_solutions(queries)
         if given and not search.reads_context:
             return search.wrap(queries)
         if given:   # hi_* modes retrieve in their own way
             queries = [q.question for q in queries]
-        return search.contexts(self.check_queries(queries, what), param)
+        queries = self.check_queries(queries, what)
+        if param.where is not None and search.reads_context:
+            return self.hirag.ranked_contexts(self._filtered(search, queries, param), param.mode)
+        return search.contexts(queries, param)
+
+    def _filtered(self, search, queries: list[str], param: QueryParam) -> Solutions:
+        """A hi_* mode under ``param.where``: the allowed passages of its contexts, as solutions
+        (:func:`~hippo_engine.retrieve.filtering.context_solutions`)."""
+        pids = frozenset(p for ps in self.searches.restrictor.documents(param.where).values() for p in ps)
+        if not pids:
+            return empty_solutions(queries)
+        wide = dataclasses.replace(param, top_k=max(len(self.index), 1))   # HiRAG's whole ranking, then cut
+        return context_solutions(search.contexts(queries, wide), pids, param.top_k or self.retrieval_top_k)
+
+    def _attach_ids(self, solutions: Solutions, param: QueryParam) -> None:
+        """Each solution's document ids (under ``param.where``, the matching documents only)."""
+        attach_ids(solutions, self.index)
+        if param.where is not None:
+            keep_matching_documents(solutions, frozenset(self.searches.restrictor.documents(param.where)))
 
     def qa(self, solutions: Sequence[QuerySolution], template=None, param: QueryParam | None = None) -> QAResult:
         """Answer ranked solutions with the reader over each one's top ``qa_top_k`` passages."""
@@ -116,7 +131,7 @@ class QueryRunner:
         retrieval: dict = {}
         if self.searches.search(param.mode).reads_context:
             solutions, responses, metadata = self.hirag.answer(self.contexts(queries, param, "rag_qa"), template)
-            attach_ids(solutions, self.index)
+            self._attach_ids(solutions, param)
             if gold_docs is not None:
                 retrieval = retrieval_metrics(solutions, gold_docs, f"rag_qa[{param.mode}]", self.retrieval_top_k)
         else:

@@ -125,6 +125,22 @@ class StoreSearch:
         return [(graph.node_index(ids, entities=True), sims) for ids, sims in self.nearest_ids(vecs, per_vector)]
 
 
+class SubsetSearch:
+    """Top-k among some rows of a store only (a metadata filter's facts): ``search`` holds the
+    vectors of those rows, in the order of ``rows`` (their rows in the store, increasing); results
+    are rows of the store, scores min-max normalised over the subset."""
+
+    def __init__(self, search: MatrixSearch, rows: np.ndarray):
+        self.search, self.rows = search, np.asarray(rows, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def top_normalised(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        rows, scores = self.search.top_normalised(q, k)
+        return self.rows[rows], scores
+
+
 class FactLookup:
     """Fact id -> what the retriever shows and links: the triple (a hyperedge is shown as its
     pseudo-triple) and the entities. ``fetch(ids) -> {id: Triple | Hyperedge}`` reads a batch
@@ -252,4 +268,4 @@ class FactRows:
         return linked
 
 
-__all__ = ["FactLookup", "FactRows", "MatrixSearch", "StoreSearch"]
+__all__ = ["FactLookup", "FactRows", "MatrixSearch", "StoreSearch", "SubsetSearch"]

@@ -19,6 +19,7 @@ from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.progress import announce, plural
 from hippo_engine.retrieve.encoding import encode_queries
+from hippo_engine.retrieve.filtering import Restriction, Restrictor, empty_solutions, hide_outside
 from hippo_engine.retrieve.linking import Linking
 from hippo_engine.retrieve.query_ner import QueryNER
 from hippo_engine.retrieve.retriever import FilterMany, RawResult, Retriever
@@ -36,14 +37,16 @@ class HippoRAG2Search(QuerySearch):
     ``query_ner``: the query entity vectors (linkings that ``needs_ner``); ``llm``: provider of
     the LLM (named ``llm_name``) of the recognition filter, made on first use;
     ``filter_default``: whether the filter is on when neither the call nor the config says
-    (off on an ``extractor="ner"`` index, which makes no LLM call by default).
+    (off on an ``extractor="ner"`` index, which makes no LLM call by default); ``restrictor``:
+    the metadata filters' (``param.where``, see :mod:`.filtering`).
     """
 
     def __init__(self, config: RetrievalConfig, retriever: Callable[[], Retriever], encoder: Callable[[], Encoder],
                  query_ner: QueryNER, llm: Callable[[], LLMClient], filter_default: Callable[[], bool],
-                 contexts_of: ContextBuilder, *, llm_name: str = "", show_progress: bool = False):
+                 contexts_of: ContextBuilder, *, llm_name: str = "", show_progress: bool = False,
+                 restrictor: Restrictor | None = None):
         super().__init__("hipporag2", contexts_of)
-        self.config = config
+        self.config, self.restrictor = config, restrictor
         self._retriever, self._encoder, self._query_ner = retriever, encoder, query_ner
         self._llm, self._filter_default, self.llm_name = llm, filter_default, llm_name
         self.show_progress = show_progress
@@ -78,15 +81,28 @@ class HippoRAG2Search(QuerySearch):
     def retrieve(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
         return self._search(queries, param)[2]
 
-    def _search(self, queries: list[str], param: QueryParam) -> tuple[Retriever, list[RawResult], list[QuerySolution]]:
+    def restriction(self, r: Retriever, param: QueryParam) -> Restriction | None:
+        """The restriction of ``param.where`` for ``r`` (None without a filter)."""
+        if param.where is None:
+            return None
+        if self.restrictor is None:
+            raise ValueError("where=: this search was built without access to the documents' metadata")
+        return self.restrictor.of(r, param.where)
+
+    def _search(self, queries: list[str], param: QueryParam
+                ) -> tuple[Retriever, list[RawResult], list[QuerySolution], Restriction | None]:
         k = param.top_k or self.config.retrieval_top_k
         t0 = time.perf_counter()
         r = self._retriever()
+        restriction = self.restriction(r, param)
+        if restriction is not None and restriction.empty:
+            return r, [RawResult() for _ in queries], empty_solutions(queries), restriction
         q_fact, q_pass = encode_queries(self._encoder(), queries, self.config)
         failed: dict[str, list[str]] = {}
         ner_vectors = self._query_ner(queries, failed) if r.linking.needs_ner else None
         filter_many = self._filter(queries, param, r.linking, failed)
-        results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors, explain=param.explain)
+        results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors, explain=param.explain,
+                                    restriction=restriction)
         sols = [r.views.passages.solution(q, res.order, res.scores, res)
                 for q, res in zip(queries, results, strict=True)]
         for s in sols:
@@ -94,22 +110,32 @@ class HippoRAG2Search(QuerySearch):
         if param.explain:
             from hippo_engine.retrieve.explain import explain_solutions
             explain_solutions(r, results, sols)
+            if restriction is not None:
+                hide_outside(r, restriction, [e for s in sols for e in s.explanations])
         logger.info("retrieve: %d queries in %.2fs (encoding %.2fs, filter %.2fs, PPR %.2fs, scoring+seeding "
                     "%.2fs); dense fallback for %d", len(queries), time.perf_counter() - t0,
                     time.perf_counter() - t0 - timings["total"], timings["filter"], timings["ppr"],
                     timings["scoring"] + timings["seeding"], sum(s.used_fallback for s in sols))
-        return r, results, sols
+        return r, results, sols, restriction
 
     def explain(self, query: str, param: QueryParam, passage_ids: Sequence[str] | None = None,
                 top: int = 5) -> list[Explanation]:
         """Explanations of ``query``'s top ``top`` passages, or of the passages ``passage_ids``
-        (any indexed passage; ``ValueError`` for an unknown id)."""
+        (any indexed passage, any allowed one under ``param.where``; ``ValueError`` for another id)."""
         from hippo_engine.retrieve.explain import explain_result, rows_of
-        if param.where is not None:
-            raise NotImplementedError("where= is accepted but not applied by retrieval yet")
         param = dataclasses.replace(param, explain=True, top_k=max(top, param.top_k or 0))
-        r, results, sols = self._search([query], param)
+        r, results, sols, restriction = self._search([query], param)
         res, sol = results[0], sols[0]
         if passage_ids is None:
             return sol.explanations[:top]
-        return explain_result(r, query, res, rows_of(r, passage_ids), list(passage_ids))
+        if restriction is None:
+            return explain_result(r, query, res, rows_of(r, passage_ids), list(passage_ids))
+        ids = r.views.passages.store.ids
+        row_of = {str(ids[i]): i for i in restriction.passage_rows.tolist()}
+        outside = [p for p in passage_ids if p not in row_of]     # unknown ids answer the same: no oracle
+        if outside:
+            raise ValueError(f"explain: passage id(s) not among the passages the where filter allows: "
+                             f"{', '.join(outside[:5])}")
+        out = explain_result(r, query, res, [row_of[p] for p in passage_ids], list(passage_ids))
+        hide_outside(r, restriction, out)
+        return out

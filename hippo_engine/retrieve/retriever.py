@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +49,9 @@ from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and d
 )
 from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds  # noqa: F401
 from hippo_engine.retrieve.views import ReaderViews, reader_views
+
+if TYPE_CHECKING:
+    from hippo_engine.retrieve.filtering import Restriction
 
 logger = logging.getLogger(__name__)
 
@@ -208,7 +211,7 @@ class Retriever(FactRows):
     # --- the whole query path ----------------------------------------------------------------
     def search(self, queries: Sequence[str], q_fact: np.ndarray, q_pass: np.ndarray, k: int,
                filter_many: FilterMany | None = None, ner_vectors: Sequence[np.ndarray | None] | None = None,
-               explain: bool = False) -> tuple[list[RawResult], dict]:
+               explain: bool = False, restriction: Restriction | None = None) -> tuple[list[RawResult], dict]:
         """Rank passages for a batch of encoded queries (HippoRAG 2 retrieval).
 
         ``q_fact``/``q_pass``: (b, dim) query vectors for fact and passage matching.
@@ -216,12 +219,15 @@ class Retriever(FactRows):
         called once for all queries that have candidate facts (None: keep all candidates).
         ``ner_vectors[j]``: embeddings of query j's NER entities (linkings that ``needs_ner``).
         Queries run in blocks of ``query_batch_size``. ``explain``: each result keeps its
-        ``trace`` (reset vector, dense and PPR scores; the ranking is the same). Returns the
-        results and a timing breakdown in seconds.
+        ``trace`` (reset vector, dense and PPR scores; the ranking is the same). ``restriction``: a
+        metadata filter's (:mod:`.filtering`): candidate facts, entity links and seeds come from
+        allowed passages only and the ranking keeps allowed passages. Returns the results and a
+        timing breakdown in seconds.
         """
         tim = {"scoring": 0.0, "filter": 0.0, "seeding": 0.0, "ppr": 0.0}
         t0 = time.perf_counter()
-        extra = [src.score(q_pass) for src in self.seed_sources]    # (n_items, b) per source
+        sources = self.seed_sources if restriction is None else []
+        extra = [src.score(q_pass) for src in sources]    # (n_items, b) per source
         q_fact = np.atleast_2d(np.asarray(q_fact))
         q_pass = np.atleast_2d(np.asarray(q_pass))
         results = [RawResult() for _ in queries]
@@ -231,7 +237,8 @@ class Retriever(FactRows):
         kept: list[np.ndarray] = []
         if self.linking.scores_facts:
             n_cand = self.linking.candidate_count(filter_many is not None)
-            cands = [self.top_facts(q_fact[s:e], n_cand) for s, e in spans]
+            cands = [self.top_facts(q_fact[s:e], n_cand) if restriction is None else
+                     restriction.fact_search.top_normalised(q_fact[s:e], n_cand) for s, e in spans]
             tim["scoring"] += time.perf_counter() - t0
             kept = self._filter(queries, spans, cands, results, filter_many, tim)
         for n, (s, e) in enumerate(spans):
@@ -241,7 +248,7 @@ class Retriever(FactRows):
                           None if ner_vectors is None else list(ner_vectors[s:e]),
                           [scores[:, s:e] for scores in extra])
             tim["scoring"] += time.perf_counter() - tb
-            self._search_block(block, k, results, tim, explain)
+            self._search_block(block, k, results, tim, explain, restriction)
         tim["total"] = time.perf_counter() - t0
         return results, tim
 
@@ -282,46 +289,63 @@ class Retriever(FactRows):
             keep = set(keep)
             masks[n][i - starts[n], slots[i]] = [t in keep for t in results[i].candidate_facts]
 
-    def _search_block(self, block: Block, k: int, results: list[RawResult], tim: dict, explain: bool = False) -> None:
+    def _search_block(self, block: Block, k: int, results: list[RawResult], tim: dict, explain: bool = False,
+                      restriction: Restriction | None = None) -> None:
         """Link, seed and walk one block; a query that reaches no entity gets the dense ranking."""
         t1 = time.perf_counter()
         s, dense = block.s, block.dense
-        links = self.linking.links(self.link_graph, block)
+        g = self.link_graph if restriction is None else restriction.link_graph(self.link_graph)
+        if restriction is not None:
+            block.dense = restriction.seed_dense(dense)     # passage seeds from allowed passages only
+        links = self.linking.links(g, block)
         has_link = links.linked(block.size)
         graph_cols = np.flatnonzero(has_link)
         for j in np.flatnonzero(~has_link).tolist():
             results[s + j].used_fallback = True
-            results[s + j].order, results[s + j].scores = self.dense_rank(dense[:, j], k)
+            results[s + j].order, results[s + j].scores = self.dense_rank(dense[:, j], k) if restriction is None \
+                else restriction.dense_rank(self, dense[:, j], k)
         if len(graph_cols):
-            R, seeds = self.linking.resets(self.link_graph, links, block, graph_cols)
+            R, seeds = self.linking.resets(g, links, block, graph_cols)
+            if restriction is not None:
+                restriction.block_seeds(R, self.passage_nodes)
             if seeds is not None:
                 self._name_seeds(seeds, graph_cols, s, results)
         t2 = time.perf_counter()
         tim["seeding"] += t2 - t1
+        block.dense = dense
         if len(graph_cols):
             probs = self.run_ppr(R)
+            head = self.config.dense_first
             for c, j in enumerate(graph_cols.tolist()):
+                if restriction is not None:
+                    results[s + j].order, results[s + j].scores = restriction.graph_rank(probs[:, c], dense[:, j],
+                                                                                         head, k)
+                    continue
                 order = top_k(probs[:, c], k)
-                results[s + j].order, results[s + j].scores = dense_first(
-                    order, probs[order, c], dense[:, j], self.config.dense_first, k)
+                results[s + j].order, results[s + j].scores = dense_first(order, probs[order, c], dense[:, j], head, k)
         tim["ppr"] += time.perf_counter() - t2
         if explain:
             self._keep_trace(block, results, graph_cols, R if len(graph_cols) else None,
-                             probs if len(graph_cols) else None)
+                             probs if len(graph_cols) else None, restriction)
 
     @staticmethod
-    def _keep_trace(block: Block, results: list[RawResult], graph_cols: np.ndarray, R, probs) -> None:
+    def _keep_trace(block: Block, results: list[RawResult], graph_cols: np.ndarray, R, probs,
+                    restriction: Restriction | None = None) -> None:
         """Keep each query's dense scores, candidate fact (rows, scores) and, when it reached the
-        graph, its reset vector (nonzero nodes and weights) and PPR scores by passage row."""
+        graph, its reset vector (nonzero nodes and weights) and PPR scores by passage row (under a
+        filter, -inf on the passages outside it: explanations rank among the allowed ones)."""
+        def kept(scores: np.ndarray) -> np.ndarray:
+            return scores.copy() if restriction is None else restriction.masked(scores)
+
         traces: list[dict] = []
         for j in range(block.size):
             cands = block.candidates
-            traces.append({"dense": block.dense[:, j].copy(), "reset": None, "ppr": None,
+            traces.append({"dense": kept(block.dense[:, j]), "reset": None, "ppr": None,
                            "candidates": None if cands is None else (cands[0][j].copy(), cands[1][j].copy())})
             results[block.s + j].trace = traces[j]
         for c, j in enumerate(graph_cols.tolist()):
             nz = np.flatnonzero(R[:, c])
-            traces[j].update(reset=(nz, R[nz, c].copy()), ppr=probs[:, c].copy())
+            traces[j].update(reset=(nz, R[nz, c].copy()), ppr=kept(probs[:, c]))
 
     def _name_seeds(self, seeds: list, cols: np.ndarray, s: int, results: list[RawResult]) -> None:
         """Each query's seed entities as (name, weight)."""

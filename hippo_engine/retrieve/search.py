@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from functools import partial
+
+import numpy as np
 
 from hippo_engine.config import QueryParam, RetrievalConfig
 from hippo_engine.datatypes import HiContext, QuerySolution
@@ -56,14 +59,18 @@ class DenseSearch(QuerySearch):
     """``naive``: dense passage retrieval over the passage vectors of the current ``Retriever``."""
 
     def __init__(self, config: RetrievalConfig, retriever: Callable[[], Retriever], encoder: Callable[[], object],
-                 contexts_of: ContextBuilder, wrap_contexts: ContextBuilder | None = None):
+                 contexts_of: ContextBuilder, wrap_contexts: ContextBuilder | None = None, restrictor=None):
         super().__init__("naive", contexts_of, wrap_contexts)
-        self.config = config
+        self.config, self.restrictor = config, restrictor     # restrictor: param.where's (see .filtering)
         self._retriever, self._encoder = retriever, encoder
 
     def retrieve(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
         k = param.top_k or self.config.retrieval_top_k
         r = self._retriever()
+        only = None if param.where is None else self.restrictor.of(r, param.where)
+        if only is not None and only.empty:
+            return [QuerySolution.from_ranking(q, [], np.zeros(0)) for q in queries]
         _, q_pass = encode_queries(self._encoder(), queries, self.config)
         dense = r.dense_scores(q_pass)
-        return [r.views.passages.solution(q, *r.dense_rank(dense[:, j], k)) for j, q in enumerate(queries)]
+        rank = r.dense_rank if only is None else partial(only.dense_rank, r)
+        return [r.views.passages.solution(q, *rank(dense[:, j], k)) for j, q in enumerate(queries)]

@@ -21,6 +21,7 @@ from hippo_engine.index.ner import NERExtractor
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.retrieve.current import CurrentRetriever
+from hippo_engine.retrieve.filtering import Restrictor
 from hippo_engine.retrieve.hipporag2_search import HippoRAG2Search
 from hippo_engine.retrieve.query_ner import QueryNER, QueryNERSettings
 from hippo_engine.retrieve.retriever import Retriever
@@ -45,11 +46,14 @@ class Searches:
         query_ner = QueryNER(QueryNERSettings(config.query_ner, config.normalization, config.max_new_tokens,
                                               config.show_progress), lambda: index.extractor, llm, ner, encoder)
         wrap, retriever = hirag.passage_contexts, self.current.get
+        #: metadata filters (``QueryParam.where``) of every mode, see :mod:`.filtering`
+        self.restrictor = Restrictor(index)
         self.hipporag2 = HippoRAG2Search(rc, retriever, encoder, query_ner, llm, lambda: index.extractor != "ner",
-                                         wrap, llm_name=llm_name, show_progress=config.show_progress)
+                                         wrap, llm_name=llm_name, show_progress=config.show_progress,
+                                         restrictor=self.restrictor)
         self.table: ModeTable[QuerySearch] = ModeTable({
             "hipporag2": self.hipporag2,
-            "naive": DenseSearch(rc, retriever, encoder, hirag.ranked_contexts, wrap),
+            "naive": DenseSearch(rc, retriever, encoder, hirag.ranked_contexts, wrap, self.restrictor),
             **{m: HiRAGSearch(m, rc, hirag, encoder, wrap) for m in HI_MODES}})
 
     def search(self, mode: str) -> QuerySearch:

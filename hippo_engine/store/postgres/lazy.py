@@ -151,6 +151,22 @@ class LazyPostgresStore(PostgresEmbeddingStore):
         return dict(self.db.conn.execute(f"SELECT id, content FROM {self.table} WHERE id = ANY(%s)",
                                          (keys,)).fetchall())
 
+    def vectors_found(self, keys: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """The ``keys`` the table holds now, in the given order, and their vectors ((n, dim) float32),
+        read from the table (a metadata filter's facts and entities, searched in memory)."""
+        keys = list(dict.fromkeys(keys))
+        got: dict[str, np.ndarray] = {}
+        for start in range(0, len(keys), self.ID_BLOCK):
+            part = keys[start:start + self.ID_BLOCK]
+            for key, vec in self.db.conn.execute(f"SELECT id, vec FROM {self.table} WHERE id = ANY(%s)", (part,),
+                                                 binary=True).fetchall():
+                got[key] = vec.to_numpy()
+        found = [k for k in keys if k in got]
+        mat = np.empty((len(found), self.dim), np.float32)
+        for i, k in enumerate(found):
+            mat[i] = got[k]
+        return found, mat
+
     def nbytes(self) -> dict[str, int]:
         """Bytes held: ``ram`` (ids and matrix), ``mapped`` (always 0)."""
         return {"ram": int(self._mat.nbytes + self._ids.nbytes), "mapped": 0}
