@@ -135,8 +135,8 @@ class MemoryTools:
         if ids is not None and len(ids) != len(texts):
             raise ToolError(f"ids: give one id per text ({len(ids)} ids for {len(texts)} texts), or none")
         docs = [{"text": t} if ids is None else {"id": i, "text": t} for t, i in zip(texts, ids or texts, strict=True)]
-        memory = self.memory()
         with _tool_errors():
+            memory = await anyio.to_thread.run_sync(self.memory)     # opening a workspace loads its index
             job = await anyio.to_thread.run_sync(memory.add, docs)
         t0 = time.monotonic()
         state = await self._wait(memory, job["job_id"], t0, progress) if wait else None
@@ -187,17 +187,17 @@ class MemoryTools:
 
     # ------------------------------------------------------------------ recall, answer, forget, stats
     def recall(self, query: str, top_k: int, mode: str | None) -> RecallResult:
-        memory = self.memory()
         explain = mode in (None, "hipporag2")
         with _tool_errors():
+            memory = self.memory()
             result = memory.retrieve([query], top_k=top_k, mode=mode, explain=explain)[0]
+            waiting = sum(memory.documents(status=s, limit=1)["total"] for s in ("pending", "processing"))
         mode_used = result.get("mode") or mode or "hipporag2"
         exps = {e["passage_id"]: e for e in result.get("explanations") or []}
         passages = [RecalledPassage(id=_document_id(p), document_ids=list(p.get("doc_ids") or []),
                                     passage_id=p["id"], rank=int(p.get("rank", i + 1)), score=p["score"],
                                     text=p["text"], explanation=explain_line(exps.get(p["id"]), mode_used))
                     for i, p in enumerate(result["passages"])]
-        waiting = sum(memory.documents(status=s, limit=1)["total"] for s in ("pending", "processing"))
         return RecallResult(query=query, mode=mode_used, passages=passages, not_yet_searchable=waiting)
 
     def answer(self, question: str, top_k: int) -> AnswerResult:
