@@ -210,6 +210,7 @@ class Memory:
         from hippo_engine import __version__
         with self._read_lock:
             state = self.rag.index_state
+            state.refresh()         # another writer (this memory's worker, another process) may have moved it on
             graph = self.rag.graph_stats() if len(state) else {}
             out = {"graph": graph, "documents": self.store.counts(),
                    "extractor": state.extractor or self.rag.config.extractor,

@@ -13,6 +13,7 @@ loaded once, one ``encode`` at a time).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import shutil
@@ -178,15 +179,42 @@ class Workspaces:
         return [{"name": n, "documents": self._count(n)} for n in names]
 
     def _count(self, name: str) -> int | None:
+        """How many documents the queue of workspace ``name`` holds, read without opening the workspace
+        when it is not open (None: unreadable, logged)."""
         with self._lock:
             mem = self._memories.get(name)
-        if mem is None:
-            try:
-                mem = self.get(name, create=False)
-            except (KeyError, StoreError, OSError) as e:
-                logger.warning("workspace %r: cannot read its documents: %s", name, e)
-                return None
-        return sum(mem.store.counts().values())
+        try:
+            if mem is not None:
+                return sum(mem.store.counts().values())
+            return self._count_closed(name)
+        except Exception as e:  # noqa: BLE001 - one unreadable workspace does not hide the others
+            logger.warning("workspace %r: cannot count its documents: %s", name, e)
+            return None
+
+    def _count_closed(self, name: str) -> int:
+        import sqlite3
+
+        from hippo_engine.store.identity import read_identity
+        from hippo_engine.store.opening import SQLITE_FILE
+        folder = self.path(name)
+        rec = read_identity(folder)
+        sql = "SELECT COUNT(*) FROM {t} WHERE status <> 'deleted'"
+        if rec is None or rec["backend"] == "sqlite":
+            path = folder / SQLITE_FILE
+            if not path.is_file():
+                return 0
+            with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as c:
+                if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'service_documents'").fetchone() is None:
+                    return 0
+                return int(c.execute(sql.format(t="service_documents")).fetchone()[0])
+        from hippo_engine.store.postgres.schema import check_schema_name, psycopg_module
+        schema = check_schema_name(rec["schema"])
+        dsn = self._dsn or self._embedded_dsn()
+        with psycopg_module().connect(dsn, autocommit=True) as c:
+            table = f'"{schema}".service_documents'
+            if not c.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
+                return 0
+            return int(c.execute(sql.format(t=table)).fetchone()[0])
 
     def delete(self, name: str) -> bool:
         """Delete workspace ``name`` with its data (its folder and, with PostgreSQL, its schema); False if it

@@ -71,6 +71,15 @@ def test_list_and_delete(spaces):
         spaces.delete("default")
 
 
+def test_stats_see_what_the_worker_wrote_through_its_own_engine(spaces):
+    mem = spaces.get("alpha", create=True)
+    assert mem.stats()["documents"]["indexed"] == 0
+    mem.add([{"text": CORPUS[0]}, {"text": CORPUS[3]}])
+    assert mem.wait(timeout=60)
+    s = mem.stats()
+    assert s["graph"]["passage_nodes"] == 2 and s["documents"]["indexed"] == 2
+
+
 def test_every_workspace_and_both_engines_of_one_share_one_encoder(spaces):
     a, b = spaces.get("alpha", create=True), spaces.get(None, create=True)
     assert isinstance(a.rag.encoder, SharedEncoder)
@@ -87,7 +96,8 @@ def test_a_closed_and_reopened_workspace_keeps_its_documents(tmp_path):
     ws.close()
     ws = Workspaces(tmp_path / "root", rag_options=opts)
     try:
-        assert ws.get("alpha", create=False).document("x")["status"] == "indexed"
         assert ws.list()[1] == {"name": "alpha", "documents": 1}
+        assert ws._memories == {}                            # listing opened nothing
+        assert ws.get("alpha", create=False).document("x")["status"] == "indexed"
     finally:
         ws.close()
