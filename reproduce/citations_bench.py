@@ -46,6 +46,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset (default %(default)s)")
     ap.add_argument("--out", type=Path, default=OUT, help="result markdown (default %(default)s)")
     ap.add_argument("--skip-local", action="store_true", help="only the scripted server (no packaged reader)")
+    ap.add_argument("--probe", action="store_true",
+                    help="only the few-shot leak probe: questions the sample cannot answer (citations_probe.py)")
     ap.add_argument("--embedder", default=None, help="embedding model (default: the engine's)")
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
@@ -226,6 +228,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .citations_server import ScriptedReaderServer
 
     setup_logging(args.verbose)
+    if args.probe:
+        from .citations_probe import run_probe
+        return run_probe(args)
     if not (args.data.is_dir() and any(args.data.glob("*_corpus.json"))):
         print(f"citations: skipped, the MuSiQue subset is not at {args.data}")
         return 0
