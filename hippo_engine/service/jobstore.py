@@ -20,8 +20,10 @@ Rules that make "nothing accepted is lost or indexed twice" hold (see :mod:`.ing
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
@@ -43,6 +45,23 @@ from hippo_engine.service.jobs import (
 
 #: the columns a document listing reads, in this order
 _DOC_COLUMNS = "doc_id, status, rev, claimed_rev, title, metadata, error, job_id, updated"
+#: tries of a write that the database aborted to break a deadlock (the backend's ``_retry_on`` errors)
+RETRIES = 6
+
+
+def _retried(method):
+    """Run a write again (a new transaction) when the database aborted it for a conflict it resolves by
+    aborting one side (PostgreSQL: a deadlock); nothing of an aborted try was committed."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        for attempt in range(RETRIES):
+            try:
+                return method(self, *args, **kwargs)
+            except self._retry_on:
+                if attempt == RETRIES - 1:
+                    raise
+                time.sleep(0.02 * 2 ** attempt)
+    return run
 
 
 class JobStore(ABC):
@@ -73,6 +92,8 @@ class JobStore(ABC):
     #: locked rows and so never waits.
     _claim_lock = ""
     _row_lock = ""
+    #: errors after which a write is tried again (:func:`_retried`)
+    _retry_on: tuple[type[BaseException], ...] = ()
 
     def _sql(self, sql: str) -> str:
         """``sql`` with the table names of this store (``{d}``, ``{j}``, ``{i}``) and its placeholders."""
@@ -86,6 +107,7 @@ class JobStore(ABC):
         """Close the connection."""
 
     # ------------------------------------------------------------------ accepting
+    @_retried
     def add(self, docs: Sequence[NewDocument]) -> str:
         """Accept ``docs`` as one new job (committed before returning); returns the job id."""
         job_id, t = uuid.uuid4().hex, now()
@@ -110,6 +132,7 @@ class JobStore(ABC):
                     (rev, status, d.text, d.title, meta, job_id, seq, pos, t, d.id))
         self._x(c, "INSERT INTO {i} (job_id, pos, doc_id, rev) VALUES (?, ?, ?, ?)", (job_id, pos, d.id, rev))
 
+    @_retried
     def retry_failed(self) -> tuple[str, list[str]] | None:
         """Put every failed document back in the queue as one new job: (job id, ids); None if none failed."""
         t = now()
@@ -128,6 +151,7 @@ class JobStore(ABC):
         return job_id, [r[0] for r in rows]
 
     # ------------------------------------------------------------------ claims
+    @_retried
     def claim(self, owner: str, limit: int) -> list[dict]:
         """Claim up to ``limit`` pending documents, oldest first, for ``owner`` (atomically: no two
         workers get one document). Each: ``{"id", "rev", "text", "title", "metadata", "attempts"}``."""
@@ -141,6 +165,7 @@ class JobStore(ABC):
         return [{"id": r[0], "rev": r[1], "text": r[2], "title": r[3], "metadata": json.loads(r[4] or "{}"),
                  "attempts": r[5]} for r in rows]
 
+    @_retried
     def finish(self, owner: str, outcomes: Iterable[tuple[str, int, str | None]]) -> list[str]:
         """End ``owner``'s claims: ``(doc id, claimed rev, error or None)`` each; ``None`` means indexed.
         Returns the ids deleted while claimed (the caller removes them from the index, then
@@ -164,6 +189,7 @@ class JobStore(ABC):
                                "updated = ? WHERE doc_id = ?", (FAILED if error else INDEXED, error, t, doc_id))
         return gone
 
+    @_retried
     def release(self, owner: str, ids: Sequence[str], error: str, max_attempts: int) -> None:
         """Give ``owner``'s claims on ``ids`` back after a passing failure (the index was busy or
         unreachable): pending again, or failed with ``error`` once tried ``max_attempts`` times."""
@@ -184,6 +210,7 @@ class JobStore(ABC):
                            "updated = ? WHERE doc_id = ?", (FAILED if fail else PENDING, error if fail else None,
                                                             tries, t, doc_id))
 
+    @_retried
     def reset_stale(self, alive: Callable[[str], bool]) -> int:
         """Reset the claims of owners for which ``alive(owner)`` is false: their documents go back to
         ``pending`` (tombstones: to be removed from the index). Returns how many rows changed."""
@@ -200,6 +227,7 @@ class JobStore(ABC):
         return n
 
     # ------------------------------------------------------------------ deleting
+    @_retried
     def delete(self, ids: Sequence[str]) -> tuple[list[str], list[str]]:
         """Make tombstones of the documents ``ids`` (a pending one is cancelled); returns (deleted, unknown).
         A tombstone is then removed from the index (an older version of a pending document may be there):
@@ -226,6 +254,7 @@ class JobStore(ABC):
                 return [r[0] for r in self._x(c, sql + " ORDER BY doc_id", (DELETED,)).fetchall()]
             return [d for d in dict.fromkeys(ids) if self._x(c, sql + " AND doc_id = ?", (DELETED, d)).fetchone()]
 
+    @_retried
     def mark_purged(self, ids: Sequence[str]) -> None:
         """Record that the tombstones ``ids`` are gone from the index."""
         with self._write() as c:

@@ -111,6 +111,8 @@ class PostgresJobStore(JobStore):
         self._names = {"d": f"{self.q}.service_documents", "j": f"{self.q}.service_jobs",
                        "i": f"{self.q}.service_job_items"}
         self.conn: Any = self._connect()
+        errors = self.psycopg.errors
+        self._retry_on = (errors.DeadlockDetected, errors.SerializationFailure)
         self.location = f"postgresql {self.conn.info.dbname} schema {schema}"
         self._create()
 

@@ -109,3 +109,22 @@ def test_check_documents_keeps_fields_and_defaults():
     assert d.indexed_text == "T\nbody" and d.metadata == {"a": [1, "x"]} and d.id.startswith("doc-")
     with pytest.raises(ValueError, match="one line"):
         check_documents([{"text": "body", "title": "two\nlines"}])
+
+
+def test_a_write_the_database_aborted_for_a_conflict_is_tried_again_whole(index_file):
+    s = SQLiteJobStore(index_file)
+    s._retry_on = (RuntimeError,)                       # PostgreSQL: DeadlockDetected, SerializationFailure
+    real, fails = s._new_job, [2]
+
+    def flaky(c, *a):
+        seq = real(c, *a)
+        if fails[0]:
+            fails[0] -= 1
+            raise RuntimeError("deadlock detected")     # after writing: the transaction is rolled back
+        return seq
+    s._new_job = flaky
+    job = s.add(_docs(3))
+    assert s.job(job)["progress"]["total"] == 3
+    assert s.documents()["total"] == 3 and fails == [0]
+    with s._read() as c:
+        assert c.execute("SELECT COUNT(*) FROM service_jobs").fetchone()[0] == 1
