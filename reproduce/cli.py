@@ -19,6 +19,7 @@ from hippo_engine.llm.base import LLMClient
 
 from . import build_filter_demos, check_index, citations_bench, communities, explain_bench, index_scale, rankings
 from . import tables as tables_pkg
+from . import web_screenshot as web_shot
 from .bench import backends, fuzzparsers, killharness, memcheck, pg_scale, pg_sharing, twowriters
 from .bench import musique as bench_musique
 from .bench import suite as bench_suite
@@ -34,6 +35,7 @@ COMMANDS: dict[str, ModuleType] = {
     "build-filter-demos": build_filter_demos,
     "rankings": rankings,
     "citations": citations_bench,
+    "web-screenshot": web_shot,
 }
 #: What every table command writes and caches (the table package's docstring after its first line).
 TABLES_NOTE = (tables_pkg.__doc__ or "").strip().split("\n\n", 1)[-1]
@@ -52,6 +54,7 @@ HELP = {
     "build-filter-demos": "build the recognition filter's demonstrations (prompts/filter_program.json)",
     "citations": "reader citations and grounded answers on 20 MuSiQue questions and the sample (issue 22)",
     "rankings": "Recall@1..20 and a rankings hash on the MuSiQue subset (openie file / ner, filter off, no LLM)",
+    "web-screenshot": "docs/web.png: the web page of hippo-engine serve on the sample corpus, in Debian's chromium",
 }
 #: The reliability benchmarks (issue 13), same interface as ``COMMANDS``: name -> (module, help line).
 RELIABILITY: dict[str, tuple[ModuleType, str]] = {

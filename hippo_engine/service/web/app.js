@@ -167,19 +167,31 @@
   }
 
   // ----------------------------------------------------------------------------- settings
+  //: the workspaces the server has (GET /workspaces); null until known
+  let known = null;
+
+  /** Fill the workspace list from the server; remembers which workspaces exist. */
   async function loadWorkspaces() {
     const list = document.getElementById("workspace-list");
     try {
       const data = await api("GET", "workspaces", { scoped: false });
       const items = Array.isArray(data) ? data : (data && data.workspaces) || [];
+      known = new Set(items.map((w) => (typeof w === "string" ? w : w.name)));
       list.replaceChildren(...items.map((w) => {
         const name = typeof w === "string" ? w : w.name;
-        const count = typeof w === "object" && w.documents !== undefined ? " (" + w.documents + " documents)" : "";
+        const count = typeof w === "object" && w.documents !== undefined && w.documents !== null
+          ? " (" + w.documents + " documents)" : "";
         return el("option", { attrs: { value: name }, text: name + count });
       }));
     } catch (err) {
+      known = null;
       if (err.status === 401 || err.status === 403) status(document.getElementById("global-status"), err.message, "error");
     }
+  }
+
+  /** Whether the chosen workspace exists (a named one is made by its first document); true when unknown. */
+  function workspaceExists() {
+    return !settings.workspace || known === null || known.has(settings.workspace);
   }
 
   function initSettings() {
@@ -190,7 +202,8 @@
     key.value = settings.apiKey;
     form.addEventListener("submit", (event) => {
       event.preventDefault();
-      const name = workspace.value.trim();
+      const typed = workspace.value.trim();
+      const name = typed === "default" ? "" : typed;
       if (name && !WORKSPACE_RE.test(name)) {
         status(document.getElementById("global-status"),
           "A workspace name is 1 to 63 lower-case letters, digits, _ or -, starting with a letter or digit.", "error");
@@ -207,13 +220,15 @@
       if (changed) {
         for (const part of ["search", "documents"]) if (hippo[part]) hippo[part].reset();
       }
-      loadWorkspaces();
-      const current = TABS.find((t) => !document.getElementById("panel-" + t).hidden);
-      if (onShow[current]) onShow[current]();
+      loadWorkspaces().then(() => {
+        const current = TABS.find((t) => !document.getElementById("panel-" + t).hidden);
+        if (onShow[current]) onShow[current]();
+      });
     });
   }
 
-  Object.assign(hippo, { el, api, ApiError, status, fmt, splitTitle, bar, settings, showTab, onShow });
+  Object.assign(hippo, { el, api, ApiError, status, fmt, splitTitle, bar, settings, showTab, onShow, loadWorkspaces,
+    workspaceExists });
 
   document.addEventListener("DOMContentLoaded", () => {
     initSettings();
@@ -221,7 +236,6 @@
     for (const part of ["graph", "search", "documents", "stats"]) {
       if (hippo[part] && hippo[part].init) hippo[part].init();
     }
-    loadWorkspaces();
-    showTab(location.hash.slice(1) || "search");
+    loadWorkspaces().then(() => showTab(location.hash.slice(1) || "search"));
   });
 })();

@@ -83,6 +83,7 @@
       const data = await api("POST", "documents", { body: { documents: [doc] } });
       track(data.job_id, data.documents);
       form.reset();
+      if (!hippo.workspaceExists()) await hippo.loadWorkspaces();   // the first document made it
       status($("docs-status"), "Added; indexing in the background (job " + data.job_id + ").", "ok");
       refresh();
     } catch (err) {
@@ -153,8 +154,18 @@
       actions);
   }
 
+  /** The list of a workspace that has no document yet (no call: the server would answer 404). */
+  function showEmptyWorkspace() {
+    $("docs-body").replaceChildren(el("tr", {}, el("td", { attrs: { colspan: "5" },
+      text: "Workspace " + hippo.settings.workspace + " holds no documents yet: adding one creates it." })));
+    $("docs-range").textContent = "";
+    $("docs-prev").disabled = true;
+    $("docs-next").disabled = true;
+  }
+
   async function refresh() {
     const filter = $("doc-status-filter").value;
+    if (!hippo.workspaceExists()) return showEmptyWorkspace();
     try {
       const data = await api("GET", "documents", { query: { status: filter, offset: state.offset, limit: LIMIT } });
       const docs = data.documents || [];

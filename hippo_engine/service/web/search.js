@@ -7,6 +7,8 @@
 (function () {
   const hippo = window.hippo;
   const { el, fmt, api, status } = hippo;
+  //: how explanations name a passage's node (its title follows)
+  const PASSAGE_NODE = "passage: ";
   const CITATION_RE = /\[(\s*\d+\s*(?:[-–,]\s*\d+\s*)*)\]/g;
   const state = { query: "", mode: "", passages: [], explanations: new Map() };
 
@@ -15,6 +17,11 @@
   function readForm() {
     const form = $("query-form");
     if (!form.reportValidity()) return null;
+    if (!hippo.workspaceExists()) {
+      status($("search-status"), "Workspace " + hippo.settings.workspace +
+        " holds no documents yet: add some on the Documents tab.", "error");
+      return null;
+    }
     const query = $("query").value.trim();
     if (!query) return null;
     const top_k = Math.max(1, Math.min(50, parseInt($("top-k").value, 10) || 5));
@@ -64,7 +71,13 @@
         const edge = (path.edges || [])[i - 1] || {};
         chain.append(el("span", { className: "edge-kind", text: " —" + (edge.kind || "") + "→ " }));
       }
-      chain.append(el("span", { className: i === 0 ? "node seed-node" : "node", text: node }));
+      const name = String(node);
+      if (name.startsWith(PASSAGE_NODE)) {
+        chain.append(el("span", { className: "node passage-node", text: name.slice(PASSAGE_NODE.length),
+          attrs: { title: "passage" } }));
+      } else {
+        chain.append(el("span", { className: i === 0 ? "node seed-node" : "node", text: name }));
+      }
     });
     const facts = [];
     for (const edge of path.edges || []) {
@@ -226,6 +239,14 @@
       last = match.index + match[0].length;
     }
     out.append(text.slice(last) || (text ? "" : "(no answer)"));
+    const cited = (data.citations || []).map((c) => state.passages.findIndex((p) => p.id === c.id) + 1)
+      .filter((n) => n > 0);
+    if (!out.querySelector("button.cite") && cited.length) {   // the reader's markers were not kept in the text
+      const group = el("span", { className: "cite-group" }, " [");
+      [...new Set(cited)].forEach((n, i) => group.append(...(i ? [", "] : []), citationButton(n)));
+      group.append("]");
+      out.append(group);
+    }
     const sources = (data.citations || []).map((c) => {
       const index = state.passages.findIndex((p) => p.id === c.id);
       const title = hippo.splitTitle(c.text)[0] || fmt.short(c.text, 80);

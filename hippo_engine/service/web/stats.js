@@ -30,6 +30,12 @@
   }
 
   async function refresh() {
+    if (!hippo.workspaceExists()) {
+      $("stats").replaceChildren();
+      status($("stats-status"), "Workspace " + hippo.settings.workspace +
+        " holds no documents yet: adding one on the Documents tab creates it.", "info");
+      return;
+    }
     status($("stats-status"), "Loading…", "busy");
     try {
       const data = (await api("GET", "stats")) || {};
