@@ -28,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 
 from hippo_engine import __version__
 from hippo_engine.service import errors, pages, routes_documents, routes_query, routes_server
-from hippo_engine.service.routes_base import SCOPES
+from hippo_engine.service.routes_base import SCOPES, JSONBody
 from hippo_engine.service.security import KEY_HEADER, BodyLimit, KeyGuard, key_dependency
 from hippo_engine.service.settings import ServiceSettings
 
@@ -68,7 +68,7 @@ def create_app(settings: ServiceSettings, *, workspaces: Any = None, preload: bo
             log.info("hippo-engine service stopping: closing workspaces")
 
     app = FastAPI(title="hippo-engine", version=__version__, description=DESCRIPTION, lifespan=lifespan,
-                  docs_url=None, redoc_url=None)
+                  docs_url=None, redoc_url=None, default_response_class=JSONBody)
     app.state.settings, app.state.workspaces = settings, ws
     app.state.public_paths = {"/openapi.json", "/docs"}
     errors.install(app)

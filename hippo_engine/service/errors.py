@@ -9,6 +9,7 @@ message, and its traceback goes to the server's log only.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,9 +17,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
 
 log = logging.getLogger("hippo_engine.service")
+HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 
 #: the validation errors spelled out in one message (all of them are in ``details``)
 SHOWN_ERRORS = 5
@@ -75,13 +76,15 @@ def validation_message(details: list[dict[str, str]]) -> str:
 
 
 def allowed_methods(request: Request) -> list[str]:
-    """Every method some route serves at the request's path (Starlette's 405 names only the first route's)."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches({**request.scope, "method": "\x00"})
-        if match != Match.NONE:
-            methods |= set(getattr(route, "methods", None) or ())
-    return sorted(methods)
+    """Every method the OpenAPI schema lists at the request's path (Starlette's 405 names only the first
+    route's); empty for a path outside the schema."""
+    table = getattr(request.app.state, "allowed_methods", None)
+    if table is None:
+        table = request.app.state.allowed_methods = [
+            (re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path)) + "$"),
+             sorted(m.upper() for m in item if m in HTTP_METHODS))
+            for path, item in request.app.openapi().get("paths", {}).items()]
+    return next((methods for pattern, methods in table if pattern.match(request.url.path)), [])
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:

@@ -7,11 +7,14 @@ a workspace that does not exist are 404; writes (adding documents) create it.
 """
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Path, Request
+from fastapi.responses import JSONResponse
 
 from hippo_engine.service.errors import ApiError
 from hippo_engine.service.schemas import ErrorBody
@@ -34,6 +37,28 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (422, "invalid request (the message names the field)"))}
 
 
+def finite(value: Any) -> Any:
+    """``value`` with every float that is not finite (NaN, infinity) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+class JSONBody(JSONResponse):
+    """The API's JSON responses: strict JSON, a non-finite number (which JSON cannot hold) sent as null."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        except ValueError:
+            return json.dumps(finite(content), ensure_ascii=False, allow_nan=False,
+                              separators=(",", ":")).encode("utf-8")
+
+
 def workspaces(request: Request) -> Workspaces:
     """The server's workspaces."""
     return request.app.state.workspaces
@@ -54,11 +79,11 @@ def open_memory(request: Request, name: str | None, *, create: bool) -> Memory:
 
 @dataclass(frozen=True)
 class Scope:
-    """The dependencies of one route prefix: ``read`` and ``write`` give the request's ``Memory``
-    (``write`` creates a missing workspace), ``name`` its workspace name (None: the default)."""
+    """The dependencies of one route prefix: ``read`` gives the request's ``Memory`` (404 for a workspace
+    that does not exist), ``name`` its workspace name (None: the default; a write opens the memory with
+    :func:`open_memory` once the request has passed its checks, creating the workspace)."""
 
     read: Callable[..., Any]
-    write: Callable[..., Any]
     name: Callable[..., Any]
     prefix: str
 
@@ -67,26 +92,20 @@ def _default_scope() -> Scope:
     def read(request: Request) -> Any:
         return open_memory(request, None, create=False)
 
-    def write(request: Request) -> Any:
-        return open_memory(request, None, create=True)
-
     def name() -> str | None:
         return None
 
-    return Scope(read, write, name, "")
+    return Scope(read, name, "")
 
 
 def _workspace_scope() -> Scope:
     def read(request: Request, workspace: WorkspaceName) -> Any:
         return open_memory(request, workspace, create=False)
 
-    def write(request: Request, workspace: WorkspaceName) -> Any:
-        return open_memory(request, workspace, create=True)
-
     def name(workspace: WorkspaceName) -> str | None:
         return workspace
 
-    return Scope(read, write, name, "/w/{workspace}")
+    return Scope(read, name, "/w/{workspace}")
 
 
 #: the two route prefixes

@@ -10,7 +10,7 @@ from fastapi import Path as PathParam
 
 from hippo_engine.service import limits
 from hippo_engine.service.errors import ApiError
-from hippo_engine.service.routes_base import ERRORS, Scope, settings
+from hippo_engine.service.routes_base import ERRORS, Scope, open_memory, settings
 from hippo_engine.service.schemas import (
     AddDocuments,
     Deleted,
@@ -32,13 +32,15 @@ def build(scope: Scope) -> APIRouter:
     """The documents routes of one prefix (see :class:`~hippo_engine.service.routes_base.Scope`)."""
     router = APIRouter(prefix=scope.prefix, tags=["documents"], responses=ERRORS)
     Read = Annotated[Any, Depends(scope.read)]
-    Write = Annotated[Any, Depends(scope.write)]
+    Name = Annotated[str | None, Depends(scope.name)]
 
     @router.post("/documents", status_code=202, response_model=JobAccepted, summary="add a batch of documents")
-    def add_documents(body: AddDocuments, request: Request, memory: Write) -> dict:
+    def add_documents(body: AddDocuments, request: Request, workspace: Name) -> dict:
         """Queue documents for indexing and return the job that follows them (``GET /jobs/{job_id}``).
-        A document's id defaults to one derived from its text; a known id with another text replaces it."""
+        A document's id defaults to one derived from its text; a known id with another text replaces it.
+        Adding to a workspace that does not exist creates it."""
         limits.check_batch(settings(request), len(body.documents))
+        memory = open_memory(request, workspace, create=True)   # after the checks: a refused batch creates nothing
         return memory.add([d.model_dump(exclude_none=True) for d in body.documents])
 
     @router.get("/jobs/{job_id}", response_model=Job, summary="a job's status and progress")

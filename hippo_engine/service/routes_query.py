@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 from hippo_engine.service import limits, sse
 from hippo_engine.service.routes_base import ERRORS, Scope, settings
 from hippo_engine.service.schemas import (
+    TEXT_PATTERN,
     AnswerRequest,
     AnswerResponse,
     ExplainRequest,
@@ -24,8 +25,12 @@ from hippo_engine.service.schemas import (
 #: the most graph nodes GET /subgraph returns
 MAX_SUBGRAPH_NODES = 500
 #: the answer route's responses: JSON, or the event stream
-ANSWER_CONTENT = {"application/json": {}, sse.MEDIA_TYPE: {
-    "schema": {"type": "string", "description": "events passages, answer, done (or error); JSON data lines"}}}
+ANSWER_CONTENT = {"application/json": {}, sse.MEDIA_TYPE: {"schema": {
+    "type": "object", "description": "one event (OpenAPI 3.1: the schema of each event): passages, answer, done, "
+                                     "or error; its data is one line of JSON",
+    "properties": {"event": {"type": "string", "enum": list(sse.EVENTS)},
+                   "data": {"type": "string", "contentMediaType": "application/json"}},
+    "required": ["event", "data"]}}}
 
 
 def wants_stream(body: AnswerRequest, request: Request) -> bool:
@@ -80,7 +85,7 @@ def build(scope: Scope) -> APIRouter:
 
     @router.get("/subgraph", response_model=Subgraph, summary="the graph around a query")
     def subgraph(request: Request, memory: Read,
-                 query: Annotated[str, Query(min_length=1, pattern=r"\S")],
+                 query: Annotated[str, Query(min_length=1, pattern=TEXT_PATTERN)],
                  top: Annotated[int, Query(ge=1)] = 5,
                  limit: Annotated[int, Query(ge=1, le=MAX_SUBGRAPH_NODES)] = 60) -> dict:
         """The query's seed entities and top passages with the graph edges between them (nodes and

@@ -14,9 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Mode = Literal["hipporag2", "naive", "hi_local", "hi_global", "hi_bridge", "hi"]
 JobStatus = Literal["pending", "processing", "done", "failed"]
 DocStatus = Literal["pending", "processing", "indexed", "failed"]
-#: text with at least one character that is not white space
-Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
-DocId = Annotated[str, Field(min_length=1, max_length=512, pattern=r"\S")]
+#: how a job shows each of its documents: also deleted (since) or replaced (added again since)
+JobDocStatus = Literal["pending", "processing", "indexed", "failed", "deleted", "replaced"]
+#: text with a character that is not white space, and no NUL (which the index cannot store)
+TEXT_PATTERN = r"^[^\x00]*\S[^\x00]*$"
+Text = Annotated[str, Field(min_length=1, pattern=TEXT_PATTERN)]
+#: a document id: no control characters, at most 512 characters (hippo_engine/service/jobs.py)
+DocId = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f]*\S[^\x00-\x1f]*$")]
 JSONObject = dict[str, Any]
 
 
@@ -44,7 +48,8 @@ def _exactly_one(model: BaseModel, names: tuple[str, str]) -> None:
 class DocumentIn(Request):
     id: DocId | None = Field(None, description="the document's id (default: derived from its text)")
     text: Text
-    title: str | None = Field(None, max_length=2000, description="indexed as 'title\\ntext'")
+    title: str | None = Field(None, max_length=2048, pattern=r"^[^\x00\n]*$",
+                              description="one line; indexed as 'title\\ntext'")
     metadata: JSONObject | None = Field(None, description="stored with the document; `where` filters on it")
 
 
@@ -68,7 +73,7 @@ class RetryAccepted(Reply):
 
 class DocumentState(Reply):
     id: str
-    status: DocStatus
+    status: JobDocStatus
     error: str | None = None
 
 
@@ -83,6 +88,8 @@ class Progress(Reply):
 class Job(Reply):
     job_id: str
     status: JobStatus
+    created: str | None = Field(None, description="ISO 8601, UTC")
+    updated: str | None = None
     progress: Progress
     documents: list[DocumentState]
 
@@ -94,6 +101,7 @@ class DocumentSummary(Reply):
     metadata: JSONObject | None = None
     error: str | None = None
     job_id: str | None = None
+    updated: str | None = Field(None, description="ISO 8601, UTC")
 
 
 class DocumentOut(DocumentSummary):
@@ -137,7 +145,7 @@ class RetrieveRequest(QueryOptions):
 class Passage(Reply):
     id: str
     text: str
-    score: float
+    score: float | None = Field(description="null when not a finite number")
     doc_ids: list[str]
     rank: int | None = None
 
@@ -176,7 +184,7 @@ class Citation(Reply):
 
 class AnswerResponse(Reply):
     question: str
-    answer: str
+    answer: str | None = Field(description="null when the memory holds no documents yet")
     citations: list[Citation]
     passages: list[Passage]
     notes: list[str] = []

@@ -23,6 +23,8 @@ log = logging.getLogger("hippo_engine.service")
 #: seconds between keep-alive comments while the answer is being made
 KEEPALIVE_S = 10.0
 MEDIA_TYPE = "text/event-stream"
+#: the events a stream may carry
+EVENTS = ("passages", "answer", "done", "error")
 
 
 def event(name: str, data: Any) -> bytes:

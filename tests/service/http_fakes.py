@@ -6,11 +6,15 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-import time
+from datetime import datetime, timezone
 
 from hippo_engine.service.routes_base import WORKSPACE_PATTERN
 
 WORDS = re.compile(r"\w+")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _words(text: str) -> set[str]:
@@ -44,9 +48,9 @@ class FakeMemory:
                 self.docs[doc_id] = {"id": doc_id, "text": d["text"], "title": d.get("title"),
                                      "metadata": d.get("metadata"), "status": "failed" if failed else "indexed",
                                      "error": "extraction failed" if failed else None, "job_id": job_id,
-                                     "updated": time.time()}
+                                     "updated": _now()}
                 ids.append(doc_id)
-            self.jobs[job_id] = {"ids": ids, "created": time.time()}
+            self.jobs[job_id] = {"ids": ids, "created": _now()}
             return {"job_id": job_id, "documents": ids}
 
     def job(self, job_id: str) -> dict | None:
@@ -174,4 +178,4 @@ def make_client(workspaces: FakeWorkspaces | None = None, **settings):
     from hippo_engine.service.settings import ServiceSettings
     opts = {"save_dir": "unused", "mount_mcp": False, "mount_web": False, **settings}
     app = create_app(ServiceSettings(**opts), workspaces=workspaces or FakeWorkspaces())
-    return TestClient(app, raise_server_exceptions=False)
+    return TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1:8000")

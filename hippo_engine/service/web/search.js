@@ -119,6 +119,12 @@
     hippo.graph.highlight(passage.id);
     if (box.dataset.loaded) return;
     let ex = state.explanations.get(passage.id);
+    if (!ex && state.mode && state.mode !== "hipporag2") {
+      status(box, "Explanations follow the graph ranking (mode hipporag2); mode " + state.mode + " ranked this " +
+        "passage " + (state.mode === "naive" ? "by its similarity to the query alone." : "from its HiRAG context."),
+      "info");
+      return;
+    }
     if (!ex) {
       status(box, "Explaining…", "busy");
       try {
@@ -131,7 +137,7 @@
       }
     }
     if (!ex) {
-      status(box, "No explanation for this passage (the naive mode ranks by similarity only).", "info");
+      status(box, "The server gave no explanation for this passage.", "info");
       return;
     }
     state.explanations.set(passage.id, ex);
@@ -291,6 +297,10 @@
       status($("search-status"), "Retrieval failed: " + err.message, "error");
     }
     await graph;
+    if (state.mode && state.mode !== "hipporag2" && hippo.graph.instance()) {
+      status($("graph-info"), "The graph shows the graph ranking's seeds and passages (hipporag2); the list " +
+        "is ranked by mode " + state.mode + ".", "info");
+    }
   }
 
   async function answer() {
