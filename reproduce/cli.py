@@ -18,6 +18,7 @@ from types import ModuleType
 from hippo_engine.llm.base import LLMClient
 
 from . import build_filter_demos, check_index, citations_bench, communities, explain_bench, index_scale, rankings
+from . import serve_fuzz as service_fuzz
 from . import tables as tables_pkg
 from . import web_screenshot as web_shot
 from .bench import backends, fuzzparsers, killharness, memcheck, pg_scale, pg_sharing, twowriters
@@ -73,6 +74,10 @@ STORAGE: dict[str, tuple[ModuleType, str]] = {
 INDEXING: dict[str, tuple[ModuleType, str]] = {
     "index-scale": (index_scale, "indexing: seconds per 1k documents by stage, 10k to 100k tiny documents per call"),
 }
+#: The service benchmarks (issue 23), same interface: name -> (module, help line).
+SERVICE: dict[str, tuple[ModuleType, str]] = {
+    "serve-fuzz": (service_fuzz, "service: schemathesis over every route of hippo-engine serve (5xx, schema breaks)"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=HELP[name], description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
-    for name, (module, line) in {**RELIABILITY, **STORAGE, **INDEXING}.items():
+    for name, (module, line) in {**RELIABILITY, **STORAGE, **INDEXING, **SERVICE}.items():
         p = sub.add_parser(name, help=line, description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
@@ -102,7 +107,7 @@ def main(argv: Sequence[str] | None = None, *, llm: LLMClient | None = None, enc
     args = build_parser().parse_args(argv)
     if args.command in tables.TABLES:
         return tables.run(args, argv, llm=llm, encoder=encoder)
-    others = {**RELIABILITY, **STORAGE, **INDEXING}
+    others = {**RELIABILITY, **STORAGE, **INDEXING, **SERVICE}
     module = COMMANDS[args.command] if args.command in COMMANDS else others[args.command][0]
     run: Callable[[argparse.Namespace, Sequence[str]], int] = module.run
     return run(args, argv)
