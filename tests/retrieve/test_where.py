@@ -1,5 +1,5 @@
 """Metadata filters at query time (``where=``) through the facade, on SQLite with the fake LLM and
-encoder (PostgreSQL: ``test_where_backends.py``): two users' documents whose entities overlap,
+encoder (PostgreSQL: ``tests/store/test_where_backends.py``): two users' documents whose entities overlap,
 queries filtered to each never show anything of the other's (passages, facts, seed entities,
 document ids, explanation walks), the filter applies before ranking (top-k full), a filter that
 matches everything ranks exactly as no filter, and the pieces of :mod:`hippo_engine.retrieve.filtering`."""
