@@ -69,8 +69,8 @@ class Ingestor:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Recover what a killed worker left, then index in a daemon thread until :meth:`stop`."""
-        self.recover()
+        """Index in a daemon thread until :meth:`stop`; its first step recovers what a killed worker left
+        (:meth:`recover`), so opening a memory never waits for the index's writer lock."""
         self._thread = threading.Thread(target=self._loop, name=f"hippo-ingest {self.store.location}", daemon=True)
         self._thread.start()
 
@@ -103,7 +103,7 @@ class Ingestor:
         return n
 
     def _loop(self) -> None:
-        last_check, delay = time.monotonic(), self.poll_s
+        last_check, delay = -float("inf"), self.poll_s
         while not self._stop.is_set():
             try:
                 if time.monotonic() - last_check > STALE_CHECK_S:
