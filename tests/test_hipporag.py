@@ -138,3 +138,55 @@ def test_inputs_are_checked_at_the_door(tmp_path):
     afile.write_text("x")
     with pytest.raises(NotADirectoryError, match=str(afile)):
         HippoRAG(afile, llm=NoCallLLM(), encoder=NgramEncoder())
+
+
+# ---------------------------------------------------------------------------------------- document metadata
+def test_metadata_is_checked_before_anything_is_indexed(tmp_path):
+    rag = make_rag(tmp_path, use_filter=False)
+    with pytest.raises(ValueError, match="metadata has 1 item.*2 document"):
+        rag.index(CORPUS[:2], metadata=[{}])
+    with pytest.raises(ValueError, match="metadata item 1 must be a dict"):
+        rag.index(CORPUS[:2], metadata=[{"user": "a"}, ["user", "b"]])
+    with pytest.raises(ValueError, match=r"metadata item 0\['when'\].*not JSON"):
+        rag.index(CORPUS[:1], metadata=[{"when": object()}])
+    with pytest.raises(ValueError, match="documents 0 and 1 have the same text.*different metadata"):
+        rag.index([CORPUS[0], CORPUS[0]], metadata=[{"user": "a"}, {"user": "b"}])
+    assert len(rag.index_state) == 0
+    rag.index([CORPUS[0], CORPUS[0]], metadata=[{"user": "a"}, {"user": "a"}])    # same text, same metadata
+    assert list(rag.document_metadata(list(rag.index_state.all_documents())).values()) == [{"user": "a"}]
+
+
+def test_metadata_follows_its_document(tmp_path):
+    rag = make_rag(tmp_path, use_filter=False)
+    report = rag.index(CORPUS[:3], ids=["a", "b", "c"], metadata=[{"user": "alice"}, {}, {"user": "bob", "n": 1}])
+    assert report["documents"]["metadata_updated"] == ["a", "c"]
+    assert rag.document_metadata(["a", "b", "c", "zz"]) == {"a": {"user": "alice"}, "b": {},
+                                                           "c": {"user": "bob", "n": 1}}
+    assert rag.index(CORPUS[:3], ids=["a", "b", "c"])["added"] == 0                    # no metadata: kept as is
+    assert rag.index(CORPUS[:1], ids=["a"], metadata=[{"user": "alice"}]) == {"added": 0}   # unchanged: no-op
+    report = rag.index([CORPUS[5]], ids=["a"], metadata=[{"user": "carol"}])            # replaced text and metadata
+    assert report["documents"]["replaced"] == ["a"] and report["documents"]["metadata_updated"] == ["a"]
+    assert rag.document_metadata(["a"]) == {"a": {"user": "carol"}}
+    assert "metadata_updated" not in rag.index([CORPUS[6]], ids=["g"])["documents"]
+    rag.delete(ids=["c"])
+    assert rag.document_metadata(["c"]) == {}
+    rag.index([CORPUS[2]], ids=["c"])
+    assert rag.document_metadata(["c"]) == {"c": {}}                                   # none came back
+
+
+def test_metadata_and_documents_commit_together(tmp_path, monkeypatch):
+    import hippo_engine.index.synonymystate as ix
+
+    rag = make_rag(tmp_path, use_filter=False)
+
+    def boom(*a, **k):
+        raise RuntimeError("simulated crash")
+
+    monkeypatch.setattr(ix, "update_synonymy", boom)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        rag.index(CORPUS[:2], ids=["a", "b"], metadata=[{"user": "alice"}, {"user": "bob"}])
+    monkeypatch.undo()
+    assert rag.document_metadata(["a", "b"]) == {}
+    assert rag.index_state.db.document_metadata(["a", "b"]) == {}
+    rag.index(CORPUS[:2], ids=["a", "b"], metadata=[{"user": "alice"}, {"user": "bob"}])
+    assert rag.document_metadata(["a", "b"]) == {"a": {"user": "alice"}, "b": {"user": "bob"}}
