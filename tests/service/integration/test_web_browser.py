@@ -145,6 +145,19 @@ def test_query_explanation_and_graph(page, server):
     assert page.is_visible("#panel-search")
 
 
+def test_other_modes_say_how_they_ranked(page, server):
+    """The dense mode: its own ranking, and an explanation that says it is by similarity alone."""
+    base, _ = server
+    page.select_option("#mode", "naive")
+    with page.expect_request(lambda r: r.url.endswith("/retrieve") and r.post_data_json["mode"] == "naive"):
+        ask(page, QUESTION, 3)
+    want = api(base, "POST", "/retrieve", {"query": QUESTION, "top_k": 3, "mode": "naive"})[1]["results"][0]
+    assert card_ids(page) == [p["id"] for p in want["passages"]]
+    page.click("#results > li.passage >> nth=0 >> button.why")
+    assert "similarity to the query alone" in page.text_content("#explain-1")
+    page.wait_for_function("() => document.getElementById('graph-info').textContent.includes('hipporag2')")
+
+
 def drawn_colours(png: bytes) -> int:
     """How many distinct colours a screenshot holds (a blank canvas has one)."""
     import matplotlib.image as mpimg
