@@ -206,3 +206,28 @@ def test_context_solutions_and_document_ids():
     sol.doc_ids = [["d1", "d2"], ["d3"]]
     keep_matching_documents([sol], frozenset({"d2", "d3"}))
     assert sol.doc_ids == [["d2"], ["d3"]]
+
+
+@pytest.mark.slow
+def test_real_models_ner_index_two_users(tmp_path):
+    """The bundled sample corpus on the real encoder and spaCy (``extractor="ner"``, no LLM), its
+    documents split between two users: each user's queries stay inside, top-k full."""
+    import json
+    from importlib.resources import files
+
+    from hippo_engine import HippoRAG
+    data = json.loads(files("hippo_engine.data").joinpath("sample_corpus.json").read_text())
+    docs = [f"{d['title']}\n{d['text']}" for d in data["corpus"]]
+    users = ["alice" if i % 2 == 0 else "bob" for i in range(len(docs))]
+    rag = HippoRAG(tmp_path, extractor="ner", show_progress=False)
+    rag.index(docs, ids=[f"s{i}" for i in range(len(docs))], metadata=[{"user": u} for u in users])
+    questions = [q["question"] for q in data["questions"]]
+    for user in ("alice", "bob"):
+        own = {chunk_id(d) for d, u in zip(docs, users, strict=True) if u == user}
+        own_facts = {rag.retriever.facts.triple(f) for f in rag.index_state.db.passage_fact_ids(own)}
+        for mode in ("hipporag2", "naive"):
+            for sol in rag.retrieve(questions, len(own), mode=mode, where={"user": user}, explain=mode == "hipporag2"):
+                assert set(sol.passage_ids) == own
+                assert {tuple(t) for t in sol.candidate_facts} <= own_facts
+                assert all(e.passage_id in own for e in sol.explanations)
+    rag.close()
