@@ -5,7 +5,8 @@ and exits 0 once the queue is empty.
 
 ``--kill-after-index``: SIGKILL itself right after its first ``rag.index`` call returns, before the
 batch's statuses are recorded (the crash the exactly-once rule is about). ``--print-batches``: print
-``batch <ids>`` after each ``rag.index`` call. ``--storage postgres --dsn DSN``: the index on that server."""
+``batch <ids>`` after each ``rag.index`` call. ``--storage postgres --dsn DSN``: the index on that server.
+``--real``: the real embedder and ``extractor="ner"`` instead of fake models."""
 from __future__ import annotations
 
 import argparse
@@ -29,6 +30,7 @@ def main() -> int:
     ap.add_argument("--schema", default=None)
     ap.add_argument("--kill-after-index", action="store_true")
     ap.add_argument("--no-add", action="store_true")
+    ap.add_argument("--real", action="store_true", help="the real embedder and extractor='ner' (no fakes)")
     ap.add_argument("--print-batches", action="store_true", help="print 'batch <ids>' after each index call")
     args = ap.parse_args()
     from helpers import make_rag
@@ -37,7 +39,12 @@ def main() -> int:
     opts = {"use_filter": False}
     if args.storage:
         opts.update(storage=args.storage, dsn=args.dsn, postgres_schema=args.schema)
-    mem = Memory(make_rag(args.save_dir, **opts), batch_size=args.batch_size, poll_s=0.05, worker=False)
+    if args.real:
+        from hippo_engine import HippoRAG
+        rag = HippoRAG(args.save_dir, extractor="ner", show_progress=False)
+    else:
+        rag = make_rag(args.save_dir, **opts)
+    mem = Memory(rag, batch_size=args.batch_size, poll_s=0.05, worker=False)
     if args.kill_after_index:
         mem.ingestor.after_index = lambda ids: os.kill(os.getpid(), signal.SIGKILL)
     elif args.print_batches:

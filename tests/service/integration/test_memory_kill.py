@@ -44,10 +44,10 @@ def indexed_count(save: Path) -> int:
 
 
 def run_child(save: Path, docs_file: Path, *extra: str, kill_after: float | None = None,
-              kill_at_indexed: int | None = None) -> int:
+              kill_at_indexed: int | None = None, batch: int = 3) -> int:
     """Run the child to its end, or kill it ``kill_after`` seconds after its start, or as soon as the queue
     has ``kill_at_indexed`` documents indexed (then after a random pause of up to 50 ms)."""
-    args = [sys.executable, str(CHILD), str(save), str(docs_file), "--batch-size", "3", "--chunk", "8", *extra]
+    args = [sys.executable, str(CHILD), str(save), str(docs_file), "--batch-size", str(batch), "--chunk", "8", *extra]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if kill_after is not None:
         try:
@@ -66,7 +66,7 @@ def run_child(save: Path, docs_file: Path, *extra: str, kill_after: float | None
     return proc.returncode
 
 
-def check_exactly_once(save: Path, docs: list[dict], tmp: Path) -> None:
+def check_exactly_once(save: Path, docs: list[dict], tmp: Path, open_rag=None) -> None:
     store = SQLiteJobStore(save / "index.sqlite")
     try:
         assert store.counts() == {"pending": 0, "processing": 0, "indexed": len(docs), "failed": 0}
@@ -74,8 +74,8 @@ def check_exactly_once(save: Path, docs: list[dict], tmp: Path) -> None:
         assert sorted(d["id"] for d in page) == sorted(d["id"] for d in docs)
     finally:
         store.close()
-    rag = make_rag(save, use_filter=False)
-    clean = make_rag(tmp / "clean", use_filter=False)
+    open_rag = open_rag or (lambda path: make_rag(path, use_filter=False))
+    rag, clean = open_rag(save), open_rag(tmp / "clean")
     try:
         held = rag.index_state.all_documents()
         assert sorted(held) == sorted(d["id"] for d in docs)                  # each document once
@@ -127,3 +127,18 @@ def test_killed_at_random_moments_every_accepted_document_ends_indexed_exactly_o
     assert run_child(save, docs_file) == 0                               # the last one finishes
     assert kills >= 5, f"only {kills} of 8 runs were killed before they finished"
     check_exactly_once(save, docs, tmp_path)
+
+
+def test_with_the_real_embedder_and_ner_a_killed_batch_is_indexed_once(tmp_path):
+    from importlib import resources
+
+    from hippo_engine import HippoRAG
+    sample = json.loads(resources.files("hippo_engine").joinpath("data/sample_corpus.json").read_text("utf-8"))
+    docs = [{"id": f"s{i}", **d} for i, d in enumerate(sample["corpus"])]
+    docs_file = tmp_path / "docs.json"
+    docs_file.write_text(json.dumps(docs))
+    save = tmp_path / "m"
+    assert run_child(save, docs_file, "--real", "--kill-after-index", batch=5) == -signal.SIGKILL
+    assert run_child(save, docs_file, "--real", "--no-add", batch=5) == 0
+    check_exactly_once(save, docs, tmp_path,
+                       lambda path: HippoRAG(path, extractor="ner", show_progress=False))
