@@ -103,7 +103,8 @@
       return el("li", {}, el("strong", { text: title + " (" + members.length + ")" }),
         el("ul", {}, members.map((n) => el("li", {},
           el("button", { className: "link", text: hippo.fmt.short(n.label || n.id, 80),
-            attrs: { type: "button", title: String(n.label || n.id) }, on: { click: () => pick(String(n.id)) } })))));
+            attrs: { type: "button", title: String(n.label || n.id), "data-node": String(n.id) },
+            on: { click: () => pick(String(n.id)) } })))));
     });
     list.replaceChildren(el("li", { text: nodes.length + " nodes, " + edges.length + " edges" }), ...items);
   }
