@@ -124,6 +124,11 @@ class Workspaces:
         folder = self.path(name)
         opts = self._options_for(name)
         reader = HippoRAG(folder, **opts)
+        recorded = reader.index_state.extractor
+        if opts.get("extractor") is None and recorded not in (None, reader.config.extractor):
+            reader.close()     # an existing index keeps the extractor it was built with
+            opts["extractor"] = recorded
+            reader = HippoRAG(folder, **opts)
         writer = None
         try:
             if self._encoder is None:

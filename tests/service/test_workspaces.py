@@ -101,3 +101,21 @@ def test_a_closed_and_reopened_workspace_keeps_its_documents(tmp_path):
         assert ws.get("alpha", create=False).document("x")["status"] == "indexed"
     finally:
         ws.close()
+
+
+def test_an_existing_index_keeps_the_extractor_it_was_built_with(tmp_path):
+    opts = {"llm": ScriptedLLM(toy_respond), "encoder": NgramEncoder(), "show_progress": False,
+            "synonymy_threshold": 0.6, "use_filter": False}
+    ws = Workspaces(tmp_path / "root", rag_options={**opts, "extractor": "ner"}, memory_options={"poll_s": 0.05})
+    ws.get("alpha", create=True).add([{"id": "x", "text": CORPUS[2]}])
+    assert ws.get("alpha", create=False).wait(timeout=60)
+    ws.close()
+    ws = Workspaces(tmp_path / "root", rag_options=opts, memory_options={"poll_s": 0.05})   # no extractor given
+    try:
+        mem = ws.get("alpha", create=False)
+        assert mem.rag.config.extractor == mem.writer.config.extractor == "ner"
+        mem.add([{"id": "y", "text": CORPUS[3]}])
+        assert mem.wait(timeout=60)
+        assert mem.document("y")["status"] == "indexed"
+    finally:
+        ws.close()
