@@ -23,8 +23,10 @@ from hippo_engine.service.schemas import (
     RetryAccepted,
 )
 
-#: the most documents one page of GET /documents lists
+#: the most documents one page of GET /documents lists, and the largest offset (a 64-bit database integer
+#: holds it; JavaScript's numbers too)
 MAX_PAGE = 500
+MAX_OFFSET = 2 ** 53
 DocIdPath = Annotated[str, PathParam(min_length=1, description="a document id")]
 
 
@@ -53,7 +55,7 @@ def build(scope: Scope) -> APIRouter:
 
     @router.get("/documents", response_model=DocumentPage, summary="list documents")
     def list_documents(memory: Read, status: DocStatus | None = None,
-                       offset: Annotated[int, Query(ge=0)] = 0,
+                       offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
                        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50) -> dict:
         """Documents with their status, optionally only those in one status, a page at a time."""
         return memory.documents(status=status, offset=offset, limit=limit)

@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 from hippo_engine.service import limits, sse
 from hippo_engine.service.routes_base import ERRORS, Scope, settings
 from hippo_engine.service.schemas import (
+    MAX_TOP_K,
     TEXT_PATTERN,
     AnswerRequest,
     AnswerResponse,
@@ -86,7 +87,7 @@ def build(scope: Scope) -> APIRouter:
     @router.get("/subgraph", response_model=Subgraph, summary="the graph around a query")
     def subgraph(request: Request, memory: Read,
                  query: Annotated[str, Query(min_length=1, pattern=TEXT_PATTERN)],
-                 top: Annotated[int, Query(ge=1)] = 5,
+                 top: Annotated[int, Query(ge=1, le=MAX_TOP_K)] = 5,
                  limit: Annotated[int, Query(ge=1, le=MAX_SUBGRAPH_NODES)] = 60) -> dict:
         """The query's seed entities and top passages with the graph edges between them (nodes and
         edges, at most ``limit`` nodes), as the web page draws them."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 #: retrieval modes (the same as ``hippo_engine.config.MODES``; a test keeps them equal)
 Mode = Literal["hipporag2", "naive", "hi_local", "hi_global", "hi_bridge", "hi"]
@@ -22,6 +23,11 @@ Text = Annotated[str, Field(min_length=1, pattern=TEXT_PATTERN)]
 #: a document id: no control characters, at most 512 characters (hippo_engine/service/jobs.py)
 DocId = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f]*\S[^\x00-\x1f]*$")]
 JSONObject = dict[str, Any]
+#: the largest top_k the memory serves (``hippo_engine.service.memory.MAX_TOP_K``; a test keeps them equal);
+#: the server's ``max_top_k`` setting may lower it
+MAX_TOP_K = 200
+#: an optional field whose JSON schema does not offer null (one of two alternatives: give one, leave the other out)
+Absent = SkipJsonSchema[None]
 
 
 class Request(BaseModel):
@@ -122,15 +128,15 @@ class Deleted(Reply):
 
 # ------------------------------------------------------------------ queries
 class QueryOptions(Request):
-    top_k: int = Field(5, ge=1, description="passages per query")
+    top_k: int = Field(5, ge=1, le=MAX_TOP_K, description="passages per query")
     mode: Mode | None = Field(None, description="retrieval mode (default: the server's, hipporag2)")
     where: JSONObject | None = Field(None, description="only documents whose metadata match this filter")
 
 
 class RetrieveRequest(QueryOptions):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of(("query", "queries")))
-    query: Text | None = None
-    queries: list[Text] | None = Field(None, min_length=1)
+    query: Text | Absent = None
+    queries: list[Text] | Absent = Field(None, min_length=1)
     explain: bool = Field(False, description="add why each passage ranked where it did (hipporag2 mode)")
 
     @model_validator(mode="after")
@@ -163,8 +169,8 @@ class RetrieveResponse(Reply):
 
 class AnswerRequest(QueryOptions):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of(("question", "query")))
-    question: Text | None = None
-    query: Text | None = Field(None, description="the same as question")
+    question: Text | Absent = None
+    query: Text | Absent = Field(None, description="the same as question")
     stream: bool = Field(False, description="answer as server-sent events (also with Accept: text/event-stream)")
 
     @model_validator(mode="after")
@@ -194,7 +200,7 @@ class ExplainRequest(Request):
     query: Text
     passage_ids: list[DocId] | None = Field(None, min_length=1, description="explain these passages "
                                             "(default: the top `top` passages)")
-    top: int = Field(5, ge=1)
+    top: int = Field(5, ge=1, le=MAX_TOP_K)
     where: JSONObject | None = None
 
 

@@ -4,7 +4,8 @@ import pytest
 from http_fakes import FakeWorkspaces, make_client
 
 from hippo_engine.config import MODES
-from hippo_engine.service.schemas import Mode
+from hippo_engine.service import memory
+from hippo_engine.service.schemas import MAX_TOP_K, Mode
 
 DOCS = [{"id": "paris", "text": "Paris is the capital of France.", "title": "Paris", "metadata": {"lang": "en"}},
         {"id": "berlin", "text": "Berlin is the capital of Germany.", "metadata": {"lang": "de"}}]
@@ -27,8 +28,9 @@ def _add(client, docs=DOCS, prefix=""):
     return r.json()
 
 
-def test_the_modes_of_the_schema_are_the_engines():
+def test_the_modes_and_top_k_of_the_schema_are_the_memorys():
     assert Mode.__args__ == MODES
+    assert MAX_TOP_K == memory.MAX_TOP_K
 
 
 def test_adding_documents_answers_202_with_a_job_that_reports_each_document(client, ws):
