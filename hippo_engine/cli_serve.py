@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import socket
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -87,7 +88,7 @@ def is_loopback(host: str) -> bool:
 def cmd_serve(args) -> int:
     """Run uvicorn until Ctrl-C / SIGTERM (each worker builds the app from the environment)."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401
 
         import hippo_engine.service.app  # noqa: F401  (the server extra is installed)
     except ImportError as e:
@@ -99,7 +100,43 @@ def cmd_serve(args) -> int:
     os.environ[ENV_SETTINGS] = settings.to_json()
     if settings.access_key is not None:
         os.environ[ENV_ACCESS_KEY] = settings.access_key
-    uvicorn.run(APP_FACTORY, factory=True, host=args.host, port=args.port, workers=args.workers,
-                log_level="warning" if args.quiet else "info",
-                timeout_graceful_shutdown=GRACEFUL_S, server_header=False)
+    return run_server(args.host, args.port, args.workers, "warning" if args.quiet else "info")
+
+
+def tcp_socket(host: str, port: int) -> socket.socket:
+    """A listening socket for the worker processes, made as a TCP socket (protocol IPPROTO_TCP, which
+    asyncio needs to set TCP_NODELAY on each connection: without it, a response written in two parts
+    waits for the client's delayed ACK, 40 ms on Linux, on every request)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_server(host: str, port: int, workers: int, log_level: str) -> int:
+    """Run uvicorn on the app factory until stopped; 3 if the app failed to start (one process). With
+    several workers, the socket is made here (:func:`tcp_socket`) and uvicorn's supervisor starts them."""
+    import logging
+
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+    config = uvicorn.Config(APP_FACTORY, factory=True, host=host, port=port, workers=workers, log_level=log_level,
+                            timeout_graceful_shutdown=GRACEFUL_S, server_header=False)
+    server = uvicorn.Server(config)
+    try:
+        if workers == 1:            # uvicorn binds the address itself (a TCP socket: TCP_NODELAY is set)
+            server.run()
+            return 0 if server.started else 3
+        sock = tcp_socket(host, port)
+        logging.getLogger("uvicorn.error").info("Uvicorn running on http://%s:%d with %d workers (Press CTRL+C to "
+                                                "quit)", host, sock.getsockname()[1], workers)
+        Multiprocess(config, sockets=[sock]).run()
+    except KeyboardInterrupt:       # Ctrl-C, after the graceful shutdown: the normal way to stop
+        pass
     return 0

@@ -29,7 +29,7 @@ def live_server(app: Any, *, log_level: str = "warning") -> Iterator[str]:
     """Serve ``app`` with uvicorn on a free port of 127.0.0.1 in a daemon thread; yields its base URL.
     Stops it (graceful shutdown: the app's lifespan closes what it opened) on exit."""
     import uvicorn
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)   # asyncio sets TCP_NODELAY
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -45,25 +45,60 @@ def test_bad_flags_are_usage_errors(argv, capsys):
     assert e.value.code == 2
 
 
-def test_serve_hands_uvicorn_an_import_string_and_the_settings_in_the_environment(monkeypatch, capsys):
+def test_serve_hands_the_settings_to_the_workers_in_the_environment(monkeypatch, capsys):
     seen = {}
 
-    def fake_run(app, **kw):
+    def fake_run(host, port, workers, log_level):
         import os
-        seen.update(kw, app=app, settings=os.environ[ENV_SETTINGS], key=os.environ.get(ENV_ACCESS_KEY))
+        seen.update(host=host, port=port, workers=workers, settings=os.environ[ENV_SETTINGS],
+                    key=os.environ.get(ENV_ACCESS_KEY))
+        return 0
 
-    import uvicorn
-    monkeypatch.setattr(uvicorn, "run", fake_run)
+    monkeypatch.setattr(cli_serve, "run_server", fake_run)
     for name in (ENV_ACCESS_KEY, ENV_SETTINGS):      # restored after the test, whatever serve sets
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
     assert main(["serve", "--save-dir", "idx", "--workers", "3", "--host", "0.0.0.0", "--port", "0"]) == 0
-    assert seen["app"] == cli_serve.APP_FACTORY and seen["factory"] and seen["workers"] == 3
-    assert seen["host"] == "0.0.0.0" and seen["port"] == 0 and seen["key"] is None
+    assert seen["workers"] == 3 and seen["host"] == "0.0.0.0" and seen["port"] == 0 and seen["key"] is None
     assert ServiceSettings.from_json(seen["settings"]).save_dir == "idx"
     assert "without an access key" in capsys.readouterr().err
     main(["serve", "--save-dir", "idx", "--access-key", "k"])
     assert seen["key"] == "k" and "k" not in json.loads(seen["settings"]).values()
+
+
+def test_the_workers_socket_is_tcp_so_that_connections_get_tcp_nodelay():
+    import asyncio
+    import socket
+    sock = cli_serve.tcp_socket("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP and sock.get_inheritable()
+
+        async def accept_one():
+            seen = {}
+
+            async def handle(reader, writer):
+                s = writer.get_extra_info("socket")
+                seen["nodelay"] = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                writer.close()
+            server = await asyncio.start_server(handle, sock=sock)
+            _, w = await asyncio.open_connection(*sock.getsockname())
+            for _ in range(100):
+                if seen:
+                    break
+                await asyncio.sleep(0.01)
+            w.close()
+            server.close()
+            return seen
+        assert asyncio.run(accept_one())["nodelay"] == 1
+    finally:
+        sock.close()
+    with pytest.raises(OSError, match="cannot listen on"):
+        taken = cli_serve.tcp_socket("127.0.0.1", 0)
+        taken.listen()
+        try:
+            cli_serve.tcp_socket("127.0.0.1", taken.getsockname()[1]).close()
+        finally:
+            taken.close()
 
 
 def test_settings_travel_as_json_without_the_key():
