@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from hippo_engine.llm.base import LLMClient
     from hippo_engine.retrieve.searches import Searches
 
+#: rankings of one retrieve call: another writer may commit between a ranking and the reading of its
+#: document ids (see ``QueryRunner._attach_ids``); the last try keeps the ids of the stored version
+RANKING_TRIES = 3
 GoldDocs = Sequence[Sequence[str]]
 GoldAnswers = Sequence[str | Sequence[str]]
 Solutions = list[QuerySolution]
@@ -75,11 +78,13 @@ class QueryRunner:
         ``(solutions, Recall@k)`` when ``gold_docs`` is given."""
         queries = self.check_queries(queries, "retrieve")
         search = self.searches.search(param.mode)
-        if param.where is not None and search.reads_context:
-            solutions = self._filtered(search, queries, param)
-        else:
-            solutions = search.retrieve(queries, param)
-        self._attach_ids(solutions, param)
+        for attempt in range(RANKING_TRIES):
+            if param.where is not None and search.reads_context:
+                solutions = self._filtered(search, queries, param)
+            else:
+                solutions = search.retrieve(queries, param)
+            if self._attach_ids(solutions, param, last=attempt == RANKING_TRIES - 1):
+                break
         return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
                                f"retrieve[{param.mode}]")
 
@@ -106,11 +111,19 @@ class QueryRunner:
         wide = dataclasses.replace(param, top_k=max(len(self.index), 1))   # HiRAG's whole ranking, then cut
         return context_solutions(search.contexts(queries, wide), pids, param.top_k or self.retrieval_top_k)
 
-    def _attach_ids(self, solutions: Solutions, param: QueryParam) -> None:
-        """Each solution's document ids (under ``param.where``, the matching documents only)."""
-        attach_ids(solutions, self.index)
-        if param.where is not None:
-            keep_matching_documents(solutions, frozenset(self.searches.restrictor.documents(param.where)))
+    def _attach_ids(self, solutions: Solutions, param: QueryParam, last: bool = True) -> bool:
+        """Each solution's document ids (under ``param.where``, the matching documents only), read in one
+        snapshot of the database at the version the solutions were ranked on. If another writer committed
+        since, nothing is attached and False is returned (rank again), unless ``last`` (then they are those
+        of the stored version)."""
+        ranked = self.index.loaded_version
+        with self.index.db.snapshot():
+            if not last and self.index.version != ranked:
+                return False
+            attach_ids(solutions, self.index)
+            if param.where is not None:
+                keep_matching_documents(solutions, frozenset(self.searches.restrictor.documents(param.where)))
+        return True
 
     def qa(self, solutions: Sequence[QuerySolution], template=None, param: QueryParam | None = None) -> QAResult:
         """Answer ranked solutions with the reader over each one's top ``qa_top_k`` passages."""

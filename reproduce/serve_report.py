@@ -1,0 +1,147 @@
+"""Markdown reports of ``serve-load`` (:func:`render_load`) and ``serve-restarts`` (:func:`render_restarts`):
+the command, the machine's load (``uptime``), the figures and the checks; no folder of this machine."""
+from __future__ import annotations
+
+import argparse
+import platform
+
+from .common import git_head
+
+
+def _commit() -> str:
+    head = git_head()
+    return f"`{head[0]}`{' (tracked files modified)' if head[1] else ''}" if head else "?"
+
+
+def _machine() -> str:
+    import os
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def _ms(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def render_load(results: list[dict], command: str, args: argparse.Namespace) -> str:
+    """The ``serve-load`` report."""
+    lines = ["# `hippo-engine serve` under load: concurrent retrieves while documents come and go", "",
+             "```bash", command, "```", "",
+             f"Commit {_commit()}; {_machine()}; the server and the clients on the same machine (127.0.0.1). "
+             "Index: the MuSiQue subset built in-process with `extractor=\"ner\"` (spaCy, no LLM), recognition "
+             "filter off, default embedder. Added documents: 2WikiMultihopQA passages. See "
+             "`reproduce/serve_load.py` for the protocol and `reproduce/serve_consistency.py` for the check.", "",
+             f"Per run: {args.clients} reader clients send {args.requests:,} `POST /retrieve` (one query, top_k "
+             f"{args.top_k}; {args.probe_share:.0%} probes: an added document's text in `naive` mode, the rest a "
+             f"MuSiQue question in `hipporag2` mode) while one writer client adds {args.documents} documents in "
+             f"batches of {args.batch}, follows each job to `done` and deletes each batch two batches later. "
+             "Warm-up: 32 requests from the reader clients first, not counted.", "",
+             "| backend | server processes | requests | 5xx | other failures | violations | p50 ms | p95 ms | "
+             "p99 ms | requests/s | requests during writes | documents added / indexed / deleted |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        ld, c = r["load"], r["load"]["check"]["counts"]
+        other = c.get("transport_errors", 0) + c.get("client_errors", 0)
+        lines.append(f"| {r['storage']} | {r['workers']} | {ld['requests']:,} | {c.get('server_errors', 0)} | "
+                     f"{other} | {c.get('violations', 0)} | {_ms(ld['latency_ms']['p50'])} | "
+                     f"{_ms(ld['latency_ms']['p95'])} | {_ms(ld['latency_ms']['p99'])} | "
+                     f"{ld['requests_per_s']:.1f} | {ld['requests_during_writes']:,} | "
+                     f"{ld['documents_added']} / {ld['documents_seen_indexed']} / {ld['documents_deleted']} |")
+    lines += ["", "Latency is measured by each client from sending the request to reading the whole response.", ""]
+    for r in results:
+        lines += _load_details(r)
+    ov = next((r["overhead"] for r in results if "overhead" in r), None)
+    if ov is not None:
+        lines += ["## The HTTP layer's cost", "",
+                  f"One retrieve (a MuSiQue question, `hipporag2`, top_k {args.top_k}) through `POST /retrieve` on "
+                  "the idle SQLite server (1 worker), and the same `HippoRAG.retrieve([question], top_k)` call "
+                  f"in the client's process on the same index folder, warm, taken in turn for {ov['questions']} "
+                  "questions (one run):", "",
+                  "| through HTTP, p50 | in-process, p50 | difference of the p50s | p50 of the per-question "
+                  "differences |", "| --- | --- | --- | --- |",
+                  f"| {ov['http_p50_ms']:.1f} ms | {ov['in_process_p50_ms']:.1f} ms | "
+                  f"{ov['difference_of_p50_ms']:+.1f} ms | {ov['p50_of_differences_ms']:+.1f} ms |", ""]
+        sq = next(r for r in results if "overhead" in r)
+        lines += [f"Load (`uptime`) after it: `{sq.get('uptime_overhead', '?')}`.", ""]
+    bad = [f"{r['storage']}: {'; '.join(r['failures'])}" for r in results if r["failures"]]
+    lines += ["## Verdict", "", ("FAILED: " + " | ".join(bad)) if bad else
+              "Every run passed: no server error, no failed request, every response consistent with a committed "
+              "version, every probe of a committed document found, the index back to the base corpus after the "
+              "deletes.", ""]
+    return "\n".join(lines)
+
+
+def _load_details(r: dict) -> list[str]:
+    ld, chk = r["load"], r["load"]["check"]
+    c = chk["counts"]
+    idx = r["index"]
+    built = f"built by this run in {idx['seconds']:.0f} s" if idx["built"] else "reused (built by an earlier run)"
+    by_mode = ld["latency_ms_by_mode"]
+    lines = [f"## {r['storage']}, {r['workers']} server process(es)", "",
+             f"- index: {r['base_documents']:,} passages, {built}; server ready (all workers) "
+             f"{r['startup_s']:.1f} s after its start",
+             f"- load (`uptime`) before: `{r['uptime_before']}`; after: `{r['uptime_after']}`",
+             f"- reads took {ld['read_seconds']:.1f} s, the writes {ld['write_seconds']:.1f} s; statuses "
+             f"{chk['statuses']}",
+             f"- latency by mode: hipporag2 p50 {_ms(by_mode['hipporag2']['p50'])} ms, p95 "
+             f"{_ms(by_mode['hipporag2']['p95'])} ms; naive p50 {_ms(by_mode['naive']['p50'])} ms, "
+             f"p95 {_ms(by_mode['naive']['p95'])} ms; max {_ms(ld['latency_ms']['max'])} ms",
+             f"- passages checked: {c.get('base_passages', 0):,} base, {c.get('added_passages', 0):,} of added "
+             f"documents; probes {c.get('probes', 0)} (of them sent after the document's delete returned: "
+             f"{c.get('probes_after_delete', 0)}); probes that had to find their document (sent after it was seen "
+             f"indexed, answered before its delete was sent): {c.get('probes_required', 0)}, found "
+             f"{c.get('probes_found', 0)}",
+             f"- the index after the run holds exactly the base corpus: {r.get('index_is_base_again')}; server "
+             f"exit status after SIGINT: {r.get('server_exit')}"]
+    if ld["writer_errors"]:
+        lines.append(f"- writer errors: {ld['writer_errors'][:5]}")
+    if chk["examples"]:
+        lines += ["- violations:", *[f"    - {e}" for e in chk["examples"]]]
+    return [*lines, ""]
+
+
+def render_restarts(results: list[dict], command: str) -> str:
+    """The ``serve-restarts`` report."""
+    lines = ["# `hippo-engine serve` killed with SIGKILL during ingestion, restarted each time", "",
+             "```bash", command, "```", "",
+             f"Commit {_commit()}; {_machine()}. The server (`hippo-engine serve`, `extractor=\"ner\"`, no LLM, "
+             "default embedder) runs in a process group of its own on 127.0.0.1; a client posts MuSiQue passages "
+             "in batches through `POST /documents` while the server indexes them; at each seeded random moment the "
+             "whole process group gets SIGKILL and the server is started again. See `reproduce/serve_restarts.py`.",
+             "", "| backend | documents | kills | kills during a POST | accepted | indexed (API) | in the index | "
+             "passages in the index | failed / pending | equal to a clean build | rankings hash served / clean | "
+             "wall s |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        f = r["final"]
+        lines.append(f"| {r['storage']} | {r['documents']} | {r['kills']} | {r['kills_mid_post']} | "
+                     f"{r['accepted']} | {f['indexed_api']} | {f['index_documents']} | {f['index_passages']} | "
+                     f"{f['failed']} / {f['pending']} | {'yes' if not f['snapshot_diff'] else 'NO'} | "
+                     f"`{f['hash_served']}` / `{f['hash_clean']}` | {r['wall_s']:.0f} |")
+    lines.append("")
+    for r in results:
+        lines += [f"## {r['storage']}", "",
+                  f"- load (`uptime`) before: `{r['uptime_before']}`; after: `{r['uptime_after']}`",
+                  f"- kills: {r['kills']} ({r['kills_before_ready']} before the server was ready, "
+                  f"{r['kills_mid_post']} while a POST was in flight; of those, accepted all the same: "
+                  f"{r['lost_but_accepted']}, not accepted and posted again: {r['reposted']}); indexed at each kill "
+                  f"(API): {r['indexed_at_kills']}",
+                  f"- startup to ready: p50 {r['startup_p50_s']:.1f} s; batches of {r['batch']} documents per POST, "
+                  f"indexing batches of {r['index_batch']}",
+                  f"- statuses: every document `indexed` through `GET /documents?status=indexed`: "
+                  f"{r['final']['statuses_ok']}; every job `done`: {r['final']['jobs_done']} of "
+                  f"{r['final']['jobs']}",
+                  f"- the index (opened in-process after a graceful stop) holds each accepted document once: "
+                  f"{r['final']['documents_once']}; one passage per document: {r['final']['passages_once']}",
+                  f"- compared with a clean in-process build of the same documents (stores with vectors, graph "
+                  f"nodes and edge weights, synonymy, documents): {r['final']['snapshot_diff'] or 'no difference'}; "
+                  f"rankings hash of the 100 MuSiQue questions (top 20, float.hex scores): served "
+                  f"`{r['final']['hash_served']}`, clean `{r['final']['hash_clean']}`", ""]
+        if r["failures"]:
+            lines += [f"- FAILED: {'; '.join(r['failures'])}", ""]
+    bad = [r for r in results if r["failures"]]
+    lines += ["## Verdict", "", "FAILED (see above)" if bad else
+              "Every accepted document ended indexed exactly once with true statuses, and the index equals a "
+              "clean build of the same documents.", ""]
+    return "\n".join(lines)
+
+
+__all__ = ["render_load", "render_restarts"]
