@@ -27,6 +27,7 @@ Without a filter nothing here runs and rankings are unchanged.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -141,13 +142,15 @@ def _rows_in(sorted_ids: np.ndarray, keys: Sequence[str]) -> np.ndarray:
 class Restrictor:
     """Restrictions of the retrievers of one index (``index``: the ``IndexState``); the last
     :attr:`CACHE` per retriever are kept (keyed by the allowed passages, so a metadata change that
-    moves no passage reuses one)."""
+    moves no passage reuses one), those whose vectors take at most :attr:`CACHE_BYTES`."""
 
     CACHE = 8
+    CACHE_BYTES = 64 << 20
 
     def __init__(self, index: IndexState):
         self.index = index
         self._maps: weakref.WeakKeyDictionary[Retriever, _Maps] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
 
     def documents(self, where: Any) -> dict[str, list[str]]:
         """doc id -> passage ids of the documents matching ``where``, asked of the database now."""
@@ -156,18 +159,23 @@ class Restrictor:
     def of(self, r: Retriever, where: Any) -> Restriction:
         """The restriction of ``where`` for retriever ``r``."""
         docs = self.documents(where)
-        maps = self._maps.get(r)
-        if maps is None:
-            maps = self._maps[r] = _Maps(r)
+        with self._lock:
+            maps = self._maps.get(r)
+            if maps is None:
+                maps = self._maps[r] = _Maps(r)
         pids = sorted({p for ps in docs.values() for p in ps})
         key = tuple(pids)
-        hit = maps.cache.get(key)
+        with self._lock:
+            hit = maps.cache.get(key)
+            if hit is not None:
+                maps.cache.move_to_end(key)
         if hit is None:
             hit = self._build(r, maps, pids, frozenset(docs))
-            maps.cache[key] = hit
-            while len(maps.cache) > self.CACHE:
-                maps.cache.popitem(last=False)
-        maps.cache.move_to_end(key)
+            if hit.fact_search.search.mat.nbytes + hit.entity_search.mat.nbytes <= self.CACHE_BYTES:
+                with self._lock:
+                    maps.cache[key] = hit
+                    while len(maps.cache) > self.CACHE:
+                        maps.cache.popitem(last=False)
         return dataclasses.replace(hit, doc_ids=frozenset(docs))
 
     def _build(self, r: Retriever, maps: _Maps, pids: list[str], doc_ids: frozenset[str]) -> Restriction:

@@ -67,6 +67,8 @@ class DenseSearch(QuerySearch):
     def retrieve(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
         k = param.top_k or self.config.retrieval_top_k
         r = self._retriever()
+        if param.where is not None and self.restrictor is None:
+            raise ValueError("where=: this search was built without access to the documents' metadata")
         only = None if param.where is None else self.restrictor.of(r, param.where)
         if only is not None and only.empty:
             return [QuerySolution.from_ranking(q, [], np.zeros(0)) for q in queries]
