@@ -90,6 +90,8 @@ class Restriction:
 
     def dense_rank(self, r: Retriever, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """``Retriever.dense_rank`` among allowed passages: (store rows, scores)."""
+        if self.empty:
+            return np.zeros(0, np.int64), np.zeros(0)
         order, normalised = r.dense_rank(scores[self.passage_rows], k)
         return self.passage_rows[order], normalised
 
@@ -97,6 +99,8 @@ class Restriction:
         """The ``k`` allowed passages with the best PPR scores, after the ``head`` best allowed by
         dense score (``dense_first``): (store rows, scores)."""
         rows = self.passage_rows
+        if self.empty:
+            return np.zeros(0, np.int64), np.zeros(0)
         sub = probs[rows]
         order = top_k(sub, k)
         order, scores = dense_first(order, sub[order], dense[rows], head, k)

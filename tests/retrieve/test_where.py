@@ -13,7 +13,10 @@ from hippo_engine.config import ConfigError, QueryParam
 from hippo_engine.datatypes import HiContext, QuerySolution
 from hippo_engine.ids import chunk_id
 from hippo_engine.index.graph import KIND_CONTEXT
-from hippo_engine.retrieve.filtering import HIDDEN, _rows_in, context_solutions, keep_matching_documents
+from hippo_engine.retrieve.fact_search import MatrixSearch, SubsetSearch
+from hippo_engine.retrieve.filtering import HIDDEN, Restriction, _rows_in, context_solutions, keep_matching_documents
+from hippo_engine.retrieve.scoring import dense_first, min_max, top_k
+from hippo_engine.retrieve.seeding import passage_seeds
 
 IDS = [f"d{i}" for i in range(len(CORPUS))]
 USERS = {"alice": [i for i in range(len(CORPUS)) if i % 2 == 0], "bob": [i for i in range(len(CORPUS)) if i % 2]}
@@ -231,3 +234,36 @@ def test_real_models_ner_index_two_users(tmp_path):
                 assert {tuple(t) for t in sol.candidate_facts} <= own_facts
                 assert all(e.passage_id in own for e in sol.explanations)
     rag.close()
+
+
+def _restriction(rows, n):
+    rows = np.asarray(rows, np.int64)
+    empty = SubsetSearch(MatrixSearch(np.zeros((0, 4), np.float32)), np.zeros(0, np.int64))
+    return Restriction(frozenset(), rows, np.setdiff1d(np.arange(n), rows), frozenset(), empty, np.zeros(0, np.int64),
+                       MatrixSearch(np.zeros((0, 4), np.float32), ids=np.zeros(0, dtype=object)))
+
+
+@pytest.mark.parametrize("rows", [[1, 3, 4], [2], [0, 1, 2, 3, 4, 5]])
+def test_restriction_seeds_and_ranks_as_a_memory_of_the_allowed_rows(rows):
+    rng = np.random.default_rng(len(rows))
+    dense = rng.standard_normal((6, 2)).astype(np.float32)
+    probs = rng.random(6)
+    res = _restriction(rows, 6)
+    seeds = passage_seeds(res.seed_dense(dense), 0.05)
+    seeds[res.blocked_rows] = 0.0                                      # what block_seeds does to the reset
+    want = np.zeros((6, 2))
+    want[rows] = 0.05 * min_max(dense[rows].astype(np.float64))
+    assert seeds.tobytes() == want.tobytes()
+    got_rows, got_scores = res.graph_rank(probs, dense[:, 0], 1, 2)
+    sub = probs[rows]
+    order = top_k(sub, 2)
+    o, sc = dense_first(order, sub[order], dense[rows, 0], 1, 2)
+    assert got_rows.tolist() == np.asarray(rows)[o].tolist() and got_scores.tolist() == sc.tolist()
+    assert set(got_rows.tolist()) <= set(rows) and len(got_rows) == min(2, len(rows))
+    masked = res.masked(probs)
+    assert np.isneginf(masked[res.blocked_rows]).all() and (masked[rows] == probs[rows]).all()
+
+
+def test_an_empty_restriction_ranks_nothing():
+    res = _restriction([], 4)
+    assert res.empty and res.graph_rank(np.ones(4), np.ones(4), 2, 3)[0].tolist() == []
