@@ -20,6 +20,7 @@ from hippo_engine.llm.base import LLMClient
 from . import build_filter_demos, check_index, citations_bench, communities, explain_bench, index_scale, rankings
 from . import serve_fuzz as service_fuzz
 from . import serve_load as service_load
+from . import serve_overhead as service_overhead
 from . import serve_restarts as service_restarts
 from . import tables as tables_pkg
 from . import web_screenshot as web_shot
@@ -79,6 +80,7 @@ INDEXING: dict[str, tuple[ModuleType, str]] = {
 #: The service benchmarks (issue 23), same interface: name -> (module, help line).
 SERVICE: dict[str, tuple[ModuleType, str]] = {
     "serve-fuzz": (service_fuzz, "service: schemathesis over every route of hippo-engine serve (5xx, schema breaks)"),
+    "serve-overhead": (service_overhead, "service: one retrieve through HTTP vs in-process on the same warm memory"),
     "serve-load": (service_load, "service: 8 clients retrieve while documents come and go; consistency, latency"),
     "serve-restarts": (service_restarts, "service: SIGKILL the server while it ingests, restart; indexed exactly once"),
 }
