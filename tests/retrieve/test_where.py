@@ -59,6 +59,9 @@ def _assert_inside(rag, sol: QuerySolution, user: str) -> None:
     own_facts = {rag.retriever.facts.triple(f) for f in rag.index_state.db.passage_fact_ids(pids)}
     assert {tuple(t) for t in [*sol.candidate_facts, *sol.kept_facts]} <= own_facts
     assert not {n for n, _ in sol.seed_entities} & only_other_names
+    other_texts = {CORPUS[i] for i in other} - {CORPUS[i] for i in own}
+    other_titles = {"passage: " + t.split("\n", 1)[0][:80] for t in other_texts}
+    assert not set(_strings(sol.to_dict())) & (only_other_names | only_other_facts | other_texts | other_titles)
     for e in sol.explanations:
         assert not {s.entity for s in e.seeds} & only_other_names
         for p in e.paths:
@@ -67,6 +70,20 @@ def _assert_inside(rag, sol: QuerySolution, user: str) -> None:
                                                                    for i in own} for n in p.nodes)
             for edge in p.edges:
                 assert not set(edge.text) & only_other_facts
+
+
+def _strings(data):
+    """Every string in JSON-ready data (keys and values) but the query's own text."""
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict):
+        for k, v in data.items():
+            yield k
+            if k not in ("question", "query"):
+                yield from _strings(v)
+    elif isinstance(data, (list, tuple)):
+        for v in data:
+            yield from _strings(v)
 
 
 @pytest.mark.parametrize("mode", MODES)
