@@ -89,7 +89,7 @@ def _strings(data):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("user", ["alice", "bob"])
 def test_a_users_query_never_returns_anything_of_the_other(rag, mode, user):
-    sols = rag.retrieve(QUERIES, 3, mode=mode, where={"user": user}, explain=mode == "hipporag2")
+    sols = rag.retrieve(QUERIES, 3, mode=mode, where={"user": user}, explain=True)
     for sol in sols:
         assert sol.docs
         _assert_inside(rag, sol, user)
