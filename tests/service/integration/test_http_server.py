@@ -256,3 +256,20 @@ def test_two_workers_share_one_index_and_answer_without_delay(tmp_path, llm):
         assert srv.output().count("Application startup complete") == 2
     finally:
         srv.stop()
+
+
+def test_where_filters_on_document_metadata(server):
+    c = server.client
+    docs = [{"id": "user-a", "text": "Mirel keeps her bicycle in the Harrow Street garage.", "metadata": {"user": "a"}},
+            {"id": "user-b", "text": "Mirel keeps her kayak in the Harrow Street garage.", "metadata": {"user": "b"}}]
+    assert add_and_wait(c, docs)["status"] == "done"
+    assert c.get("/documents/user-a").json()["metadata"] == {"user": "a"}
+    for user in ("a", "b"):
+        body = {"query": "What does Mirel keep in the Harrow Street garage?", "top_k": 5, "where": {"user": user}}
+        hits = c.post("/retrieve", json=body).json()["results"][0]["passages"]
+        assert hits and {d for p in hits for d in p["doc_ids"]} == {f"user-{user}"}
+        answer = c.post("/answer", json={**{"question": body["query"]}, "where": {"user": user}}).json()
+        assert {d for p in answer["passages"] for d in p["doc_ids"]} == {f"user-{user}"}
+    bad = c.post("/retrieve", json={"query": "x", "where": {"user": {"$nope": 1}}})
+    assert bad.status_code == 422 and bad.json()["error"]["message"]
+    c.post("/documents/delete", json={"ids": ["user-a", "user-b"]})
