@@ -28,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 
 from hippo_engine import __version__
 from hippo_engine.service import errors, pages, routes_documents, routes_query, routes_server
-from hippo_engine.service.routes_base import SCOPES, JSONBody
+from hippo_engine.service.routes_base import SCOPES, JSONBody, known_query
 from hippo_engine.service.security import KEY_HEADER, BodyLimit, KeyGuard, key_dependency
 from hippo_engine.service.settings import ServiceSettings
 
@@ -95,9 +95,10 @@ def _open_path(app: FastAPI) -> Callable[[str], bool]:
 
 
 def _add_routes(app: FastAPI, settings: ServiceSettings) -> None:
-    guarded = [Depends(key_dependency(settings.access_key))] if settings.access_key else []
+    strict = [Depends(known_query)]
+    guarded = strict + ([Depends(key_dependency(settings.access_key))] if settings.access_key else [])
     for scope in SCOPES:
-        app.include_router(routes_server.build_health(scope))
+        app.include_router(routes_server.build_health(scope), dependencies=strict)
         app.include_router(routes_server.build_version(scope), dependencies=guarded)
         app.include_router(routes_documents.build(scope), dependencies=guarded)
         app.include_router(routes_query.build(scope), dependencies=guarded)

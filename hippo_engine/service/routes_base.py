@@ -59,6 +59,32 @@ class JSONBody(JSONResponse):
                               separators=(",", ":")).encode("utf-8")
 
 
+def _query_names(dependant: Any) -> set[str]:
+    """The query parameters of a FastAPI dependant and of its dependencies."""
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def known_query(request: Request) -> None:
+    """Refuse query parameters the route does not take (a typo such as ``?lmit=5`` is a 422 that names
+    it, as an unknown body field is, rather than a silently ignored option)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    allowed = getattr(route, "_known_query", None)
+    if allowed is None:
+        allowed = _query_names(dependant)
+        route._known_query = allowed        # type: ignore[union-attr]
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        takes = ", ".join(sorted(allowed)) or "none"
+        raise ApiError(422, f"unknown query parameter(s): {', '.join(map(repr, unknown))}; this route takes: {takes}",
+                       type="validation_error")
+
+
 def workspaces(request: Request) -> Workspaces:
     """The server's workspaces."""
     return request.app.state.workspaces

@@ -134,3 +134,10 @@ def test_keep_alive_comments_while_the_answer_is_made():
     chunks = asyncio.run(collect())
     assert chunks[0] == b": started\n\n" and chunks.count(b": keep-alive\n\n") >= 2
     assert chunks[-1].startswith(b"event: done")
+
+
+def test_an_unknown_query_parameter_is_422_naming_it(client):
+    err = _json_error(client.get("/documents", params={"lmit": 5}), 422, "validation_error")
+    assert err["message"] == "unknown query parameter(s): 'lmit'; this route takes: limit, offset, status"
+    assert client.get("/documents", params={"limit": 5}).status_code == 200
+    assert "takes: none" in _json_error(client.get("/w/x/health", params={"verbose": 1}), 422)["message"]
