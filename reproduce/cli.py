@@ -22,6 +22,7 @@ from . import serve_fuzz as service_fuzz
 from . import serve_load as service_load
 from . import serve_overhead as service_overhead
 from . import serve_restarts as service_restarts
+from . import table_recall as recall_llm_free
 from . import tables as tables_pkg
 from . import web_screenshot as web_shot
 from .bench import backends, fuzzparsers, killharness, memcheck, pg_scale, pg_sharing, twowriters
@@ -38,6 +39,7 @@ COMMANDS: dict[str, ModuleType] = {
     "communities": communities,
     "build-filter-demos": build_filter_demos,
     "rankings": rankings,
+    "table-recall-llm-free": recall_llm_free,
     "citations": citations_bench,
     "web-screenshot": web_shot,
 }
@@ -57,6 +59,8 @@ HELP = {
     "communities": "HiRAG communities on the MuSiQue subset: clusters, report cost, recall per mode",
     "build-filter-demos": "build the recognition filter's demonstrations (prompts/filter_program.json)",
     "citations": "reader citations and grounded answers on 20 MuSiQue questions and the sample (issue 22)",
+    "table-recall-llm-free": "issue 24: dense vs the ner memory and its variants, MuSiQue and 2Wiki, with and "
+                             "without titles (no LLM)",
     "rankings": "Recall@1..20 and a rankings hash on the MuSiQue subset (openie file / ner, filter off, no LLM)",
     "web-screenshot": "docs/web.png: the web page of hippo-engine serve on the sample corpus, in Debian's chromium",
 }

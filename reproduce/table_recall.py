@@ -1,0 +1,197 @@
+"""LLM-free recall (issue 24): dense retrieval, the ``extractor="ner"`` memory and its variants on MuSiQue
+and 2Wiki, with and without passage titles, corpus order shuffled.
+
+    python -m reproduce table-recall-llm-free [--datasets musique,2wiki] [--titles both|titled|untitled]
+        [--limit N] [--work DIR] [--out FILE]
+
+Per dataset variant (``reproduce/recall_data.py``): the ``ner`` index is built once under ``--work`` (default
+``outputs/reproduce/recall-llm-free``) through a caching encoder and reused; every question is encoded
+once; the rows (``ROWS``) are rankings over that index (``reproduce/recall_bench.py``): dense retrieval,
+today's ``ner`` path (checked equal to ``HippoRAG.retrieve`` on the first 20 questions), the title
+substitute, each second-hop strategy (``hippo_engine/retrieve/second_hop.py``), the top-rank rules, and the
+recommended configuration. No LLM is called (the index and the queries use an LLM that fails on any call).
+
+Printed and written (``--out``, default ``reproduce/results/recall/table.md``; a JSON of every figure beside
+it): Recall@1/2/5/10/20 per row, the share of second-hop gold passages (a gold passage that shares no
+entity with the question's spaCy entities, decided on the titled index) in the top 5 / 20, retrieval
+milliseconds per question over the batch (dense scores, linking, walks; encoding excluded), the index
+builds (wall time, texts encoded and taken from the cache) and the load (``uptime``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .common import REPO_ROOT, RESULTS_DIR, setup_logging, write_result
+from .recall_bench import KS, Bench, agree_first
+
+OUT = RESULTS_DIR / "recall" / "table.md"
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row: its key, its label and how its ranking is made from a :class:`Bench`."""
+
+    key: str
+    label: str
+    make: Callable[[Bench], tuple[list[np.ndarray], float]]
+
+
+def _dense(b: Bench):
+    return b.dense_ranking(), b.dense_s
+
+
+def _walk(n_fact: int = 1, topic: bool = False, head: int = 0, hop=None, wide_head: int = 0, agree: int = 0):
+    """A row maker: the first walk (``n_fact`` sentences, ``topic``), then optionally a second hop
+    (``hop``), a narrow walk's ``wide_head`` passages in front of a wider one, ``dense_first=head``
+    and the ``dense_agree`` rule (``agree``)."""
+    def make(b: Bench):
+        w = b.walk(n_fact, topic)
+        seconds = w.seconds
+        if hop is not None:
+            w = b.refine(w, hop)
+            seconds = w.seconds
+        if wide_head:
+            from hippo_engine.retrieve.second_hop import keep_head
+            narrow = b.walk(1, topic)
+            seconds += narrow.seconds
+            w.probs = np.column_stack([keep_head(narrow.probs[:, c], w.probs[:, c], wide_head)
+                                       for c in range(len(w.cols))]) if len(w.cols) else w.probs
+        ranking = b.ranking(w, head)
+        if agree:
+            dense = b.dense_ranking()
+            ranking = [agree_first(g, d, agree) for g, d in zip(ranking, dense, strict=True)]
+        return ranking, seconds + b.dense_s
+    return make
+
+
+def rows() -> list[Row]:
+    """Every row of the table, in order."""
+    from hippo_engine.retrieve.second_hop import BridgeHop, RequeryHop, ReseedHop
+
+    return [
+        Row("dense", "dense retrieval (all-MiniLM-L6-v2)", _dense),
+        Row("ner", 'ner, today\'s default (ner_fact_top_k=1)', _walk()),
+        Row("ner+df1", "ner + dense_first=1", _walk(head=1)),
+        Row("ner+agree2", "ner + dense_agree=2", _walk(agree=2)),
+        Row("topic", "ner + topic entity (central)", _walk(topic=True)),
+        Row("reseed", "ner + second_hop=reseed", _walk(hop=ReseedHop(keep_head=2, weight=0.5))),
+        Row("bridge", "ner + second_hop=bridge", _walk(hop=BridgeHop(keep_head=2, weight=0.25, top_sentences=1))),
+        Row("requery", "ner + second_hop=requery", _walk(hop=RequeryHop(keep_head=2, weight=0.5))),
+        Row("wide", "ner_fact_top_k=2 behind a 1-sentence walk's top 2", _walk(n_fact=2, wide_head=2)),
+    ]
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The command's options."""
+    ap.add_argument("--datasets", default="musique,2wiki", help="comma-separated: musique, 2wiki (default both)")
+    ap.add_argument("--titles", choices=("both", "titled", "untitled"), default="both")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N questions of each dataset")
+    ap.add_argument("--rows", default=None, help="comma-separated row keys (default all)")
+    ap.add_argument("--work", type=Path, default=REPO_ROOT / "outputs" / "reproduce" / "recall-llm-free",
+                    help="indexes and the encoder cache (default %(default)s)")
+    ap.add_argument("--data", type=Path, default=REPO_ROOT.parent / "shared" / "data", help="the data root")
+    ap.add_argument("--out", type=Path, default=OUT, help="markdown result (default %(default)s)")
+    ap.add_argument("--no-check", action="store_true", help="skip the check against HippoRAG.retrieve")
+    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def _variants(args) -> list[tuple[str, bool]]:
+    names = [x.strip() for x in args.datasets.split(",") if x.strip()]
+    from .recall_data import DATASETS
+    bad = [n for n in names if n not in DATASETS]
+    if bad or not names:
+        raise SystemExit(f"--datasets takes {', '.join(DATASETS)}; got {args.datasets!r}")
+    titles = {"both": (True, False), "titled": (True,), "untitled": (False,)}[args.titles]
+    return [(n, t) for n in names for t in titles]
+
+
+def measure(args, name: str, titles: bool, chosen: Sequence[Row], encoder, masks: dict) -> dict:
+    """Every chosen row on one dataset variant: recall, second-hop shares, milliseconds per question."""
+    from .recall_data import build_info, load, open_index
+
+    ds = load(name, titles, args.data, args.limit)
+    rag = open_index(args.work, name, titles, ds.docs, encoder)
+    try:
+        b = Bench(rag, ds)
+        if titles or name not in masks:
+            masks[name] = b.second_hop_gold()
+        mask = masks[name]
+        if [len(m) for m in mask] != [len(g) for g in b.gold]:
+            raise RuntimeError(f"{name}: the untitled gold lists differ in length from the titled ones")
+        out = {"dataset": name, "titles": titles, "questions": b.nq, "passages": len(ds.docs),
+               "second_hop_gold": int(sum(map(sum, mask))), "gold": int(sum(map(len, mask))),
+               "build": build_info(args.work, name, titles), "hop_index_s": b.hop_build_s, "rows": {}}
+        for row in chosen:
+            ranking, seconds = row.make(b)
+            if row.key == "ner" and not args.no_check:
+                b.check(ranking)
+            share = b.recall(ranking, (5, 20), mask)
+            out["rows"][row.key] = {"label": row.label, "recall": b.recall(ranking),
+                                    "second_hop": share, "ms_per_question": 1000.0 * seconds / b.nq}
+            r = out["rows"][row.key]
+            print(f"{name} {'titled' if titles else 'untitled'} {row.key:12s} "
+                  + " ".join(f"{r['recall'][k]:5.1f}" for k in KS)
+                  + f" | 2nd-hop@5/20 {share[5]:5.1f} {share[20]:5.1f} | {r['ms_per_question']:.1f} ms/q", flush=True)
+        return out
+    finally:
+        rag.close()
+
+
+def markdown(results: list[dict], argv: Sequence[str], load_before: str, load_after: str, commit: str) -> str:
+    """The tables of one run."""
+    lines = ["# LLM-free recall: dense vs the `ner` memory and its variants (issue 24)", "",
+             "```bash", "python -m reproduce table-recall-llm-free " + " ".join(argv), "```", "",
+             f"Engine commit `{commit}`; load (`uptime`) before: `{load_before}`; after: `{load_after}`.", ""]
+    for res in results:
+        b = res["build"]
+        lines += [f"## {res['dataset']}, {'titled' if res['titles'] else 'untitled'} passages "
+                  f"({res['questions']} questions, {res['passages']:,} passages, corpus shuffled)", "",
+                  f"Second-hop gold passages: {res['second_hop_gold']} of {res['gold']}. Index: "
+                  + (f"built in {b.get('wall_s', 0):.0f} s ({b.get('encoded_texts', 0):,} texts encoded, "
+                     f"{b.get('cached_texts', 0):,} from the encoder cache)" if b else "built elsewhere")
+                  + f"; second-hop index {1000 * res['hop_index_s']:.0f} ms.", "",
+                  "| row | " + " | ".join(f"R@{k}" for k in KS) + " | 2nd-hop in top 5 | in top 20 | ms / question |",
+                  "| --- | " + " | ".join("---" for _ in KS) + " | --- | --- | --- |"]
+        for r in res["rows"].values():
+            lines.append(f"| {r['label']} | " + " | ".join(f"{r['recall'][k]:.1f}" for k in KS)
+                         + f" | {r['second_hop'][5]:.1f} | {r['second_hop'][20]:.1f} | {r['ms_per_question']:.1f} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Measure every dataset variant; print and write the tables."""
+    from hippo_engine.models.encoder import TransformersEncoder
+
+    from .rankings import engine_commit, uptime
+    from .recall_data import CachingEncoder
+
+    setup_logging(args.verbose)
+    if args.limit is not None and args.limit <= 0:
+        raise SystemExit("--limit must be positive")
+    every = rows()
+    keys = [k.strip() for k in args.rows.split(",")] if args.rows else [r.key for r in every]
+    unknown = [k for k in keys if k not in {r.key for r in every}]
+    if unknown:
+        raise SystemExit(f"--rows: unknown row(s) {', '.join(unknown)}; known: {', '.join(r.key for r in every)}")
+    chosen = [r for r in every if r.key in keys]
+    variants = _variants(args)
+    if not (args.data / "musique").is_dir():
+        print(f"table-recall-llm-free: skipped, no data under {args.data} (see ../shared/data/SOURCES.md)")
+        return 0
+    encoder = CachingEncoder(TransformersEncoder(), args.work / "vectors.sqlite")
+    load_before, t0 = uptime(), time.perf_counter()
+    masks: dict = {}
+    results = [measure(args, n, t, chosen, encoder, masks) for n, t in variants]
+    text = markdown(results, argv, load_before, uptime(), engine_commit())
+    path = write_result(args.out, text + f"\nWall time {time.perf_counter() - t0:.0f} s.\n")
+    args.out.with_suffix(".json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    print(path)
+    return 0
