@@ -16,6 +16,7 @@ from typing import overload
 
 import numpy as np
 
+from hippo_engine.auto import choose_extractor, llm_configured
 from hippo_engine.config import HippoConfig, QueryParam
 from hippo_engine.datatypes import Explanation, HiContext, QuerySolution
 from hippo_engine.hirag.component import HiRAG
@@ -46,10 +47,13 @@ class HippoRAG:
     """Long-term memory for LLM applications, HippoRAG 2 style.
 
     ``HippoRAG(save_dir)`` opens (or creates) an index in ``save_dir`` with the offline default
-    models: the packaged Qwen2.5-Coder-0.5B-Instruct for OpenIE, filtering and reading, and
-    all-MiniLM-L6-v2 for embeddings. Pass ``llm_model_name`` / ``embedding_model_name`` (and
-    ``llm_base_url=...`` for an OpenAI-compatible server) to use others. Keyword overrides are
-    ``HippoConfig`` field names: ``HippoRAG(dir, use_filter=False, damping=0.5)``.
+    models: all-MiniLM-L6-v2 for embeddings, spaCy's ``en_core_web_sm`` for entities, and the
+    packaged Qwen2.5-Coder-0.5B-Instruct as the reader. A new index is built the best measured way
+    for what is configured (``extractor="auto"``, :mod:`hippo_engine.auto`): without an LLM server no
+    LLM call at all (``"ner"``); with ``llm_base_url=...`` (an OpenAI-compatible server) or an
+    ``llm=`` client, the paper's LLM OpenIE and recognition filter (``"openie"``); an existing index
+    keeps the extractor it records. Pass ``llm_model_name`` / ``embedding_model_name`` to use other
+    models. Keyword overrides are ``HippoConfig`` field names: ``HippoRAG(dir, use_filter=False)``.
     ``storage="postgres"`` keeps the index in PostgreSQL + pgvector (an embedded server under
     ``save_dir``, started or joined here; the last user, in any process, stops it on ``close()``;
     ``dsn="postgresql://..."`` for a server of yours); the default is an SQLite file in ``save_dir``.
@@ -64,11 +68,17 @@ class HippoRAG:
                  embedding_model_name: str | None = None, config: HippoConfig | None = None,
                  *, llm: LLMClient | None = None, encoder: Encoder | None = None, storage: str | None = None,
                  dsn: str | None = None, **overrides):
-        self.save_dir, self._config = open_save_dir(save_dir, config, storage, dsn, overrides)
-        config = self._config
+        self.save_dir, config = open_save_dir(save_dir, config, storage, dsn, overrides)
         self.models = Models(config, self.save_dir, llm_model_name, embedding_model_name, llm, encoder)
         self.llm_model_name, self.embedding_model_name = self.models.llm_name, self.models.embedding_name
         self.index_state = IndexState(self.save_dir, config, lambda: self.encoder, self.embedding_model_name)
+        try:   # extractor="auto": the index's own, or for a new one the best for what is configured
+            config = choose_extractor(config, self.index_state.extractor, len(self.index_state) > 0,
+                                      llm_configured(config, llm), self.save_dir)
+        except BaseException:
+            self.index_state.close()
+            raise
+        self._config = self.models.config = self.index_state.config = config
         self.ner = NERExtractor(show_progress=config.show_progress)   # spaCy, loaded on first use
         self.extractor = make_extractor(config.extractor, self.save_dir, self.llm_model_name, lambda: self.llm,
                                         max_new_tokens=config.max_new_tokens, show_progress=config.show_progress,
@@ -116,9 +126,13 @@ class HippoRAG:
     # ------------------------------------------------------------------ documents
     def _split(self, docs: Sequence[str], ids: Sequence[str] | None, what: str,
                metadata: Sequence[dict] | None = None) -> DocumentBatch:
-        """Validate documents (ids, metadata) and split them into passages (chunked if asked)."""
+        """Validate documents (ids, metadata) and split them into passages: documents longer than
+        ``chunk_size`` tokens of the encoder's tokenizer are cut (see :mod:`.index.chunking`; the
+        encoder is loaded for its tokenizer only when a document may be that long)."""
         cfg = self.config
-        tokenizer = getattr(self.encoder, "tokenizer", None) if cfg.chunk_size else None
+        long = cfg.chunk_size is not None and isinstance(docs, (list, tuple)) and any(
+            isinstance(d, str) and len(d.encode("utf-8", "surrogatepass")) > cfg.chunk_size for d in docs)
+        tokenizer = getattr(self.encoder, "tokenizer", None) if long else None
         return split_documents(docs, ids, what, cfg.chunk_size, cfg.chunk_overlap, tokenizer,
                                no_nul=not get_backend(cfg.storage_backend).accepts_nul, metadata=metadata)
 
@@ -147,8 +161,10 @@ class HippoRAG:
         same transaction as the documents; the report's ``documents.metadata_updated`` lists the
         ids whose metadata changed.
 
-        Facts come from the configured ``extractor``: LLM OpenIE (``"openie"``, the paper),
-        spaCy sentences with their entities (``"ner"``, no LLM) or LLM n-ary facts (``"nary"``).
+        A document longer than ``chunk_size`` tokens (default 1500) becomes several passages, each
+        with the document's title line (:mod:`.index.chunking`). Facts come from the index's
+        ``extractor``: LLM OpenIE (``"openie"``, the paper), spaCy sentences with their entities
+        (``"ner"``, no LLM) or LLM n-ary facts (``"nary"``); see :mod:`.auto` for ``"auto"``.
         LLM results are saved as they come (a crash loses no LLM work). If the LLM fails for
         some passages, the documents of the others are indexed and ``OpenIEError`` is raised
         afterwards naming the failed ones; rerun to retry them. Returns a report with counts,
@@ -216,10 +232,12 @@ class HippoRAG:
         is given. ``param`` (``QueryParam``) holds the per-call options; ``num_to_retrieve``
         (passages per query) and ``mode`` (``naive``, ``hi_local``, ``hi_global``, ``hi_bridge``,
         ``hi``; see ``hippo_engine.hirag.modes``) override its ``top_k`` and ``mode``. ``explain=True``
-        (or ``QueryParam(explain=True)``) fills each solution's ``explanations`` in the ``hipporag2``
-        mode (see :meth:`explain`); the ranking is the same. ``where`` (or ``QueryParam(where=...)``):
-        a metadata filter, applied before ranking: only passages of matching documents are ranked
-        and shown, and nothing else of the other documents appears (see :mod:`.retrieve.filtering`).
+        (or ``QueryParam(explain=True)``) explains each solution without changing the ranking: its
+        ``explanations`` in the ``hipporag2`` mode (see :meth:`explain`), its ``provenance`` (every
+        item of the assembled context, with its section and why it was chosen) in the hi_* modes.
+        ``where`` (or ``QueryParam(where=...)``): a metadata filter, applied before ranking: only
+        passages of matching documents are ranked and shown, and nothing else of the other documents
+        appears (see :mod:`.retrieve.filtering`).
         """
         param = with_options(param, mode=mode, top_k=positive_count(num_to_retrieve, "num_to_retrieve"),
                              explain=explain, where=where)
@@ -303,8 +321,10 @@ class HippoRAG:
 
     # ------------------------------------------------------------------ inspection
     def graph_stats(self) -> dict:
-        """Node and edge counts of the graph (edges counted once per node pair)."""
-        return self.index_state.graph.stats()
+        """Node and edge counts of the graph (edges counted once per node pair) and ``extractor``:
+        how the index builds its facts (as recorded when it was created; for an empty index, the
+        extractor its first documents will get)."""
+        return {**self.index_state.graph.stats(), "extractor": self.index_state.extractor or self.extractor.name}
 
     @property
     def graph(self) -> GraphData:

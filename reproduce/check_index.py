@@ -39,7 +39,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     shutil.rmtree(args.work, ignore_errors=True)
 
     def fresh(name):
-        rag = HippoRAG(args.work / name, llm=ForbiddenLLM(), embedding_model_name=args.embedder, show_progress=False)
+        rag = HippoRAG(args.work / name, llm=ForbiddenLLM(), embedding_model_name=args.embedder, show_progress=False,
+                       extractor="openie")
         rag.import_openie(openie)
         return rag
 

@@ -60,7 +60,7 @@ def load_data(data: Path) -> tuple[list[str], list[str], list[list[str]]]:
 
 def open_rag(path: Path, **overrides) -> HippoRAG:
     """The index at ``path`` with the default local LLM (used only for reports)."""
-    return HippoRAG(path, show_progress=True, use_filter=False, llm_timeout=900.0, **overrides)
+    return HippoRAG(path, extractor="openie", show_progress=True, use_filter=False, llm_timeout=900.0, **overrides)
 
 
 def recall(rag: HippoRAG, questions, gold, mode: str = "hipporag2") -> dict:

@@ -90,7 +90,7 @@ def index_once(folder: Path, docs: list[str]) -> dict:
     """One ``index()`` call on a fresh index in ``folder``: its wall time and report."""
     from hippo_engine import HippoRAG
     shutil.rmtree(folder, ignore_errors=True)
-    rag = HippoRAG(folder, encoder=HashEncoder(), show_progress=False, use_filter=False)
+    rag = HippoRAG(folder, encoder=HashEncoder(), show_progress=False, use_filter=False, extractor="openie")
     rag.extractor = TopicExtractor()
     t0, c0 = time.perf_counter(), time.process_time()
     report = rag.index(docs)

@@ -65,7 +65,7 @@ def test_corpus_order_does_not_matter(tmp_path):
 
 def test_extractors_do_not_mix(tmp_path):
     ner_rag(tmp_path).index(CORPUS[:2])
-    openie = HippoRAG(tmp_path, llm=NoCallLLM(), encoder=NgramEncoder(), show_progress=False)
+    openie = HippoRAG(tmp_path, extractor="openie", llm=NoCallLLM(), encoder=NgramEncoder(), show_progress=False)
     with pytest.raises(StoreError, match="extractor='ner'"):
         openie.index(CORPUS[2:3])
     with pytest.raises(ValueError, match="extractor='openie'"):
@@ -109,7 +109,7 @@ def test_sentence_mean_passage_vectors(tmp_path):
 def test_a_document_over_spacys_limit_is_refused_naming_it_and_chunk_size(tmp_path):
     """A document over spaCy's 1,000,000 characters (no chunking) gets a message naming the
     document and the chunk_size option, before any work, instead of spaCy's raw E088."""
-    rag = ner_rag(tmp_path)
+    rag = ner_rag(tmp_path, chunk_size=None)
     big = "Ilse Marrow went to Velor. " * 37_040                # 1,000,080 characters
     with pytest.raises(ValueError, match=r"document 1 \(id 'big'\) has a passage of 1,000,080 characters.*"
                                          r"at most 1,000,000.*chunk_size") as e:

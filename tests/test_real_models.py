@@ -12,7 +12,7 @@ PASSAGES = [
 
 @pytest.mark.slow
 def test_index_with_default_local_llm(tmp_path):
-    rag = HippoRAG(tmp_path, show_progress=False, max_new_tokens=256)
+    rag = HippoRAG(tmp_path, extractor="openie", show_progress=False, max_new_tokens=256)
     rep = rag.index(PASSAGES)
     assert rep["added"] == 2 and rep["openie_llm_passages"] == 2
     ents = {rag.index_state.stores["entity"].text(e) for e in rag.index_state.stores["entity"].ids}
@@ -23,7 +23,7 @@ def test_index_with_default_local_llm(tmp_path):
     assert stats["fact_edges"] >= 2 and stats["context_edges"] >= 4 and stats["passage_nodes"] == 2
     # the OpenIE results were saved in the reference format and are reused without LLM calls
     assert rag.openie_path.exists()
-    rag2 = HippoRAG(tmp_path / "again", show_progress=False, max_new_tokens=256)
+    rag2 = HippoRAG(tmp_path / "again", extractor="openie", show_progress=False, max_new_tokens=256)
     rag2.import_openie(rag.openie_path)
     rag2._llm = None  # would load the model only if a call were needed
 

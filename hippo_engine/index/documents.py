@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from hippo_engine.ids import chunk_id, document_id, legacy_document_id, legacy_passage_id
-from hippo_engine.index.chunking import chunk_text
+from hippo_engine.index.chunking import document_chunks
 from hippo_engine.index.stopwatch import Stopwatch
 from hippo_engine.inputs import check_document_ids, check_documents
 from hippo_engine.store.metadata import check_metadata
@@ -86,7 +86,7 @@ def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, c
         if metas is not None and out.metadata is not None:
             out.metadata[doc_id] = metas[i]
         pids = []
-        for p in (chunk_text(d, chunk_size, chunk_overlap, tokenizer) if chunk_size else [d]):
+        for p in document_chunks(d, chunk_size, chunk_overlap, tokenizer):
             pid = chunk_id(p)
             out.passages.setdefault(pid, p)
             pids.append(pid)

@@ -89,7 +89,7 @@ def bench_corpus(name: str, corpus: SyntheticCorpus, n_base: int, inserts: Seque
     """Ours in this process (its peak RSS is ours alone); the reference's measurements in forked
     children at the same index state."""
     row: dict = {"name": name, "P": n_base}
-    cfg = HippoConfig(show_progress=False, use_filter=False)
+    cfg = HippoConfig(extractor="openie", show_progress=False, use_filter=False)
     row["config"] = {k: getattr(cfg, k) for k in ("ppr_dtype", "ppr_method", "ppr_tol", "ppr_block_size",
                                                   "query_batch_size", "synonymy_block_size")}
     docs = [(chunk_id(p), p) for p in corpus.passages]

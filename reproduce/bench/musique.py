@@ -97,7 +97,7 @@ def open_rag(work: Path, args, **extra):
     """The index at ``work`` with the stores as the options say; any LLM call is an error."""
     from hippo_engine import HippoRAG
 
-    return HippoRAG(work, llm=ForbiddenLLM(), show_progress=False, use_filter=False,
+    return HippoRAG(work, llm=ForbiddenLLM(), extractor="openie", show_progress=False, use_filter=False,
                     embedding_storage_dtype=args.storage_dtype, embedding_mmap=args.mmap,
                     embedding_dtype=args.embedding_dtype, **extra)
 

@@ -230,7 +230,7 @@ def probe(mode: str, dsn: str, schema: str, index_dir: str, qfile: str, n: int) 
     out["import_s"], out["rss_after_import_mib"] = round(time.perf_counter() - t, 2), rss_mib()
     t = time.perf_counter()
     rag = HippoRAG(index_dir, storage="postgres", dsn=dsn, postgres_schema=schema, postgres_search=SEARCH[mode],
-                   show_progress=False, encoder=_no_encoder(q_fact.shape[1]))
+                   extractor="openie", show_progress=False, encoder=_no_encoder(q_fact.shape[1]))
     out["open_s"], out["rss_after_open_mib"] = round(time.perf_counter() - t, 2), rss_mib()
     t = time.perf_counter()
     r = rag.retriever

@@ -72,7 +72,7 @@ def _open(save_dir: Path):
 
     from hippo_engine import HippoRAG
     return HippoRAG(save_dir, storage="postgres", llm=ScriptedLLM(toy_respond), encoder=NgramEncoder(),
-                    show_progress=False, use_filter=False)
+                    extractor="openie", show_progress=False, use_filter=False)
 
 
 def _seen(rag) -> int:

@@ -115,7 +115,7 @@ class MemoEncoder(Encoder):
 def open_engine(save_dir: Path, encoder: Encoder | None, **overrides) -> HippoRAG:
     """The engine on ``save_dir`` with an LLM that must never be called (every passage has its
     OpenIE result), no progress bars and the recognition filter off."""
-    kw = {"show_progress": False, "use_filter": False, **overrides}
+    kw = {"extractor": "openie", "show_progress": False, "use_filter": False, **overrides}
     return HippoRAG(save_dir, llm=ForbiddenLLM(), encoder=encoder, **kw)
 
 

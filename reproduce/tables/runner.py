@@ -44,7 +44,7 @@ class Runner(ReportMixin):
         emb = args.embedder or (encoder.name if encoder is not None else DEFAULT_EMBEDDER)
         llm_name = args.llm or (llm.model_name if llm is not None else None)
         self.save_dir = index_dir(args, dataset.name, emb, extractor)
-        overrides: dict = {"show_progress": not args.quiet, "extractor": extractor}
+        overrides: dict = {"show_progress": not args.quiet, "extractor": extractor, "chunk_size": None}
         if args.llm_base_url:
             overrides["llm_base_url"] = args.llm_base_url
         if getattr(args, "llm_backend", None):
