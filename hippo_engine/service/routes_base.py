@@ -96,11 +96,22 @@ def settings(request: Request) -> ServiceSettings:
 
 
 def open_memory(request: Request, name: str | None, *, create: bool) -> Memory:
-    """The memory of workspace ``name`` (None: the default); 404 when absent and not ``create``."""
+    """The memory of workspace ``name`` (None: the default); 404 when absent and not ``create``. A read
+    also checks that a named workspace's folder is still there: another server process may have deleted
+    the workspace since this one opened it."""
+    ws = workspaces(request)
+    missing = ApiError(404, f"no workspace {name!r} (adding documents to /w/{name}/documents creates it)")
+    if name is not None and not create and not _folder_exists(ws, name):
+        raise missing
     try:
-        return workspaces(request).get(name, create=create)
+        return ws.get(name, create=create)
     except KeyError:
-        raise ApiError(404, f"no workspace {name!r} (adding documents to /w/{name}/documents creates it)") from None
+        raise missing from None
+
+
+def _folder_exists(ws: Any, name: str) -> bool:
+    path = getattr(ws, "path", None)
+    return path is None or path(name).is_dir()
 
 
 @dataclass(frozen=True)

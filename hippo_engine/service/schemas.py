@@ -11,8 +11,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-#: retrieval modes (the same as ``hippo_engine.config.MODES``; a test keeps them equal)
-Mode = Literal["hipporag2", "naive", "hi_local", "hi_global", "hi_bridge", "hi"]
+from hippo_engine.config import MODES
+
+#: retrieval modes: the engine's (``hippo_engine.config.MODES``)
+Mode = Literal[MODES]  # type: ignore[valid-type]
 JobStatus = Literal["pending", "processing", "done", "failed"]
 DocStatus = Literal["pending", "processing", "indexed", "failed"]
 #: how a job shows each of its documents: also deleted (since) or replaced (added again since)

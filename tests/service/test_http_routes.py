@@ -28,8 +28,10 @@ def _add(client, docs=DOCS, prefix=""):
     return r.json()
 
 
-def test_the_modes_and_top_k_of_the_schema_are_the_memorys():
+def test_the_modes_and_top_k_of_the_schema_are_the_memorys(client):
     assert Mode.__args__ == MODES
+    spec = client.get("/openapi.json").json()["components"]["schemas"]["RetrieveRequest"]["properties"]["mode"]
+    assert next(a["enum"] for a in spec["anyOf"] if "enum" in a) == list(MODES)
     assert MAX_TOP_K == memory.MAX_TOP_K
 
 
