@@ -56,3 +56,20 @@ def test_deleting_a_workspace_removes_its_memory_only(client, ws):
     assert client.delete("/workspaces/alpha").status_code == 200
     assert client.get("/w/alpha/stats").status_code == 404
     assert client.get("/w/beta/documents/b1").status_code == 200
+
+
+def test_a_workspace_deleted_by_another_process_reads_as_404(tmp_path):
+    """This process still holds the memory it opened; its folder is gone (another worker deleted it)."""
+    class FolderWorkspaces(FakeWorkspaces):
+        def path(self, name):
+            return tmp_path / name
+
+    ws = FolderWorkspaces()
+    with make_client(ws) as c:
+        (tmp_path / "alpha").mkdir()
+        c.post("/w/alpha/documents", json={"documents": [{"id": "a1", "text": "alpha"}]})
+        assert c.get("/w/alpha/documents/a1").status_code == 200
+        (tmp_path / "alpha").rmdir()                       # what DELETE /workspaces/alpha did elsewhere
+        r = c.get("/w/alpha/documents/a1")
+        assert r.status_code == 404 and "no workspace 'alpha'" in r.json()["error"]["message"]
+        assert "alpha" in ws.memories                     # the stale memory was not used
