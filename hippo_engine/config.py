@@ -1,7 +1,7 @@
 """Configuration: grouped, immutable sections with the paper's defaults, validated in one place.
 
-``HippoConfig`` holds six sections (``index``, ``retrieval``, ``llm``, ``embedding``, ``storage``,
-``hirag``); each is a frozen pydantic model, so a typo, a wrong type or an out-of-range value
+``HippoConfig`` holds eight sections (``index``, ``retrieval``, ``llm``, ``embedding``, ``storage``,
+``hirag``, ``graphrag``, ``kb``); each is a frozen pydantic model, so a typo, a wrong type or an out-of-range value
 fails when the object is built, and nothing can change it afterwards. Fields are also readable
 flat (``config.damping`` is ``config.retrieval.damping``), and ``HippoConfig(damping=0.3)`` /
 ``config.replace(use_filter=False)`` take flat field names, so keyword overrides such as
@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 LINKING_MODES = ("auto", "fact", "ner", "query", "ner_fact")
 EXTRACTORS = ("openie", "ner", "nary")
-MODES = ("hipporag2", "naive", "hi_local", "hi_global", "hi_bridge", "hi")
+MODES = ("hipporag2", "naive", "hi_local", "hi_global", "hi_bridge", "hi",
+         "graphrag_local", "graphrag_global", "kb_vector", "kb_graph", "kb_hybrid", "kb_global")
 
 
 class ConfigError(ValueError):
@@ -34,19 +35,10 @@ class _Section(BaseModel):
 class IndexConfig(_Section):
     """How documents become the graph."""
 
-    #: ``"openie"`` (LLM triples, the paper), ``"ner"`` (no LLM: spaCy NER, sentences as facts),
-    #: ``"nary"`` (LLM n-ary facts) or ``"auto"``: resolved when the index is created
-    #: (:func:`hippo_engine.auto.resolve_auto`: ``"ner"`` without an LLM server, ``"openie"`` with one).
-    #: An index records its extractor and keeps it ("auto" on an existing index is the recorded one);
-    #: mixing them is an error.
-    extractor: Literal["auto", "openie", "ner", "nary"] = "auto"
-    #: a document longer than this many tokens of the encoder's tokenizer is cut into passages
-    #: (at sentence or word boundaries, each keeping the document's title line; see
-    #: :mod:`hippo_engine.index.chunking`). 1500 leaves paragraph-sized documents whole (every
-    #: passage of MuSiQue and 2Wiki: at most 387 and 1,436 word pieces) and bounds a passage for the
-    #: reader (5 of them in about 7,500 tokens). None: never cut (the paper).
-    chunk_size: int | None = Field(1500, gt=0)
-    #: tokens a passage repeats of the one before it (when a document is cut)
+    #: ``"openie"`` (LLM triples, the paper), ``"ner"`` (no LLM: spaCy NER, sentences as facts) or
+    #: ``"nary"`` (LLM n-ary facts). An index records its extractor; mixing them is an error.
+    extractor: Literal["openie", "ner", "nary"] = "openie"
+    chunk_size: int | None = Field(None, gt=0)
     chunk_overlap: int = Field(0, ge=0)
     normalization: Literal["unicode", "reference"] = "unicode"
     #: passage vectors on a hyperedge index: ``"encode"`` (the passage text, like dense retrieval)
@@ -237,9 +229,37 @@ class HiRAGConfig(_Section):
     hi_report_tokens: int = Field(12500, gt=0)
 
 
+class GraphRAGConfig(_Section):
+    """The GraphRAG query modes (``graphrag_local``, ``graphrag_global``; see :mod:`hippo_engine.graphrag`).
+    Budgets are tokens of the encoder's tokenizer (else words); nano-graphrag's defaults."""
+
+    graphrag_top_k: int = Field(20, gt=0)                 # entities found by vector search (local)
+    graphrag_level: int = Field(2, ge=0)                  # communities up to this level
+    graphrag_text_unit_tokens: int = Field(4000, gt=0)    # local: the text units (sources)
+    graphrag_local_context_tokens: int = Field(4800, gt=0)  # local: entities + relations
+    graphrag_report_tokens: int = Field(3200, gt=0)       # local: reports; global: one map batch
+    graphrag_global_max_batches: int = Field(4, gt=0)     # global: at most this many map calls
+    graphrag_global_min_rating: float = Field(0.0, ge=0.0)  # global: reports rated lower are skipped
+    graphrag_reduce_tokens: int = Field(4000, gt=0)       # global: the rated points the reduce reads
+    graphrag_map_max_new_tokens: int = Field(512, gt=0)
+    graphrag_response_type: str = "a short answer: a few words, no explanation"
+
+
+class KBConfig(_Section):
+    """The graph knowledge-base query modes (``kb_vector``, ``kb_graph``, ``kb_hybrid``,
+    ``kb_global``; AgentScope's Neo4j design, see :mod:`hippo_engine.kb`)."""
+
+    kb_score_threshold: float = Field(0.0, ge=-1.0, le=1.0)  # cosine below this is dropped
+    kb_seed_entities: int = Field(5, gt=0)      # graph: entities found by vector search
+    kb_hops: int = Field(2, ge=0)               # graph: traversal depth from the seeds
+    kb_communities: int = Field(3, gt=0)        # global: communities nearest the query
+    kb_rrf_k: int = Field(60, gt=0)             # hybrid: reciprocal-rank fusion constant
+
+
 SECTIONS: dict[str, type[_Section]] = {
     "index": IndexConfig, "retrieval": RetrievalConfig, "llm": LLMConfig,
     "embedding": EmbeddingConfig, "storage": StorageConfig, "hirag": HiRAGConfig,
+    "graphrag": GraphRAGConfig, "kb": KBConfig,
 }
 #: flat names that differ from the section's field name (kept for the flat API)
 _ALIASES = {"llm": "llm_", "embedding": "embedding_"}
@@ -363,12 +383,16 @@ class QueryParam:
     top_k: passages to return (None: ``retrieval_top_k``).
     qa_top_k: passages the reader sees (None: ``qa_top_k``).
     use_filter: switch the recognition filter on or off for this call (None: the config's).
-    explain: explain each solution's ranking; the ranking is the same. ``hipporag2`` fills
-        ``explanations`` (per passage, its PPR terms and walks), the hi_* modes ``provenance`` (every item
-        of the assembled context, with its section and why it was chosen); ``naive`` explains nothing.
+    explain: fill each solution's ``explanations`` (``hipporag2`` mode; the ranking is the same).
     where: a metadata filter (``{"user": "alice"}``, ``{"time": {"$gte": 10}}``; the language is in
         :mod:`hippo_engine.store.metadata`): only passages of matching documents are ranked
         (see :mod:`hippo_engine.retrieve.filtering`). None: every passage.
+    only_need_context: ``rag_qa`` returns each query's assembled context as its response, with no LLM call.
+    response_type: the answer's form in the graphrag_* modes (None: ``graphrag_response_type``).
+    level: communities up to this level in the graphrag_* modes (None: ``graphrag_level``).
+    text_unit_tokens, local_context_tokens, community_report_tokens: the graphrag_* token budgets
+        (None: the ``graphrag`` section's); in ``graphrag_global`` the report budget is one map batch's.
+    score_threshold: the kb_* modes' minimum cosine (None: ``kb_score_threshold``); ``top_k`` is their limit.
     """
 
     mode: str = "hipporag2"
@@ -377,14 +401,32 @@ class QueryParam:
     use_filter: bool | None = None
     explain: bool = False
     where: Any = None
+    only_need_context: bool = False
+    response_type: str | None = None
+    level: int | None = None
+    text_unit_tokens: int | None = None
+    local_context_tokens: int | None = None
+    community_report_tokens: int | None = None
+    score_threshold: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")
-        for name in ("top_k", "qa_top_k"):
+        for name in ("top_k", "qa_top_k", "text_unit_tokens", "local_context_tokens", "community_report_tokens"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
                 raise ConfigError(f"{name} must be a positive integer or None, got {v!r}")
+        if self.level is not None and (not isinstance(self.level, int) or isinstance(self.level, bool)
+                                       or self.level < 0):
+            raise ConfigError(f"level must be a non-negative integer or None, got {self.level!r}")
+        if not isinstance(self.only_need_context, bool):
+            raise ConfigError(f"only_need_context must be True or False, got {self.only_need_context!r}")
+        r = self.response_type
+        if r is not None and (not isinstance(r, str) or not r.strip()):
+            raise ConfigError(f"response_type must be a non-empty string or None, got {r!r}")
+        t = self.score_threshold
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int | float) or not -1.0 <= t <= 1.0):
+            raise ConfigError(f"score_threshold must be a number in [-1, 1] or None, got {t!r}")
         if self.use_filter is not None and not isinstance(self.use_filter, bool):
             raise ConfigError(f"use_filter must be True, False or None, got {self.use_filter!r}")
         if self.where is not None:
