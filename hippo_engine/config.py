@@ -35,10 +35,19 @@ class _Section(BaseModel):
 class IndexConfig(_Section):
     """How documents become the graph."""
 
-    #: ``"openie"`` (LLM triples, the paper), ``"ner"`` (no LLM: spaCy NER, sentences as facts) or
-    #: ``"nary"`` (LLM n-ary facts). An index records its extractor; mixing them is an error.
-    extractor: Literal["openie", "ner", "nary"] = "openie"
-    chunk_size: int | None = Field(None, gt=0)
+    #: ``"openie"`` (LLM triples, the paper), ``"ner"`` (no LLM: spaCy NER, sentences as facts),
+    #: ``"nary"`` (LLM n-ary facts) or ``"auto"``: resolved when the index is created
+    #: (:func:`hippo_engine.auto.resolve_auto`: ``"ner"`` without an LLM server, ``"openie"`` with one).
+    #: An index records its extractor and keeps it ("auto" on an existing index is the recorded one);
+    #: mixing them is an error.
+    extractor: Literal["auto", "openie", "ner", "nary"] = "auto"
+    #: a document longer than this many tokens of the encoder's tokenizer is cut into passages
+    #: (at sentence or word boundaries, each keeping the document's title line; see
+    #: :mod:`hippo_engine.index.chunking`). 1500 leaves paragraph-sized documents whole (every
+    #: passage of MuSiQue and 2Wiki: at most 387 and 1,436 word pieces) and bounds a passage for the
+    #: reader (5 of them in about 7,500 tokens). None: never cut (the paper).
+    chunk_size: int | None = Field(1500, gt=0)
+    #: tokens a passage repeats of the one before it (when a document is cut)
     chunk_overlap: int = Field(0, ge=0)
     normalization: Literal["unicode", "reference"] = "unicode"
     #: passage vectors on a hyperedge index: ``"encode"`` (the passage text, like dense retrieval)
@@ -383,7 +392,9 @@ class QueryParam:
     top_k: passages to return (None: ``retrieval_top_k``).
     qa_top_k: passages the reader sees (None: ``qa_top_k``).
     use_filter: switch the recognition filter on or off for this call (None: the config's).
-    explain: fill each solution's ``explanations`` (``hipporag2`` mode; the ranking is the same).
+    explain: explain each solution's ranking; the ranking is the same. ``hipporag2`` fills
+        ``explanations`` (per passage, its PPR terms and walks), the hi_* modes ``provenance`` (every item
+        of the assembled context, with its section and why it was chosen); ``naive`` explains nothing.
     where: a metadata filter (``{"user": "alice"}``, ``{"time": {"$gte": 10}}``; the language is in
         :mod:`hippo_engine.store.metadata`): only passages of matching documents are ranked
         (see :mod:`hippo_engine.retrieve.filtering`). None: every passage.
