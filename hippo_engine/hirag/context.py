@@ -43,6 +43,10 @@ MODE_SECTIONS = {
     "hi_global": ("reports", "passages"),
     "hi_bridge": ("bridge", "passages"),
     "hi": ("reports", "bridge", "entities", "passages"),
+    # the GraphRAG and knowledge-base modes (hippo_engine.graphrag, hippo_engine.kb)
+    "graphrag_local": ("reports", "entities", "relations", "passages"),
+    "graphrag_global": ("reports",),
+    **{m: ("passages",) for m in ("kb_vector", "kb_graph", "kb_hybrid", "kb_global")},
 }
 
 

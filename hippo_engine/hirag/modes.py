@@ -9,7 +9,12 @@ hi_local   entities, relations, passages                                text uni
 hi_global  community reports, passages                                  text units of top entities
 hi_bridge  reasoning path, passages                                     text units, then path passages
 hi         reports, reasoning path, entities, passages                  text units, then path passages
+graphrag_l reports, entities, relations, passages                       text units of top entities
+graphrag_g reports (map batches; answered by map-reduce)                communities' passages
+kb_*       passages                                                     vector / graph / fused / communities
 ========== =========================================================== ======================
+(``graphrag_l``/``graphrag_g``: ``graphrag_local``/``graphrag_global``, :mod:`hippo_engine.graphrag`;
+``kb_*``: ``kb_vector``, ``kb_graph``, ``kb_hybrid``, ``kb_global``, :mod:`hippo_engine.kb`.)
 
 ``hipporag2`` and ``naive`` answer with the standard reader over ``qa_top_k`` passages; the hi_*
 modes show the reader their assembled context (:mod:`~hippo_engine.hirag.context`).
@@ -51,9 +56,12 @@ class ModeSpec:
 
 
 MODE_SPECS: dict[str, ModeSpec] = {
-    m: ModeSpec(m, MODE_SECTIONS[m], needs_communities=m in ("hi_global", "hi_bridge", "hi"),
-                reads_context=m not in ("hipporag2", "naive")) for m in MODES}
-HI_MODES = tuple(m for m in MODES if MODE_SPECS[m].reads_context)
+    m: ModeSpec(m, MODE_SECTIONS[m],
+                needs_communities=m in ("hi_global", "hi_bridge", "hi", "graphrag_local", "graphrag_global",
+                                        "kb_global"),
+                reads_context=m not in ("hipporag2", "naive") and not m.startswith("kb_")) for m in MODES}
+#: the HiRAG modes (:class:`~hippo_engine.hirag.search.HiRAGSearch`)
+HI_MODES = tuple(m for m in MODES if m == "hi" or m.startswith("hi_"))
 
 
 def check_mode(mode: str) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from hippo_engine.config import QueryParam
 from hippo_engine.datatypes import HiContext, QuerySolution
+from hippo_engine.hirag.modes import solution_from_context
 from hippo_engine.index.documents import attach_ids
 from hippo_engine.inputs import check_queries
 from hippo_engine.progress import announce, plural
@@ -102,6 +103,17 @@ class QueryRunner:
             return self.hirag.ranked_contexts(self._filtered(search, queries, param), param.mode)
         return search.contexts(queries, param)
 
+    def _contexts_only(self, queries: Sequence[Any], param: QueryParam) -> QAResult:
+        """``only_need_context``: each query's context as its response, no LLM call (answers ``""``)."""
+        contexts = self.contexts(queries, param, "rag_qa")
+        solutions = [solution_from_context(c) for c in contexts]
+        for s in solutions:
+            s.answer = ""
+        self._attach_ids(solutions, param)
+        return solutions, [c.text for c in contexts], [
+            {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "only_need_context": True,
+             "context_tokens": dict(c.tokens), "error": None} for c in contexts]
+
     def _filtered(self, search, queries: list[str], param: QueryParam) -> Solutions:
         """A hi_* mode under ``param.where``: the allowed passages of its contexts, as solutions
         (:func:`~hippo_engine.retrieve.filtering.context_solutions`)."""
@@ -142,8 +154,16 @@ class QueryRunner:
         if dense and param.mode == "hipporag2":
             param = dataclasses.replace(param, mode="naive")
         retrieval: dict = {}
-        if self.searches.search(param.mode).reads_context:
-            solutions, responses, metadata = self.hirag.answer(self.contexts(queries, param, "rag_qa"), template)
+        search = self.searches.search(param.mode)
+        if param.only_need_context:
+            solutions, responses, metadata = self._contexts_only(queries, param)
+            if gold_docs is not None:
+                retrieval = retrieval_metrics(solutions, gold_docs, f"rag_qa[{param.mode}]", self.retrieval_top_k)
+        elif search.reads_context:
+            contexts = self.contexts(queries, param, "rag_qa")
+            own = getattr(search, "answer", None)     # a mode that answers in its own way (graphrag_global)
+            solutions, responses, metadata = (own(contexts, template, param) if own is not None
+                                              else self.hirag.answer(contexts, template))
             self._attach_ids(solutions, param)
             if gold_docs is not None:
                 retrieval = retrieval_metrics(solutions, gold_docs, f"rag_qa[{param.mode}]", self.retrieval_top_k)
@@ -156,6 +176,8 @@ class QueryRunner:
                 out = self.retrieve(queries, param, gold_docs)
                 solutions, retrieval = out if gold_docs is not None else (out, {})
             solutions, responses, metadata = self.qa(solutions, template, param)
+        for m in metadata:
+            m.setdefault("llm_calls", 1)
         if gold_docs is None and gold_answers is None:
             return solutions, responses, metadata
         return solutions, responses, metadata, retrieval, answer_metrics(solutions, gold_answers, "rag_qa")

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hippo_engine.config import HippoConfig
+from hippo_engine.graphrag.factory import peer_searches
 from hippo_engine.hirag.modes import HI_MODES, ModeTable
 from hippo_engine.hirag.search import HiRAGSearch
 from hippo_engine.index.ner import NERExtractor
@@ -54,7 +55,8 @@ class Searches:
         self.table: ModeTable[QuerySearch] = ModeTable({
             "hipporag2": self.hipporag2,
             "naive": DenseSearch(rc, retriever, encoder, hirag.ranked_contexts, wrap, self.restrictor),
-            **{m: HiRAGSearch(m, rc, hirag, encoder, wrap) for m in HI_MODES}})
+            **{m: HiRAGSearch(m, rc, hirag, encoder, wrap) for m in HI_MODES},
+            **peer_searches(config, hirag, encoder, llm, self.restrictor)})
 
     def search(self, mode: str) -> QuerySearch:
         """The search object of ``mode`` (``ValueError`` for an unknown mode)."""

@@ -9,6 +9,7 @@ from test_communities import CountingResponder, world_corpus
 from hippo_engine.config import MODES, QueryParam
 from hippo_engine.hirag.clustering import entity_igraph
 from hippo_engine.hirag.context import MODE_SECTIONS, HiContext, dedupe, find_path_with_required_nodes, pack_by_tokens
+from hippo_engine.hirag.modes import HI_MODES
 from hippo_engine.hirag.seeds import CommunitySeeds, augment_graph, community_seeds
 from hippo_engine.index.graph import KIND_FACT, GraphData
 
@@ -78,7 +79,7 @@ def test_retrieve_context_sections_and_budgets(tmp_path):
     rag.index(CORPUS)
     rag.build_communities()
     rag._llm = NoCallLLM()   # contexts need no LLM
-    for mode in MODES:
+    for mode in ("hipporag2", "naive", *HI_MODES):      # the graphrag_*/kb_* budgets: tests/graphrag, tests/kb
         ctxs = rag.retrieve_context(QUERIES, mode=mode)
         assert len(ctxs) == len(QUERIES) and all(isinstance(c, HiContext) for c in ctxs)
         for c in ctxs:
@@ -252,7 +253,8 @@ def test_mode_table_dispatches_every_mode_and_refuses_gaps():
     with pytest.raises(ValueError, match="unknown"):
         ModeTable({**{m: print for m in MODES}, "other": print})
     assert HI_MODES == ("hi_local", "hi_global", "hi_bridge", "hi")
-    assert [m for m in MODES if MODE_SPECS[m].needs_communities] == ["hi_global", "hi_bridge", "hi"]
+    assert [m for m in MODES if MODE_SPECS[m].needs_communities] == ["hi_global", "hi_bridge", "hi", "graphrag_local",
+                                                                       "graphrag_global", "kb_global"]
     assert all(MODE_SPECS[m].sections == MODE_SECTIONS[m] for m in MODES)
 
 

@@ -1,0 +1,76 @@
+"""The base of the search objects that read one index version through a
+:class:`~hippo_engine.hirag.context.HiRAGEngine` (the graphrag_* and kb_* modes).
+
+:class:`EngineSearch` holds what they share: the retrieval section (query instructions, the default
+limit), the ``HiRAG`` component (its cached engine and communities), the encoder provider and the
+metadata restrictor. ``where=`` restricts the passages a search returns (and, in the
+graphrag_* modes, the runner then shows only those passages: see
+:meth:`hippo_engine.qa.runner.QueryRunner.contexts`); entities, relations and reports are not filtered.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from hippo_engine.config import QueryParam, RetrievalConfig
+from hippo_engine.datatypes import QuerySolution
+from hippo_engine.retrieve.encoding import encode_queries
+from hippo_engine.retrieve.search import ContextBuilder, QuerySearch
+
+
+class EngineSearch(QuerySearch):
+    """A mode searched on the ``HiRAG`` component's engine (``needs_communities``: with communities)."""
+
+    needs_communities = False
+
+    def __init__(self, mode: str, retrieval: RetrievalConfig, hirag, encoder: Callable[[], object],
+                 contexts_of: ContextBuilder, wrap_contexts: ContextBuilder | None = None, restrictor=None):
+        super().__init__(mode, contexts_of, wrap_contexts)
+        self.retrieval, self.hirag, self._encoder, self.restrictor = retrieval, hirag, encoder, restrictor
+
+    def engine(self):
+        """The ``HiRAGEngine`` of the current index version (communities loaded when needed;
+        missing ones are built without LLM reports, or an error asks for ``build_communities()``)."""
+        return self.hirag.engine(need_communities=self.needs_communities)
+
+    def encode(self, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(entity-matching, passage-matching) query vectors."""
+        return encode_queries(self._encoder(), list(queries), self.retrieval)
+
+    def limit(self, param: QueryParam) -> int:
+        """Passages to return: ``param.top_k``, else ``retrieval_top_k``."""
+        return param.top_k or self.retrieval.retrieval_top_k
+
+    def allowed(self, param: QueryParam) -> frozenset[str] | None:
+        """Passage ids of the documents matching ``param.where`` (None: no filter)."""
+        if param.where is None:
+            return None
+        if self.restrictor is None:
+            raise ValueError("where=: this search was built without access to the documents' metadata")
+        return frozenset(p for ps in self.restrictor.documents(param.where).values() for p in ps)
+
+
+def passage_solution(eng, query: str, nodes: Sequence[int], scores: Sequence[float], limit: int,
+                     allowed: frozenset[str] | None = None, seeds: Sequence = ()) -> QuerySolution:
+    """A ``QuerySolution`` of ranked passage graph ``nodes`` (best first) with their ``scores``:
+    those in ``allowed`` (passage ids; None: all), at most ``limit``."""
+    keep = [(int(n), float(s)) for n, s in zip(nodes, scores, strict=True)
+            if allowed is None or str(eng.node_ids[int(n)]) in allowed][:limit]
+    return QuerySolution(question=query, docs=[eng.passage_text(n) for n, _ in keep],
+                         doc_scores=np.array([s for _, s in keep], dtype=np.float64),
+                         seed_entities=list(seeds), passage_ids=[str(eng.node_ids[n]) for n, _ in keep])
+
+
+def passage_cosines(eng, q_pass: np.ndarray) -> np.ndarray:
+    """Cosine of every passage node of the graph with ``q_pass`` (``-inf`` for other nodes)."""
+    out = np.full(eng.graph.num_nodes, -np.inf)
+    if len(eng.passage_mat):
+        out[eng.passage_nodes] = eng.passage_mat @ q_pass
+    return out
+
+
+def community_passages(eng, ci: int) -> list[int]:
+    """Graph nodes of community ``ci``'s representative passages (most members mentioned first)."""
+    idx = eng.graph.index_of
+    return [idx[p] for p in eng.communities[ci].passages if p in idx]
