@@ -15,12 +15,10 @@ decides, so a better measured default changes here.
 """
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from hippo_engine.config import HippoConfig
-
-logger = logging.getLogger(__name__)
+from hippo_engine.progress import announce
 
 #: (save_dir, choice) pairs this process has announced (said once, not on every open)
 _ANNOUNCED: set[str] = set()
@@ -50,7 +48,8 @@ def choose_extractor(config: HippoConfig, recorded: str | None, has_passages: bo
                      save_dir: Path) -> HippoConfig:
     """The configuration an opened index runs with: an explicit extractor as given; ``"auto"``: the
     extractor the index records (``"openie"`` for passages written before it was recorded), or for an
-    empty index :func:`resolve_auto`'s choice, announced once per folder and process (INFO)."""
+    empty index :func:`resolve_auto`'s choice, announced once per folder and process (INFO on the
+    progress logger: the command line prints it on stderr)."""
     if config.extractor != "auto":
         return config
     if recorded is not None or has_passages:
@@ -59,7 +58,7 @@ def choose_extractor(config: HippoConfig, recorded: str | None, has_passages: bo
     key = f"{Path(save_dir).resolve()}:{config.extractor}"
     if key not in _ANNOUNCED:
         _ANNOUNCED.add(key)
-        logger.info("%s: %s", save_dir, note)
+        announce(f"{save_dir}: {note}")
     return config
 
 

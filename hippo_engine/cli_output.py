@@ -1,5 +1,5 @@
 """What the command line prints for query results: a solution (question, answer, the sources it
-cites, its passages), metrics, and the JSON form of a ``qa`` run."""
+cites, its passages with a one-line snippet each), metrics, and the JSON form of a run."""
 from __future__ import annotations
 
 import json
@@ -58,7 +58,21 @@ def print_solution(sol: QuerySolution, k: int, with_answer: bool = False) -> Non
         title, _, body = doc.partition("\n")
         mark = " *" if sol.gold_docs and doc in sol.gold_docs else ""
         ids = f"  ({', '.join(sol.doc_ids[rank - 1])})" if len(sol.doc_ids) >= rank else ""
-        print(f"  {rank:>2}. [{score:.4f}] {title}{mark}{ids}")
+        print(f"  {rank:>2}. [{score:.4f}] {_clip(title, SOURCE_WIDTH)}{mark}{ids}")
+        if body.strip():
+            print(f"      {snippet(doc)}")
+
+
+def snippet(doc: str, width: int = SOURCE_WIDTH) -> str:
+    """A passage's text after its title line, on one line (whitespace collapsed), clipped to ``width``."""
+    title, _, body = doc.partition("\n")
+    return _clip(" ".join((body or title).split()), width)
+
+
+def retrieve_json(solutions: Sequence[QuerySolution], metrics: dict) -> str:
+    """A ``retrieve`` run as JSON: the metrics (Recall@k when scored, else empty) and every solution's ``to_dict()``."""
+    return json.dumps({"metrics": metrics, "solutions": [s.to_dict() for s in solutions]}, ensure_ascii=False,
+                      indent=1)
 
 
 def qa_json(solutions: Sequence[QuerySolution], metrics: Sequence[Any] = ()) -> str:

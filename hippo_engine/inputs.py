@@ -1,12 +1,14 @@
 """Checks of what callers hand the facade, at the door: each error names the argument and the
-item (its position in the list), never a failure deep inside hashing, numpy or the encoder;
-and the readers of the command line's corpus, query and id files."""
+item (its position in the list), never a failure deep inside hashing, numpy or the encoder. (The
+command line's corpus, query and id file readers are in :mod:`hippo_engine.cli_inputs`.)"""
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+# the command line's file readers, importable from here too
+from hippo_engine.cli_inputs import read_corpus, read_documents, read_ids, read_queries
 
 if TYPE_CHECKING:
     from hippo_engine.config import HippoConfig
@@ -125,133 +127,6 @@ def check_document_ids(ids, n: int | None, what: str, *, arg: str = "ids") -> li
             raise ValueError(f"{what}(): {arg} item {i} ({d!r}) repeats item {seen[d]}; document ids must be unique")
         seen[d] = i
     return list(ids)
-
-
-# ----------------------------------------------------------------------------- files (the CLI's inputs)
-def read_corpus(path: str | Path) -> list[str]:
-    """Documents from JSON (a list) or JSONL (one item per line); see :func:`read_documents`."""
-    return read_documents(path)[0]
-
-
-def read_documents(path: str | Path) -> tuple[list[str], list[str] | None]:
-    """Documents and their ids from JSON (a list) or JSONL (one item per line). Items are
-    strings or ``{"title", "text"}`` records, which become ``"title\\ntext"``; records may carry
-    an ``"id"`` (a string or whole number), and then every item must. Ids are None when no
-    item has one."""
-    docs: list[str] = []
-    ids: list[str | None] = []
-    for n, it in enumerate(_read_items(path)):
-        if isinstance(it, str):
-            docs.append(it)
-            ids.append(None)
-        elif isinstance(it, dict) and isinstance(it.get("text"), str):
-            title = it.get("title")
-            docs.append(f"{title}\n{it['text']}" if isinstance(title, str) and title else it["text"])
-            ids.append(_record_id(it, path, n))
-        else:
-            raise ValueError(f"{path}: item {n} is neither a string nor a {{'title','text'}} record")
-    given = [n for n, d in enumerate(ids) if d is not None]
-    if not given:
-        return docs, None
-    if len(given) < len(ids):
-        raise ValueError(f"{path}: item {ids.index(None)} has no 'id' but item {given[0]} has one; give every "
-                         f"document an id or none")
-    return docs, [i for i in ids if i is not None]
-
-
-def _record_id(record: dict, path, n: int) -> str | None:
-    """A record's ``"id"`` as a string (whole numbers accepted), None without one."""
-    did = record.get("id")
-    if did is None or isinstance(did, str):
-        return did
-    if isinstance(did, int) and not isinstance(did, bool):
-        return str(did)
-    raise ValueError(f"{path}: item {n} has an 'id' that is neither a string nor a whole number: {did!r}")
-
-
-def read_ids(path: str | Path) -> list[str]:
-    """Document ids from a file: a JSON/JSONL list of ids or of records with an ``"id"``, or any
-    other file as text, one id per line (blank lines skipped)."""
-    path = Path(path)
-    if path.suffix not in (".json", ".jsonl"):
-        if not path.exists():
-            raise FileNotFoundError(f"file not found: {path}")
-        return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    out = []
-    for n, it in enumerate(_read_items(path)):
-        did = _record_id(it, path, n) if isinstance(it, dict) else it if isinstance(it, str) else None
-        if did is None:
-            raise ValueError(f"{path}: item {n} is neither an id string nor a record with an 'id'")
-        out.append(did)
-    return out
-
-
-def read_queries(path: str | Path) -> tuple[list[str], list | None, list | None]:
-    """Queries from JSON/JSONL: strings, or records with ``question`` (and optionally
-    ``answers``/``answer``+``answer_aliases`` and ``gold_docs``, or MuSiQue-style
-    ``paragraphs`` with ``is_supporting``). Returns (questions, gold_docs, gold_answers)."""
-    items = _read_items(path)
-    qs: list[str] = []
-    gd: list[list | None] = []
-    ga: list[list | None] = []
-    for n, it in enumerate(items):
-        if isinstance(it, str):
-            qs.append(it)
-            gd.append(None)
-            ga.append(None)
-            continue
-        if not isinstance(it, dict) or not isinstance(it.get("question"), str):
-            raise ValueError(f"{path}: item {n} has no 'question' string")
-        qs.append(it["question"])
-        if "gold_docs" in it:
-            gd.append(list(it["gold_docs"]))
-        elif "paragraphs" in it:
-            gd.append([f"{p['title']}\n{p.get('paragraph_text', p.get('text', ''))}"
-                       for p in it["paragraphs"] if p.get("is_supporting", True)])
-        else:
-            gd.append(None)
-        if "answers" in it:
-            ga.append(list(it["answers"]))
-        elif "answer" in it:
-            ga.append([it["answer"], *it.get("answer_aliases", [])])
-        else:
-            ga.append(None)
-    gold_docs = gd if gd and all(g is not None for g in gd) else None
-    gold_answers = ga if ga and all(g is not None for g in ga) else None
-    return qs, gold_docs, gold_answers
-
-
-def _read_items(path: str | Path) -> list[Any]:
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"file not found: {path}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e})") from None
-    if path.suffix == ".jsonl":
-        items = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    items.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}, line {n}: not valid JSON ({e.msg}, column {e.colno})") from None
-        return items
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        hint = (" (a corpus is a JSON list of strings or {title, text} records, or JSONL: one per line)"
-                if path.suffix not in (".json", ".jsonl") else "")
-        raise ValueError(f"{path}, line {e.lineno}, column {e.colno}: not valid JSON ({e.msg}){hint}") from None
-    if isinstance(data, dict):
-        for key in ("corpus", "docs", "questions", "data"):
-            if isinstance(data.get(key), list):
-                return data[key]
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list (or JSONL)")
-    return data
-
 
 
 __all__ = ["MAX_ID_BYTES", "check_document_ids", "check_documents", "check_id_storable", "check_queries",

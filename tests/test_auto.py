@@ -66,7 +66,7 @@ def test_an_index_keeps_its_recorded_extractor(tmp_path):
 
 
 def test_a_new_index_without_an_llm_server_is_built_without_an_llm_and_says_so_once(tmp_path, no_llm_server, caplog):
-    with caplog.at_level(logging.INFO, logger="hippo_engine.auto"):
+    with caplog.at_level(logging.INFO, logger="hippo_engine.progress"):
         rag = HippoRAG(tmp_path / "m", encoder=NgramEncoder(), show_progress=False)
         again = HippoRAG(tmp_path / "m", encoder=NgramEncoder(), show_progress=False)
     said = [r.getMessage() for r in caplog.records if "no LLM server configured" in r.getMessage()]

@@ -53,10 +53,11 @@ def test_file_and_folder_errors_name_the_file_and_line_and_create_nothing(tmp_pa
     assert main(["index", str(bad), "--save-dir", str(tmp_path / "e1")]) == 2
     err = capsys.readouterr().err
     assert f"{bad}, line 2" in err and not (tmp_path / "e1").exists()
-    txt = tmp_path / "notes.txt"
-    txt.write_text("plain text, not JSON")
-    assert main(["index", str(txt), "--save-dir", str(tmp_path / "e2")]) == 2
-    assert "JSON list of strings" in capsys.readouterr().err and not (tmp_path / "e2").exists()
+    other = tmp_path / "notes.dat"            # (.txt and .md files are documents; other files are read as JSON)
+    other.write_text("plain text, not JSON")
+    assert main(["index", str(other), "--save-dir", str(tmp_path / "e2")]) == 2
+    err = capsys.readouterr().err
+    assert f"{other}, line 1" in err and "folder of .txt/.md files" in err and not (tmp_path / "e2").exists()
     assert main(["stats", "--save-dir", str(tmp_path / "typo")]) == 2
     assert "no index in" in capsys.readouterr().err and not (tmp_path / "typo").exists()
 

@@ -1,0 +1,135 @@
+"""``hippo-engine retrieve`` and ``hippo-engine qa``: questions inline (``-q "..."``, repeatable) or
+from a file, in any retrieval mode (``--mode``), optionally within a metadata filter (``--where``);
+each passage printed with its rank, score, title, document id and a one-line snippet, or everything
+as JSON on stdout (``--json``). Light to import (the engine loads when a command runs)."""
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hippo_engine.cli_inputs import read_queries
+from hippo_engine.cli_output import print_solution, qa_json, retrieve_json
+from hippo_engine.config import MODES
+
+
+def where_filter(text: str) -> dict:
+    """argparse type: a metadata filter as JSON (checked by the engine's filter parser)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({e.msg}, column {e.colno}): {text!r}") from None
+    from hippo_engine.store.metadata import parse_where
+    try:
+        parse_where(value)
+    except (TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
+def questions(args) -> tuple[list[str], list | None, list | None]:
+    """The command's questions: ``--queries FILE`` (with its gold documents and answers) and/or
+    ``-q`` questions (no gold), the first ``--limit``."""
+    if not args.queries and not args.query:
+        raise ValueError(f"{args.command}: give a question with -q \"...\" (repeatable) or a file with --queries")
+    qs, gold_docs, gold_answers = read_queries(args.queries) if args.queries else ([], None, None)
+    if args.query:
+        qs, gold_docs, gold_answers = qs + list(args.query), None, None   # gold only for a file's questions alone
+    if args.limit:
+        qs = qs[:args.limit]
+        gold_docs = gold_docs[:args.limit] if gold_docs else None
+        gold_answers = gold_answers[:args.limit] if gold_answers else None
+    return qs, gold_docs, gold_answers
+
+
+def _mode(args) -> str | None:
+    if args.dense and args.mode not in (None, "naive"):
+        raise ValueError(f"--dense is --mode naive; it cannot go with --mode {args.mode}")
+    return "naive" if args.dense else args.mode
+
+
+def _print_metrics(name: str, metrics: dict) -> None:
+    if metrics:
+        print(f"{name}: " + "  ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
+
+
+def cmd_retrieve(args) -> int:
+    """Rank passages for the questions (Recall@k when a queries file has gold documents)."""
+    from hippo_engine import cli
+    qs, gold_docs, _ = questions(args)
+    cli._existing_index(args)
+    rag = cli._make_rag(args)
+    top_k = args.top_k or 5
+    out = rag.retrieve(qs, max(top_k, 200 if gold_docs else top_k), gold_docs=gold_docs, mode=_mode(args),
+                       where=args.where)
+    sols, metrics = out if gold_docs is not None else (out, {})
+    if args.json:
+        print(retrieve_json(sols, metrics))
+    else:
+        for s in sols:
+            print_solution(s, top_k)
+        _print_metrics("\nretrieval", metrics)
+    if args.output:
+        Path(args.output).write_text(retrieve_json(sols, metrics), encoding="utf-8")
+    return cli._llm_failures(sols)
+
+
+def cmd_qa(args) -> int:
+    """Retrieve and answer the questions (EM/F1 when a queries file has gold answers)."""
+    from hippo_engine import cli
+    from hippo_engine.config import QueryParam
+    qs, gold_docs, gold_answers = questions(args)
+    cli._existing_index(args)
+    rag = cli._make_rag(args)
+    param = QueryParam(qa_top_k=args.top_k)       # None: the config's qa_top_k (5)
+    mode = _mode(args)
+    out = rag.rag_qa(qs, gold_docs=gold_docs, gold_answers=gold_answers, dense=mode == "naive",
+                     mode=None if mode == "naive" else mode, param=param, where=args.where)
+    sols = out[0]
+    if args.json:                                  # everything, as JSON, instead of the text
+        print(qa_json(sols, out[3:]))
+    else:
+        for s in sols:
+            print_solution(s, args.top_k or rag.config.qa_top_k, with_answer=True)
+        if len(out) == 5:
+            _print_metrics("\nretrieval", out[3])
+            _print_metrics("qa", out[4])
+    if args.output:
+        Path(args.output).write_text(qa_json(sols, out[3:]), encoding="utf-8")
+    return cli._llm_failures(sols)
+
+
+def add_parsers(sub: Any, common: Callable, ranking_flags: Callable, positive: Callable) -> None:
+    """Register ``retrieve`` and ``qa`` (``common``/``ranking_flags``: cli.py's shared flags)."""
+    for name, func, helptext in (("retrieve", cmd_retrieve, "rank passages for questions"),
+                                 ("qa", cmd_qa, "retrieve, then answer with the reader LLM")):
+        sp = sub.add_parser(name, help=helptext)
+        sp.add_argument("-q", "--query", action="append", default=None, metavar="QUESTION",
+                        help="a question (repeatable); with or instead of --queries")
+        sp.add_argument("--queries", default=None, metavar="FILE",
+                        help="questions from a file: .txt (one per line), or JSON/JSONL of strings or {question, "
+                             "...} records; gold docs/answers in the records turn on Recall@k / EM / F1")
+        sp.add_argument("--top-k", type=positive, default=None,
+                        help="passages per question to print (default 5); for qa also the passages the reader reads")
+        sp.add_argument("--limit", type=positive, default=None, help="only the first N questions")
+        sp.add_argument("--mode", choices=MODES, default=None,
+                        help="how passages are ranked: hipporag2 (default: the graph), naive (dense retrieval), "
+                             "or another mode (hi_*: HiRAG communities; see the README)")
+        sp.add_argument("--dense", action="store_true", help="dense retrieval baseline (the same as --mode naive)")
+        sp.add_argument("--where", type=where_filter, default=None, metavar="JSON",
+                        help="rank only passages of documents whose metadata match this filter, e.g. "
+                             "'{\"user\": \"alice\"}' or '{\"year\": {\"$gte\": 2020}}' (operators $eq $ne $in "
+                             "$nin $gt $gte $lt $lte, $and/$or lists)")
+        ranking_flags(sp)
+        sp.add_argument("--json", action="store_true",
+                        help="print every solution (passages with ids and scores, facts" +
+                             (", answer, citations" if name == "qa" else "") + ") and the metrics as JSON on "
+                             "stdout instead of the text")
+        sp.add_argument("--output", default=None, metavar="FILE", help="also write that JSON to this file")
+        common(sp)
+        sp.set_defaults(func=func)
+
+
+__all__ = ["add_parsers", "cmd_qa", "cmd_retrieve", "questions", "where_filter"]
