@@ -100,7 +100,25 @@ def cmd_serve(args) -> int:
     os.environ[ENV_SETTINGS] = settings.to_json()
     if settings.access_key is not None:
         os.environ[ENV_ACCESS_KEY] = settings.access_key
-    return run_server(args.host, args.port, args.workers, "warning" if args.quiet else "info")
+    app = open_app(settings, keep=args.workers == 1)
+    return run_server(args.host, args.port, args.workers, "warning" if args.quiet else "info", app=app)
+
+
+def open_app(settings: ServiceSettings, *, keep: bool) -> Any:
+    """Open the default workspace here, so that a bad folder, storage or server fails now with a plain
+    message (in a worker's startup it would be a traceback in the log). ``keep``: return the app over it
+    (one process serves it); otherwise close it again (each worker opens its own) and return None."""
+    from hippo_engine.service.app import create_app, open_workspaces
+    ws = open_workspaces(settings)
+    try:
+        ws.get(None, create=True)
+    except BaseException:
+        ws.close()
+        raise
+    if not keep:
+        ws.close()
+        return None
+    return create_app(settings, workspaces=ws, preload=False)
 
 
 def tcp_socket(host: str, port: int) -> socket.socket:
@@ -119,15 +137,17 @@ def tcp_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_server(host: str, port: int, workers: int, log_level: str) -> int:
-    """Run uvicorn on the app factory until stopped; 3 if the app failed to start (one process). With
-    several workers, the socket is made here (:func:`tcp_socket`) and uvicorn's supervisor starts them."""
+def run_server(host: str, port: int, workers: int, log_level: str, app: Any = None) -> int:
+    """Run uvicorn until stopped: on ``app`` (one process), else on the app factory (each worker builds
+    its app from the environment); 3 if the app failed to start (one process). With several workers, the
+    socket is made here (:func:`tcp_socket`) and uvicorn's supervisor starts them."""
     import logging
 
     import uvicorn
     from uvicorn.supervisors import Multiprocess
-    config = uvicorn.Config(APP_FACTORY, factory=True, host=host, port=port, workers=workers, log_level=log_level,
-                            timeout_graceful_shutdown=GRACEFUL_S, server_header=False)
+    target = app if app is not None and workers == 1 else APP_FACTORY
+    config = uvicorn.Config(target, factory=target == APP_FACTORY, host=host, port=port, workers=workers,
+                            log_level=log_level, timeout_graceful_shutdown=GRACEFUL_S, server_header=False)
     server = uvicorn.Server(config)
     try:
         if workers == 1:            # uvicorn binds the address itself (a TCP socket: TCP_NODELAY is set)

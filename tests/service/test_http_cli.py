@@ -48,22 +48,33 @@ def test_bad_flags_are_usage_errors(argv, capsys):
 def test_serve_hands_the_settings_to_the_workers_in_the_environment(monkeypatch, capsys):
     seen = {}
 
-    def fake_run(host, port, workers, log_level):
+    def fake_run(host, port, workers, log_level, app=None):
         import os
         seen.update(host=host, port=port, workers=workers, settings=os.environ[ENV_SETTINGS],
-                    key=os.environ.get(ENV_ACCESS_KEY))
+                    key=os.environ.get(ENV_ACCESS_KEY), app=app)
         return 0
 
     monkeypatch.setattr(cli_serve, "run_server", fake_run)
+    monkeypatch.setattr(cli_serve, "open_app", lambda settings, keep: "the app" if keep else None)
     for name in (ENV_ACCESS_KEY, ENV_SETTINGS):      # restored after the test, whatever serve sets
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
     assert main(["serve", "--save-dir", "idx", "--workers", "3", "--host", "0.0.0.0", "--port", "0"]) == 0
     assert seen["workers"] == 3 and seen["host"] == "0.0.0.0" and seen["port"] == 0 and seen["key"] is None
+    assert seen["app"] is None                      # several workers: each builds its own app
     assert ServiceSettings.from_json(seen["settings"]).save_dir == "idx"
     assert "without an access key" in capsys.readouterr().err
     main(["serve", "--save-dir", "idx", "--access-key", "k"])
     assert seen["key"] == "k" and "k" not in json.loads(seen["settings"]).values()
+    assert seen["app"] == "the app"                 # one process: the app opened before uvicorn starts
+
+
+def test_a_bad_storage_server_is_a_plain_error_before_uvicorn_starts(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("psycopg", reason="the postgres extra")
+    monkeypatch.setattr(cli_serve, "run_server", lambda *a, **k: pytest.fail("uvicorn must not start"))
+    rc = main(["serve", "--save-dir", str(tmp_path / "m"), "--dsn", "postgresql://127.0.0.1:1/nope", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot connect to the PostgreSQL server" in err and "Traceback" not in err
 
 
 def test_the_workers_socket_is_tcp_so_that_connections_get_tcp_nodelay():
