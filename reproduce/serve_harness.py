@@ -49,6 +49,14 @@ def redact(text: str, work: Path) -> str:
     return text.replace(str(Path(work).resolve()), "<work dir>").replace(str(work), "<work dir>")
 
 
+def command_line(name: str, argv: Sequence[str], work: Path) -> str:
+    """``python -m reproduce NAME ARGS`` as run (``argv`` with or without the command's name), the work
+    folder written ``<work dir>``."""
+    import shlex
+    args = list(argv[1:] if list(argv[:1]) == [name] else argv)
+    return redact(" ".join(["python -m reproduce", name, *map(shlex.quote, args)]), work)
+
+
 # ----------------------------------------------------------------------------- documents
 def musique_documents(n: int | None = None, data: Path = MUSIQUE_TRAIN_DIR) -> list[dict]:
     """The distinct passages of the MuSiQue subset as API documents ``{id, title, text}`` (id ``mq-NNNN``,
@@ -263,5 +271,6 @@ def hold_postgres(save_dir: Path):
     return server
 
 
-__all__ = ["ENGINE", "OUT_DIR", "ServerProcess", "build_index", "free_port", "full_text", "hold_postgres",
-           "musique_documents", "musique_questions", "open_engine", "pct", "redact", "uptime", "wiki_documents"]
+__all__ = ["ENGINE", "OUT_DIR", "ServerProcess", "build_index", "command_line", "free_port", "full_text",
+           "hold_postgres", "musique_documents", "musique_questions", "open_engine", "pct", "redact", "uptime",
+           "wiki_documents"]

@@ -11,13 +11,14 @@ folder, which this harness holds so that it outlives the workers; SQLite: 1 work
 /retrieve`` between them (one query, ``top_k`` 5): a MuSiQue question in ``hipporag2`` mode, or with
 probability ``--probe-share`` a probe, the text of an added document in ``naive`` mode. Meanwhile a writer
 thread adds ``--documents`` 2WikiMultihopQA passages in batches (``POST /documents``), follows each job to
-``done`` (``GET /jobs/{id}``) and deletes the batch two batches later (``POST /documents/delete`` and
-``DELETE /documents/{id}`` in turn), then the rest. Every request's latency is measured by its client;
-every response is checked against the times of the writes (:mod:`.serve_consistency`). The index is the
-base corpus again at the end (checked).
+``done`` (``GET /jobs/{id}``) and deletes a batch once ``--delete-lag`` later batches are indexed (``POST
+/documents/delete`` and ``DELETE /documents/{id}`` in turn), then the rest. Every request's latency is
+measured by its client; every response is checked against the times of the writes
+(:mod:`.serve_consistency`). The index is the base corpus again at the end (checked).
 
 ``--overhead N`` (SQLite run): N questions, each retrieved through HTTP (one query, idle server) and with
 the same call in-process (``HippoRAG.retrieve`` on the same index folder, warm), in turn; p50 of each.
+``--only-overhead``: the SQLite server and that measure alone (to repeat it on a quieter machine).
 
 Writes ``reproduce/results/serve/load.md`` and ``load.json``; exits 1 on any failed check.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import threading
 import time
@@ -36,6 +38,7 @@ from .serve_harness import (
     OUT_DIR,
     ServerProcess,
     build_index,
+    command_line,
     full_text,
     hold_postgres,
     musique_documents,
@@ -63,11 +66,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--clients", type=int, default=8, help="reader threads (default 8)")
     ap.add_argument("--documents", type=int, default=200, help="documents added and deleted per run (default 200)")
     ap.add_argument("--batch", type=int, default=10, help="documents per POST /documents (default 10)")
+    ap.add_argument("--delete-lag", type=int, default=4, help="a batch is deleted once this many later batches "
+                    "were indexed (default 4)")
     ap.add_argument("--probe-share", type=float, default=0.2, help="share of probe requests (default 0.2)")
     ap.add_argument("--top-k", type=int, default=5, help="passages per query (default 5)")
     ap.add_argument("--base", type=int, default=None, help="MuSiQue passages in the index (default all 1,890)")
     ap.add_argument("--overhead", type=int, default=100, help="questions of the HTTP overhead measure (SQLite "
                     "run; 0: skip; default 100)")
+    ap.add_argument("--only-overhead", action="store_true", help="the SQLite server and the overhead measure only")
     ap.add_argument("--seed", type=int, default=23)
     ap.add_argument("--time-limit", type=float, default=1800.0, help="seconds a run's load may last (default 1800)")
     ap.add_argument("--work", type=Path, default=Path("outputs/serve/load"), help="indexes and server logs")
@@ -92,8 +98,8 @@ class Shared:
             return rng.choice(self.added) if self.added else None
 
 
-def writer(url: str, batches: list[list[dict]], shared: Shared, deadline: float, out: dict) -> None:
-    """Add each batch, follow its job to done, delete the batch added two before (then the rest)."""
+def writer(url: str, batches: list[list[dict]], shared: Shared, deadline: float, out: dict, lag: int) -> None:
+    """Add each batch, follow its job to done, delete the batch added ``lag`` batches before (then the rest)."""
     import httpx
     docs, errors = shared.docs, out.setdefault("writer_errors", [])
     out["write_start"] = time.monotonic()
@@ -114,7 +120,7 @@ def writer(url: str, batches: list[list[dict]], shared: Shared, deadline: float,
             if not _follow(c, r.json()["job_id"], ids, shared, deadline, errors):
                 break
             pending.append(ids)
-            if len(pending) > 2:
+            if len(pending) > lag:
                 _delete(c, pending.pop(0), k, shared, errors)
         for k, ids in enumerate(pending):
             _delete(c, ids, k, shared, errors)
@@ -208,7 +214,8 @@ def load_run(url: str, base: list[dict], added: list[dict], questions: list[str]
     calls: list[Call] = []
     budget, lock = [args.requests], threading.Lock()
     wout: dict = {}
-    threads = [threading.Thread(target=writer, args=(url, batches, shared, deadline, wout), name="writer")]
+    threads = [threading.Thread(target=writer, args=(url, batches, shared, deadline, wout, args.delete_lag),
+                                name="writer")]
     threads += [threading.Thread(target=reader, args=(url, args.seed * 1000 + i, questions, shared, budget, lock,
                                                       args, deadline, calls), name=f"reader-{i}")
                 for i in range(args.clients)]
@@ -223,12 +230,16 @@ def load_run(url: str, base: list[dict], added: list[dict], questions: list[str]
     rep = check_calls(calls, docs, base_map, args.top_k)
     ok = [c.end - c.start for c in calls if c.status == 200]
     during = [c for c in calls if wout.get("write_start", 0) <= c.start <= wout.get("write_end", 0)]
+    ok_during = [c.end - c.start for c in during if c.status == 200]
+    ok_after = [c.end - c.start for c in calls if c.status == 200 and c not in during]
     return {"requests": len(calls), "read_seconds": reads_s, "requests_per_s": len(calls) / reads_s,
             "latency_ms": {f"p{q}": 1000 * pct(ok, q) for q in (50, 95, 99)} | {"max": 1000 * max(ok, default=0)},
             "latency_ms_by_mode": {m: {f"p{q}": 1000 * pct([c.end - c.start for c in calls
                                                             if c.status == 200 and c.mode == m], q) for q in (50, 95)}
                                    for m in ("hipporag2", "naive")},
             "requests_during_writes": len(during),
+            "latency_ms_during_writes": {f"p{q}": 1000 * pct(ok_during, q) for q in (50, 95)},
+            "latency_ms_without_writes": {f"p{q}": 1000 * pct(ok_after, q) for q in (50, 95)},
             "write_seconds": wout.get("write_end", float("nan")) - wout.get("write_start", float("nan")),
             "documents_added": sum(t.add_ok is not None for t in docs.values()),
             "documents_seen_indexed": sum(t.indexed_seen is not None for t in docs.values()),
@@ -298,9 +309,10 @@ def run_storage(storage: str, workers: int, args: argparse.Namespace, log=print)
             log(f"{storage}: {workers} worker(s) ready in {out['startup_s']:.1f} s; warming up")
             warm_up(server.url, questions, args.clients)
             out["uptime_before"] = uptime()
-            out["load"] = load_run(server.url, base, added, questions, args)
-            out["uptime_after"] = uptime()
-            log(f"{storage}: {json.dumps(out['load']['check']['counts'])}")
+            if not args.only_overhead:
+                out["load"] = load_run(server.url, base, added, questions, args)
+                out["uptime_after"] = uptime()
+                log(f"{storage}: {json.dumps(out['load']['check']['counts'])}")
             if storage == "sqlite" and args.overhead > 0:
                 out["overhead"] = overhead(server.url, save, storage, questions, args.overhead, args.top_k)
                 out["uptime_overhead"] = uptime()
@@ -318,6 +330,8 @@ def run_storage(storage: str, workers: int, args: argparse.Namespace, log=print)
 
 def failures(result: dict) -> list[str]:
     """Why a run failed its acceptance (empty: passed)."""
+    if "load" not in result:
+        return [] if result.get("index_is_base_again") else ["the index is not the base corpus at the end"]
     load, out = result["load"], []
     counts = load["check"]["counts"]
     if counts.get("violations", 0):
@@ -335,20 +349,21 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run the asked backends, write the report, exit 1 on any failure."""
     from .common import setup_logging
     setup_logging()
+    logging.getLogger("httpx").setLevel(logging.WARNING)      # not a line per request
     args.work.mkdir(parents=True, exist_ok=True)
     runs = [("postgres", args.postgres_workers), ("sqlite", args.sqlite_workers)]
     results = []
     for storage, workers in runs:
-        if args.storage in ("both", storage):
+        if args.storage in ("both", storage) and (storage == "sqlite" or not args.only_overhead):
             r = run_storage(storage, workers, args)
             r.update(requests_asked=args.requests, documents_asked=args.documents)
             r["failures"] = failures(r)
             results.append(r)
-    command = "python -m reproduce serve-load " + " ".join(argv)
-    md, js = render_load(results, command.strip(), args), args.out.with_suffix(".json")
+    command = command_line("serve-load", argv, args.work)
+    md, js = render_load(results, command, args), args.out.with_suffix(".json")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(md, encoding="utf-8")
-    js.write_text(json.dumps({"command": command.strip(), "runs": results}, indent=1), encoding="utf-8")
+    js.write_text(json.dumps({"command": command, "runs": results}, indent=1), encoding="utf-8")
     print(md)
     return 1 if any(r["failures"] for r in results) else 0
 

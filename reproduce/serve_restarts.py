@@ -9,7 +9,8 @@ documents waiting for the background indexer (batches of ``--index-batch``). Eac
 by SIGKILL to the server's whole process group at a seeded random moment: a few before the server is ready
 (``--early-share``: while it loads its models or recovers), the others once the indexed count (``GET
 /documents?status=indexed``) reaches the run's target (targets spread over the corpus, jittered) plus a
-random pause of up to 0.3 s; a POST may be in flight. The server is started again each time. A batch whose
+random pause of up to 0.3 s, or (``--post-share``) up to 50 ms after the next ``POST /documents``
+is sent from then on, so that some kills hit a POST in flight. The server is started again each time. A batch whose
 POST got no answer is looked up by id (``GET /documents/{id}``) after the restart: known documents were
 accepted, unknown ones are posted again; nothing else is ever posted twice.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import shutil
 import threading
@@ -35,6 +37,7 @@ from pathlib import Path
 from .serve_harness import (
     OUT_DIR,
     ServerProcess,
+    command_line,
     full_text,
     hold_postgres,
     musique_documents,
@@ -58,6 +61,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--index-batch", type=int, default=8, help="the server's indexing batch (default 8)")
     ap.add_argument("--queue", type=int, default=40, help="most accepted documents waiting (default 40)")
     ap.add_argument("--early-share", type=float, default=0.15, help="share of kills before ready (default 0.15)")
+    ap.add_argument("--post-share", type=float, default=0.25,
+                    help="share of kills up to 50 ms after a POST /documents was sent (default 0.25)")
     ap.add_argument("--seed", type=int, default=23)
     ap.add_argument("--time-limit", type=float, default=3600.0, help="seconds the whole run may last (default 3600)")
     ap.add_argument("--work", type=Path, default=Path("outputs/serve/restarts"), help="index folders and logs")
@@ -72,6 +77,7 @@ class Poster(threading.Thread):
         super().__init__(name="poster", daemon=True)
         self.url, self.state, self.queue = url, state, queue
         self.in_flight = False
+        self.sending = threading.Event()        # set as each POST is sent
         self.indexed = 0
         self._halt = threading.Event()
 
@@ -91,6 +97,7 @@ class Poster(threading.Thread):
                     return
                 self.in_flight = True
                 st["status"][k] = "unknown"
+                self.sending.set()
                 try:
                     r = c.post("/documents", json={"documents": batch})
                 except httpx.HTTPError:
@@ -139,8 +146,9 @@ def indexed_total(c) -> int | None:
 
 
 def one_run(server: ServerProcess, state: dict, args: argparse.Namespace, rng: random.Random,
-            target: int | None, deadline: float) -> dict:
-    """Serve until killed (``target``: the indexed count after which to kill; None: the last run, to the end)."""
+            target: int | None, deadline: float, at_post: bool = False) -> dict:
+    """Serve until killed (``target``: the indexed count after which to kill, or with ``at_post`` the first
+    POST sent once it is reached; None: the last run, to the end)."""
     import httpx
     info: dict = {}
     info["startup_s"] = server.wait_ready()
@@ -153,7 +161,11 @@ def one_run(server: ServerProcess, state: dict, args: argparse.Namespace, rng: r
             if n is not None:
                 poster.indexed = n
             if target is not None and n is not None and n >= target:
-                time.sleep(rng.uniform(0, 0.3))
+                poster.sending.clear()
+                if at_post and poster.is_alive() and poster.sending.wait(30.0):
+                    time.sleep(rng.uniform(0, 0.05))
+                else:
+                    time.sleep(rng.uniform(0, 0.3))
                 info["mid_post"] = poster.in_flight
                 server.kill()
                 info["indexed_at_kill"] = n
@@ -195,14 +207,16 @@ def ingest_with_kills(storage: str, args: argparse.Namespace, log=print) -> dict
             last = run == args.kills
             server = ServerProcess(save, args.work / f"server_{storage}.log", storage=storage,
                                    extra=["--index-batch", str(args.index_batch)]).start()
-            if not last and out["startups"] and rng.random() < args.early_share:
+            draw = rng.random()
+            if not last and out["startups"] and draw < args.early_share:
                 kill_early(server, rng, pct(out["startups"], 50))
                 out["kills"] += 1
                 out["kills_before_ready"] += 1
                 log(f"{storage} run {run}: killed during startup")
                 continue
             try:
-                info = one_run(server, state, args, rng, None if last else targets[run], deadline)
+                info = one_run(server, state, args, rng, None if last else targets[run], deadline,
+                               at_post=draw < args.early_share + args.post_share)
             except BaseException:
                 server.kill()
                 raise
@@ -308,6 +322,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run the asked backends, write the report, exit 1 on any failure."""
     from .common import setup_logging
     setup_logging()
+    logging.getLogger("httpx").setLevel(logging.WARNING)      # not a line per request
     args.work.mkdir(parents=True, exist_ok=True)
     results = []
     for storage in ("sqlite", "postgres"):
@@ -315,7 +330,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
             r = ingest_with_kills(storage, args)
             r["failures"] = failures(r, args.documents)
             results.append(r)
-    command = ("python -m reproduce serve-restarts " + " ".join(argv)).strip()
+    command = command_line("serve-restarts", argv, args.work)
     md = render_restarts(results, command)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(md, encoding="utf-8")

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from hippo_engine.llm.base import LLMClient
     from hippo_engine.retrieve.searches import Searches
 
-#: rankings of one retrieve call: another writer may commit between a ranking and the reading of its
-#: document ids (see ``QueryRunner._attach_ids``); the last try keeps the ids of the stored version
+#: rankings of one retrieve call: another writer may commit while a ranking runs or before its document
+#: ids are read (see ``QueryRunner._attach_ids``); the last try keeps what it read
 RANKING_TRIES = 3
 GoldDocs = Sequence[Sequence[str]]
 GoldAnswers = Sequence[str | Sequence[str]]
@@ -80,11 +80,13 @@ class QueryRunner:
         queries = self.check_queries(queries, "retrieve")
         search = self.searches.search(param.mode)
         for attempt in range(RANKING_TRIES):
+            self.index.refresh()                    # the version this ranking starts from
+            start = self.index.loaded_version
             if param.where is not None and search.reads_context:
                 solutions = self._filtered(search, queries, param)
             else:
                 solutions = search.retrieve(queries, param)
-            if self._attach_ids(solutions, param, last=attempt == RANKING_TRIES - 1):
+            if self._attach_ids(solutions, param, start if attempt < RANKING_TRIES - 1 else None):
                 break
         return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
                                f"retrieve[{param.mode}]")
@@ -123,14 +125,13 @@ class QueryRunner:
         wide = dataclasses.replace(param, top_k=max(len(self.index), 1))   # HiRAG's whole ranking, then cut
         return context_solutions(search.contexts(queries, wide), pids, param.top_k or self.retrieval_top_k)
 
-    def _attach_ids(self, solutions: Solutions, param: QueryParam, last: bool = True) -> bool:
-        """Each solution's document ids (under ``param.where``, the matching documents only), read in one
-        snapshot of the database at the version the solutions were ranked on. If another writer committed
-        since, nothing is attached and False is returned (rank again), unless ``last`` (then they are those
-        of the stored version)."""
-        ranked = self.index.loaded_version
+    def _attach_ids(self, solutions: Solutions, param: QueryParam, start: str | None = None) -> bool:
+        """Each solution's document ids (under ``param.where``, the matching documents only). With ``start``
+        (the index version the ranking started from), they are read in one snapshot of the database, and
+        only if no writer committed since (a lazy PostgreSQL reader also reads passage texts during the
+        ranking): else nothing is attached and False is returned (rank again)."""
         with self.index.db.snapshot():
-            if not last and self.index.version != ranked:
+            if start is not None and (self.index.loaded_version != start or self.index.version != start):
                 return False
             attach_ids(solutions, self.index)
             if param.where is not None:

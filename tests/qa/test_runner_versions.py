@@ -34,3 +34,32 @@ def test_doc_ids_are_those_of_the_version_that_was_ranked(tmp_path, monkeypatch)
     finally:
         reader.close()
         writer.close()
+
+
+def test_a_ranking_during_which_the_reader_moved_on_is_done_again(tmp_path, monkeypatch):
+    """A lazy PostgreSQL reader reads passage texts from the database while it ranks and may reload a newer
+    version meanwhile: a ranking is kept only if the version it started from is still the stored one."""
+    reader = make_rag(tmp_path / "m", use_filter=False)
+    writer = make_rag(tmp_path / "m", use_filter=False)
+    try:
+        writer.index(CORPUS, ids=IDS)
+        query = "Where was Ilse Marrow born?"
+        reader.retrieve([query], 3)
+        search = reader.queries.searches.search("hipporag2")
+        ranked, deleted = search.retrieve, []
+
+        def rank_while_another_writer_deletes(queries, param):
+            sols = ranked(queries, param)
+            if not deleted:
+                deleted.append(IDS[CORPUS.index(sols[0].docs[0])])
+                writer.delete(ids=deleted)
+                reader.index_state.refresh()      # the reader moves on before the ranking returns
+            return sols
+
+        monkeypatch.setattr(search, "retrieve", rank_while_another_writer_deletes)
+        sol = reader.retrieve([query], 3)[0]
+        shown = [IDS[CORPUS.index(d)] for d in sol.docs]
+        assert deleted[0] not in shown and sol.doc_ids == [[d] for d in shown]
+    finally:
+        reader.close()
+        writer.close()
