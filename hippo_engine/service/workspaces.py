@@ -112,12 +112,23 @@ class Workspaces:
         name = check_name(name)
         with self._lock:
             mem = self._memories.get(name)
+            if mem is not None and name != DEFAULT and not self.path(name).is_dir():
+                self._evict(name, mem)      # another server process deleted it: forget our stale copy
+                mem = None
             if mem is not None:
                 return mem
             if not create and not self.exists(name):
                 raise KeyError(f"no workspace {name!r}")
             mem = self._memories[name] = self._open(name)
             return mem
+
+    def _evict(self, name: str, mem: Memory) -> None:
+        """Drop an open workspace whose data is gone, stopping its worker (errors of its dead store are logged)."""
+        self._memories.pop(name, None)
+        try:
+            mem.close()
+        except Exception:   # noqa: BLE001 - its database may be gone with it
+            logger.warning("workspace %r was deleted by another process; closing our copy failed", name, exc_info=True)
 
     def _open(self, name: str) -> Memory:
         from hippo_engine import HippoRAG

@@ -119,3 +119,21 @@ def test_an_existing_index_keeps_the_extractor_it_was_built_with(tmp_path):
         assert mem.document("y")["status"] == "indexed"
     finally:
         ws.close()
+
+
+def test_a_workspace_another_process_deleted_is_forgotten(tmp_path):
+    opts = {"llm": ScriptedLLM(toy_respond), "encoder": NgramEncoder(), "show_progress": False,
+            "synonymy_threshold": 0.6, "use_filter": False}
+    mine = Workspaces(tmp_path / "root", rag_options=opts, memory_options={"poll_s": 0.05})
+    other = Workspaces(tmp_path / "root", rag_options=opts, memory_options={"poll_s": 0.05})
+    try:
+        mine.get("alpha", create=True).add([{"id": "x", "text": CORPUS[2]}])
+        assert mine.get("alpha", create=False).wait(timeout=60)
+        assert other.delete("alpha")                         # as another server process would
+        with pytest.raises(KeyError):
+            mine.get("alpha", create=False)                  # not our stale copy
+        fresh = mine.get("alpha", create=True)               # a write makes it anew, empty
+        assert fresh.document("x") is None
+    finally:
+        mine.close()
+        other.close()
