@@ -80,8 +80,8 @@ class Memory:
 
     def documents(self, status: str | None = None, offset: int = 0, limit: int = 50) -> dict:
         """A page of documents (the order accepted), all or those of one ``status``."""
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset < 2**62:
+            raise ValueError(f"offset must be an integer from 0 to 2**62 - 1, got {offset!r}")
         return self.store.documents(status, offset, _positive(limit, "limit", MAX_PAGE))
 
     def document(self, doc_id: str) -> dict | None:

@@ -54,6 +54,8 @@ def test_documents_are_listed_by_page_and_status_and_read_one_by_one(tmp_path):
         assert [d["id"] for d in page["documents"]] == ["d2", "d3", "d4"]
         assert page["total"] == 7 and page["offset"] == 2 and page["limit"] == 3
         assert mem.documents(status="indexed")["total"] == 0
+        with pytest.raises(ValueError, match="offset"):
+            mem.documents(offset=2**63)                # beyond SQLite's integers: a clear error, not OverflowError
         assert mem.documents(status="pending")["total"] == 7
         one = mem.document("d1")
         assert one["text"].startswith("Ilse Marrow was born") and one["title"] == "Ilse Marrow"
