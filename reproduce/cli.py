@@ -22,6 +22,7 @@ from . import serve_fuzz as service_fuzz
 from . import serve_load as service_load
 from . import serve_overhead as service_overhead
 from . import serve_restarts as service_restarts
+from . import table_modes as modes_table
 from . import table_recall as recall_llm_free
 from . import tables as tables_pkg
 from . import web_screenshot as web_shot
@@ -40,6 +41,7 @@ COMMANDS: dict[str, ModuleType] = {
     "build-filter-demos": build_filter_demos,
     "rankings": rankings,
     "table-recall-llm-free": recall_llm_free,
+    "table-modes": modes_table,
     "citations": citations_bench,
     "web-screenshot": web_shot,
 }
@@ -61,6 +63,7 @@ HELP = {
     "citations": "reader citations and grounded answers on 20 MuSiQue questions and the sample (issue 22)",
     "table-recall-llm-free": "issue 24: dense vs the ner memory and its variants, MuSiQue and 2Wiki, with and "
                              "without titles (no LLM)",
+    "table-modes": "issue 25: Recall@2/@5 of every mode (graphrag_*, kb_*, hi_*, hipporag2, naive), F1, LLM calls",
     "rankings": "Recall@1..20 and a rankings hash on the MuSiQue subset (openie file / ner, filter off, no LLM)",
     "web-screenshot": "docs/web.png: the web page of hippo-engine serve on the sample corpus, in Debian's chromium",
 }

@@ -96,7 +96,7 @@ def parse_points(text: str | None, batch: int = 0) -> list[Point]:
         score = _score(it.get("score", it.get("rating")))
         if isinstance(desc, str) and desc.strip() and score is not None:
             out.append(Point(" ".join(desc.split()), score, batch))
-    if out or items:
+    if out or any(isinstance(it, dict) for it in items):    # JSON points, even if none was usable
         return out
     for line in text.splitlines():
         m = _LINE.match(line)
