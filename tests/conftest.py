@@ -18,7 +18,7 @@ MUSIQUE = SHARED / "data" / "musique" / "hipporag_v1_train"
 #: ``integration``; CI runs them after the fast tier)
 INTEGRATION = ("store/postgres/", "reliability/", "reproduce/", "store/test_lock.py", "test_real_models.py",
                "test_ner_memory.py", "models/", "llm/test_local_llm.py", "llm/test_llamacpp.py", "service/integration/",
-               "test_parsers_fuzz.py")
+               "test_parsers_fuzz.py", "integrations/")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,0 +1,44 @@
+"""A HippoRAG memory as a LlamaIndex retriever (extra ``llamaindex``: ``pip install "hippo-engine[llamaindex]"``).
+
+:class:`HippoRetriever` is a ``llama_index.core`` ``BaseRetriever``: ``retriever.retrieve(query)`` returns
+``NodeWithScore`` objects, best first, each a ``TextNode`` with ``id_`` = the passage id, the score, and
+the ``hippo_*`` metadata (see :mod:`hippo_engine.integrations.common`). The metadata is kept out of the
+text LlamaIndex shows an LLM or an embedder (``excluded_llm_metadata_keys`` /
+``excluded_embed_metadata_keys``), so a query engine's prompt holds the passages as ranked. Use it
+where LlamaIndex takes a retriever: ``RetrieverQueryEngine.from_args(retriever, llm=...)``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from hippo_engine.integrations.common import MemorySearch, missing_extra
+
+try:
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+except ImportError as _exc:
+    raise missing_extra("llamaindex", _exc) from _exc
+
+
+class HippoRetriever(BaseRetriever):
+    """Retrieves passages from a HippoRAG memory (see the module docstring).
+
+    ``memory``: a ``HippoRAG`` or a save folder (opened with ``rag_options``); ``mode``, ``top_k``,
+    ``where``, ``explain``: as in :class:`~hippo_engine.integrations.common.MemorySearch`; other keyword
+    arguments go to LlamaIndex's ``BaseRetriever`` (``callback_manager``, ``verbose``)."""
+
+    def __init__(self, memory: Any, *, mode: str | None = None, top_k: int = 5, where: dict | None = None,
+                 explain: bool = False, rag_options: dict | None = None, **kwargs: Any) -> None:
+        self.search = MemorySearch(memory, mode=mode, top_k=top_k, where=where, explain=explain,
+                                   rag_options=rag_options)
+        super().__init__(**kwargs)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        """The passages the bundle's query string retrieves, as scored text nodes."""
+        out = []
+        for hit in self.search.search(query_bundle.query_str):
+            meta = hit.metadata()
+            node = TextNode(id_=hit.passage_id, text=hit.text, metadata=meta,
+                                    excluded_llm_metadata_keys=list(meta), excluded_embed_metadata_keys=list(meta))
+            out.append(NodeWithScore(node=node, score=hit.score))
+        return out

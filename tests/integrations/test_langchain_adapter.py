@@ -1,0 +1,35 @@
+"""The LangChain retriever in an LCEL chain (LangChain's own runnables), on a real memory."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("langchain_core", reason="needs the langchain extra")
+from langchain_core.retrievers import BaseRetriever  # noqa: E402
+
+from hippo_engine.integrations.examples import langchain_chain  # noqa: E402
+from hippo_engine.integrations.langchain import HippoRetriever  # noqa: E402
+
+QUESTION = "In which city was the founder of the Vellmar Observatory born?"
+
+
+def test_example_chain_answers_from_the_retrieved_passages(tmp_path, server, sent):
+    out = langchain_chain.main(["--save-dir", str(tmp_path), "--base-url", server.base_url, "--top-k", "3"])
+    assert out["answer"] == "Dunhaven"
+    assert out["sources"][0]["title"] == "Vellmar Observatory"
+    (prompt,) = sent(server)
+    assert "[3] Ilse Marrow" in prompt
+
+
+def test_retriever_documents_and_per_call_options(rag):
+    retriever = HippoRetriever(rag, top_k=3, explain=True)
+    assert isinstance(retriever, BaseRetriever)
+    docs = retriever.invoke(QUESTION)
+    (sol,) = rag.retrieve([QUESTION], 3)
+    assert [d.id for d in docs] == sol.passage_ids and [d.page_content for d in docs] == sol.docs
+    assert [d.metadata["hippo_rank"] for d in docs] == [1, 2, 3]
+    assert docs[0].metadata["hippo_explanation"]["passage_id"] == docs[0].id
+    naive = retriever.invoke(QUESTION, top_k=2, mode="naive", where={"user": "alice"})
+    (dense,) = rag.retrieve([QUESTION], 2, mode="naive", where={"user": "alice"})
+    assert [d.id for d in naive] == dense.passage_ids and naive[0].metadata["hippo_mode"] == "naive"
+    assert all(d.metadata["hippo_documents"][d.metadata["hippo_doc_ids"][0]]["user"] == "alice" for d in naive)
+    assert [len(b) for b in retriever.batch([QUESTION, "Who wrote The Glass Orchard?"])] == [3, 3]

@@ -1,0 +1,34 @@
+"""The LlamaIndex retriever in LlamaIndex's own RetrieverQueryEngine, on a real memory."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("llama_index.core", reason="needs the llamaindex extra")
+from llama_index.core.schema import MetadataMode  # noqa: E402
+
+from hippo_engine.integrations.examples import llamaindex_query  # noqa: E402
+from hippo_engine.integrations.llamaindex import HippoRetriever  # noqa: E402
+
+QUESTION = "In which city was the founder of the Vellmar Observatory born?"
+
+
+def test_example_query_engine_answers_from_the_retrieved_passages(tmp_path, server, sent):
+    out = llamaindex_query.main(["--save-dir", str(tmp_path), "--base-url", server.base_url, "--top-k", "3"])
+    assert out["answer"] == "Dunhaven"
+    assert [s["title"] for s in out["sources"]][0] == "Vellmar Observatory"
+    (prompt,) = sent(server)
+    assert "hippo_" not in prompt             # our metadata stays out of the LLM's text
+
+
+def test_retriever_nodes_carry_ids_scores_and_metadata(rag):
+    nodes = HippoRetriever(rag, top_k=3, mode="hi_local", explain=True).retrieve(QUESTION)
+    (sol,) = rag.retrieve([QUESTION], 3, mode="hi_local")
+    assert [n.node.node_id for n in nodes] == sol.passage_ids
+    assert [n.score for n in nodes] == pytest.approx([float(s) for s in sol.doc_scores])
+    meta = nodes[0].node.metadata
+    assert meta["hippo_rank"] == 1 and meta["hippo_mode"] == "hi_local"
+    assert meta["hippo_explanation"]["kind"] == "passage"
+    assert nodes[0].node.get_content(metadata_mode=MetadataMode.LLM) == sol.docs[0]
+    bob = HippoRetriever(rag, top_k=2, where={"user": "bob"}).retrieve(QUESTION)
+    assert bob and all(n.node.metadata["hippo_documents"][n.node.metadata["hippo_doc_ids"][0]]["user"] == "bob"
+                       for n in bob)
