@@ -18,6 +18,7 @@ calls are blocking; the coroutines run them in a worker thread, one at a time.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,12 +48,14 @@ class HippoKnowledgeBase(KnowledgeBase):
         super().__init__(name=name, description=description, embedding_model=None,  # type: ignore[arg-type]
                          vector_store=None,  # type: ignore[arg-type]
                          collection=str(self.memory.rag.save_dir))
-        self._lock = asyncio.Lock()
+        self._lock = threading.Lock()     # not an asyncio lock: any event loop may call
 
     async def _run(self, fn, *args, **kwargs):
         """``fn(*args, **kwargs)`` in a worker thread, one memory call at a time."""
-        async with self._lock:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+        def locked():
+            with self._lock:
+                return fn(*args, **kwargs)
+        return await asyncio.to_thread(locked)
 
     async def ensure_collection(self) -> None:
         """Nothing to create: the memory's folder is its collection."""

@@ -14,11 +14,9 @@ passage's ``ContextItem.to_dict()`` in the modes that assemble a context).
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,14 +33,6 @@ def missing_extra(extra: str, exc: ImportError) -> ImportError:
     """The ``ImportError`` an adapter raises when its framework is not installed: it names the extra."""
     return ImportError(f"hippo_engine.integrations.{extra} needs the {extra!r} extra: "
                        f'pip install "hippo-engine[{extra}]" ({exc})')
-
-
-def require(module: str, extra: str) -> ModuleType:
-    """Import ``module`` or raise :func:`missing_extra`'s error."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise missing_extra(extra, exc) from exc
 
 
 @dataclass

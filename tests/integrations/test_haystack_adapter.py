@@ -5,6 +5,7 @@ import pytest
 
 pytest.importorskip("haystack", reason="needs the haystack extra")
 from haystack import Document, Pipeline  # noqa: E402
+from haystack.core.errors import PipelineRuntimeError  # noqa: E402
 
 from hippo_engine.integrations.examples import haystack_pipeline  # noqa: E402
 from hippo_engine.integrations.haystack import HippoRetriever, HippoWriter  # noqa: E402
@@ -50,7 +51,7 @@ def test_retriever_options_where_mode_and_explain(rag):
         assert [d.id for d in docs] == sol.passage_ids and docs[0].meta["hippo_mode"] == mode
     hi = retrieve(HippoRetriever(rag, top_k=2, mode="hi_local", explain=True))
     assert hi[0].meta["hippo_explanation"]["kind"] == "passage" and hi[0].meta["hippo_explanation"]["id"] == hi[0].id
-    with pytest.raises(Exception, match="no_such_mode"):
+    with pytest.raises(PipelineRuntimeError, match="no_such_mode"):
         retrieve(HippoRetriever(rag, mode="no_such_mode"))
 
 

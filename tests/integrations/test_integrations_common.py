@@ -29,3 +29,28 @@ def test_hits_follow_the_solution(rag):
     assert [h.passage_id for h in hits] == sol.passage_ids and [h.rank for h in hits] == [1, 2, 3, 4]
     assert set(hits[0].metadata()) == {"hippo_passage_id", "hippo_doc_ids", "hippo_score", "hippo_rank",
                                        "hippo_mode", "hippo_documents"}
+
+
+def test_frameworks_load_only_with_their_adapter_and_a_missing_one_names_its_extra():
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import hippo_engine, hippo_engine.integrations, hippo_engine.integrations.common
+loaded = [m for m in ("haystack", "agentscope", "langchain_core", "llama_index") if m in sys.modules]
+assert not loaded, loaded
+pairs = (("haystack", "haystack"), ("agentscope", "agentscope"), ("langchain_core", "langchain"),
+         ("llama_index", "llamaindex"))
+for module, extra in pairs:         # the adapter module and its extra have the same name
+    sys.modules[module] = None          # as if the framework were not installed
+    try:
+        __import__("hippo_engine.integrations." + extra)
+    except ImportError as e:
+        assert f'pip install "hippo-engine[{extra}]"' in str(e), str(e)
+    else:
+        raise AssertionError(extra + " imported without " + module)
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
