@@ -26,13 +26,15 @@ def corpus() -> list[dict]:
 
 @pytest.fixture(scope="session")
 def rag(tmp_path_factory, corpus):
-    """The sample corpus, ids ``s0``.., metadata ``{"title", "user"}`` (alice: even positions, bob: odd)."""
+    """The sample corpus, ids ``s0``.., metadata ``{"title", "user"}`` (alice: even positions, bob: odd), with
+    communities (member listings, no LLM)."""
     from hippo_engine import HippoRAG
 
     memory = HippoRAG(tmp_path_factory.mktemp("memory"), extractor="ner", show_progress=False)
     memory.index([f"{d['title']}\n{d['text']}" for d in corpus], ids=[f"s{i}" for i in range(len(corpus))],
                  metadata=[{"title": d["title"], "user": "alice" if i % 2 == 0 else "bob"}
                            for i, d in enumerate(corpus)])
+    memory.build_communities(max_llm_reports=0)       # member listings: the community modes, no LLM
     yield memory
     memory.close()
 

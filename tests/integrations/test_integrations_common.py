@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from hippo_engine.config import MODES
 from hippo_engine.integrations.common import MemorySearch, missing_extra
 
 
@@ -54,3 +55,12 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_passes_through(rag, mode):
+    q = "In which city was the founder of the Vellmar Observatory born?"
+    hits = MemorySearch(rag, mode=mode, top_k=3, where={"user": "alice"}).search(q)
+    (sol,) = rag.retrieve([q], 3, mode=mode, where={"user": "alice"})
+    assert [h.passage_id for h in hits] == sol.passage_ids and all(h.mode == mode for h in hits)
+    assert all(h.documents[h.doc_ids[0]]["user"] == "alice" for h in hits)
