@@ -91,6 +91,15 @@ class RetrievalConfig(_Section):
     #: (0: PPR mass alone, the paper). 1 lifts HippoRAG 2 to dense at Recall@1-2 on MuSiQue
     #: with the released OpenIE; it lowers R@1 on the "ner" path, so the default stays 0.
     dense_first: int = Field(0, ge=0)
+    #: top-rank rule: dense retrieval's best passage goes first when it is among the graph ranking's
+    #: N best (0: off); unlike dense_first it keeps the graph's first passage when the two disagree
+    dense_agree: int = Field(0, ge=0)
+    #: an LLM-free second walk conditioned on the first, on hyperedge (``ner``) indexes
+    #: (``retrieve/second_hop.py``): "none" (one walk), "wide" (seeded from the query's two best
+    #: sentences), "bridge" (activation through sentences), "reseed" (the bridge entities of the first
+    #: walk's top passages); the first walk's ``second_hop_head`` best passages stay in front
+    second_hop: Literal["none", "wide", "bridge", "reseed"] = "none"
+    second_hop_head: int = Field(2, ge=0)
     #: the recognition filter (an LLM call per query): None = on, except on an
     #: ``extractor="ner"`` index, which makes no LLM call unless this is set to True
     use_filter: bool | None = None

@@ -34,6 +34,7 @@ class Walk:
     resets: np.ndarray
     probs: np.ndarray
     seconds: float
+    block: Block | None = None
 
 
 class Bench:
@@ -60,8 +61,8 @@ class Bench:
         row = {str(p): i for i, p in enumerate(r.views.passage_ids)}
         self.gold = [[row.get(chunk_id(g), -1) for g in gs] for gs in dataset.gold_docs]
         self.nq = len(qs)
-        self.ctx = HopContext(self.hop, r.fact_mat, r.graph.num_entities, r.passage_counts,
-                              r.link_graph.passage_weight, r.run_ppr, r.passage_mat)
+        self.ctx = HopContext(self.hop, r.fact_mat, r.graph.num_entities, r.passage_counts, r.run_ppr,
+                              r.linking, r.link_graph, r.top_facts)
 
     # ------------------------------------------------------------------ walks
     def links(self, block: Block, topic: bool) -> Links:
@@ -86,14 +87,13 @@ class Bench:
         cols = np.flatnonzero(links.linked(self.nq))
         R, _ = self.r.linking.resets(self.r.link_graph, links, block, cols)
         probs = self.r.run_ppr(R)
-        return Walk(cols, R, probs, time.perf_counter() - t)
+        return Walk(cols, R, probs, time.perf_counter() - t, block)
 
     def refine(self, walk: Walk, strategy: SecondHop) -> Walk:
         """``strategy`` applied to ``walk`` (a second walk conditioned on the first)."""
         t = time.perf_counter()
-        probs = strategy.refine(self.ctx, walk.resets, walk.probs, self.q_fact[walk.cols], self.q_pass[walk.cols],
-                                self.dense[:, walk.cols])
-        return Walk(walk.cols, walk.resets, probs, walk.seconds + time.perf_counter() - t)
+        probs = strategy.refine(self.ctx, walk.block, walk.cols, walk.resets, walk.probs)
+        return Walk(walk.cols, walk.resets, probs, walk.seconds + time.perf_counter() - t, walk.block)
 
     # ------------------------------------------------------------------ rankings
     def dense_ranking(self) -> list[np.ndarray]:

@@ -45,8 +45,8 @@ class HopIndex:
         return self._passage_facts
 
     @classmethod
-    def build(cls, passage_hyperedges: Mapping[str, Sequence[Hyperedge]], fact_ids: Sequence,
-              passage_ids: Sequence, graph, passage_nodes: np.ndarray, rule: str = "central") -> HopIndex:
+    def build(cls, passage_hyperedges: Mapping[str, Sequence[Hyperedge]], fact_ids: Sequence | np.ndarray,
+              passage_ids: Sequence | np.ndarray, graph, passage_nodes: np.ndarray, rule: str = "central") -> HopIndex:
         """From the index's ``passage_hyperedges`` (passage id -> its hyperedges), the fact and
         passage store ids (row order), the ``graph`` and the passage rows' nodes. ``rule``: how the
         topic entity is chosen (:func:`.salience.topic_entities`)."""
@@ -83,6 +83,16 @@ class HopIndex:
             tn = graph.node_index([e for _, e in rows], entities=True)
             topic[np.array([r for r, _ in rows], np.int64)] = tn
         return cls(fact_passages, fact_nodes, topic, np.asarray(passage_nodes, np.int64))
+
+    @property
+    def node_pages(self) -> sp.csr_matrix:
+        """(n_nodes, n_passages): the passages whose topic entity each node is (its "pages")."""
+        if not hasattr(self, "_node_pages"):
+            rows = np.flatnonzero(self.topic >= 0)
+            n = self.fact_nodes.shape[1]
+            self._node_pages = sp.csr_matrix((np.ones(len(rows)), (self.topic[rows], rows)),
+                                             shape=(n, len(self.topic)))
+        return self._node_pages
 
     def topic_of_facts(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(fact index into ``rows``, topic node) for every passage that states each fact row (one pair

@@ -19,6 +19,7 @@ whatever the batch).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -32,6 +33,7 @@ from hippo_engine.datatypes import Triple
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
 from hippo_engine.retrieve.encoding import encode_queries  # noqa: F401 - re-exported (its old import path)
 from hippo_engine.retrieve.fact_search import FactRows
+from hippo_engine.retrieve.hop_index import HopIndex
 from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, resolve_linking
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and dense_column re-exported
@@ -47,7 +49,9 @@ from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and d
     top_fact_rows,
     top_k,
 )
+from hippo_engine.retrieve.second_hop import HopContext, make_second_hop
 from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds  # noqa: F401
+from hippo_engine.retrieve.top_rank import dense_agree
 from hippo_engine.retrieve.views import ReaderViews, reader_views
 
 if TYPE_CHECKING:
@@ -88,8 +92,13 @@ class Retriever(FactRows):
     from an ``Index``."""
 
     def __init__(self, config: HippoConfig | RetrievalConfig, graph: GraphData, views: ReaderViews, *,
-                 linking: Linking | None = None, seed_sources: Sequence[SeedSource] = ()):
+                 linking: Linking | None = None, seed_sources: Sequence[SeedSource] = (),
+                 hyperedges: Callable[[], Any] | None = None):
         self.config = config = retrieval_section(config)
+        #: the second walk (``config.second_hop``) and the passages' hyperedges it reads (a provider)
+        self.second_hop = make_second_hop(config.second_hop, keep_head=config.second_hop_head)
+        self._hyperedges = hyperedges
+        self._hop_index: HopIndex | None = None
         #: the linking strategy in effect (see :mod:`.linking`)
         self.linking = linking or resolve_linking(config, None)
         if config.ppr_dtype == "float32" and config.ppr_backend == "power" and config.ppr_tol < 1e-7:
@@ -141,7 +150,8 @@ class Retriever(FactRows):
         if exact is None:
             exact = index.config.postgres_search == "exact"
         return cls(config, graph if graph is not None else index.graph, reader_views(index, exact),
-                   linking=resolve_linking(config, index.extractor), seed_sources=seed_sources)
+                   linking=resolve_linking(config, index.extractor), seed_sources=seed_sources,
+                   hyperedges=lambda: index.passage_hyperedges)
 
     # --- scoring --------------------------------------------------------------------------
     def dense_scores(self, q_pass: np.ndarray) -> np.ndarray:
@@ -193,6 +203,23 @@ class Retriever(FactRows):
         return self.link_graph.reset_matrix(query, nodes, scores, dense, cols)
 
     # --- graph search ------------------------------------------------------------------------
+    def hop_context(self, g, restriction: Restriction | None = None) -> HopContext:
+        """What the second walk reads (its :class:`.hop_index.HopIndex` built on first use)."""
+        if self._hop_index is None:
+            hyper = self._hyperedges() if self._hyperedges is not None else None
+            if not hyper:
+                raise ValueError(f"second_hop={self.config.second_hop!r} needs an index of hyperedges "
+                                 "(extractor='ner')")
+            if self.fact_mat is None:
+                raise ValueError(f"second_hop={self.config.second_hop!r} needs the fact vectors in memory "
+                                 "(postgres_search='memory' on PostgreSQL)")
+            self._hop_index = HopIndex.build(hyper, self.fact_ids, self.views.passage_ids, self.graph,
+                                             self.passage_nodes)
+        search = self.top_facts if restriction is None else restriction.fact_search.top_normalised
+        assert self.fact_mat is not None
+        return HopContext(self._hop_index, self.fact_mat, self.graph.num_entities, self.passage_counts, self.run_ppr,
+                          self.linking, g, search)
+
     def run_ppr(self, resets: np.ndarray) -> np.ndarray:
         """PPR for reset columns (n_nodes, b); returns passage scores (n_passages, b) by store row."""
         cfg = self.config
@@ -315,14 +342,19 @@ class Retriever(FactRows):
         block.dense = dense
         if len(graph_cols):
             probs = self.run_ppr(R)
-            head = self.config.dense_first
+            if self.second_hop is not None:    # under a filter, passage seeds from allowed passages
+                hb = block if restriction is None else dataclasses.replace(block, dense=restriction.seed_dense(dense))
+                probs = self.second_hop.refine(self.hop_context(g, restriction), hb, graph_cols, R, probs)
+            head, agree = self.config.dense_first, self.config.dense_agree
             for c, j in enumerate(graph_cols.tolist()):
                 if restriction is not None:
-                    results[s + j].order, results[s + j].scores = restriction.graph_rank(probs[:, c], dense[:, j],
-                                                                                         head, k)
+                    order, scores = restriction.graph_rank(probs[:, c], dense[:, j], head, k)
+                    results[s + j].order, results[s + j].scores = dense_agree(order, scores,
+                                                                              restriction.masked(dense[:, j]), agree)
                     continue
                 order = top_k(probs[:, c], k)
-                results[s + j].order, results[s + j].scores = dense_first(order, probs[order, c], dense[:, j], head, k)
+                order, scores = dense_first(order, probs[order, c], dense[:, j], head, k)
+                results[s + j].order, results[s + j].scores = dense_agree(order, scores, dense[:, j], agree)
         tim["ppr"] += time.perf_counter() - t2
         if explain:
             self._keep_trace(block, results, graph_cols, R if len(graph_cols) else None,

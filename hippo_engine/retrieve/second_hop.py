@@ -1,85 +1,103 @@
-"""A second hop without an LLM: the graph walk conditioned on what the first walk found.
+"""A second hop without an LLM: a second graph walk conditioned on what the first walk found.
 
 HippoRAG 2 seeds one Personalized PageRank walk from the query's entities and ranks passages by its
 mass. On multi-hop questions the second gold passage is often the page of an entity that only the
 first passage names (the "bridge"); the first walk reaches it only as much as it spreads over every
-entity of the first passage. Each strategy here takes the first walk's reset vectors and passage
-scores of a block of queries and returns new passage scores; all read the index through a
-:class:`HopContext` (the :class:`~.hop_index.HopIndex`, the fact vectors and the PPR kernel):
+entity of the first passage. Each strategy takes a block's first walk (reset vectors and passage
+scores) and returns new passage scores; the first walk's ``keep_head`` best passages stay in front,
+in its order (so the top ranks are those of the first walk), the rest follow the second walk. All read
+the index through a :class:`HopContext`:
 
-- :class:`ReseedHop` (``"reseed"``): the best sentence of each of the first walk's ``top_passages``
-  passages (by similarity to the query) names the bridge entities; they join the seeds with
-  ``weight`` times the entity seeds' mass, and a second walk ranks the passages.
+- :class:`WideHop` (``"wide"``): the second walk is seeded like the first from the query's
+  ``sentences`` best sentences instead of its best one (``ner_fact_top_k``): the second-best sentence
+  is often the second hop's.
 - :class:`BridgeHop` (``"bridge"``): activation spreads from the seed entities through sentences, as
-  LinearRAG's semantic bridging does: each round, every active entity passes its activation times
-  the sentence's similarity to the query through its ``top_sentences`` best sentences to the
-  entities they mention (``iterations`` rounds, entities below ``threshold`` stay inactive); the
-  activated entities join the seeds and a second walk ranks the passages.
-- :class:`RequeryHop` (``"requery"``): the query vector moves towards the best sentence of the first
-  walk's top passage (``q + weight * s``, normalised, as TreeHop re-embeds the query with the
-  first-hop evidence, without its trained update); the passage seeds of a second walk come from the
-  new vector's dense scores.
+  LinearRAG's semantic bridging does: each round, every newly active entity passes its activation times
+  a sentence's cosine to the query through its ``top_sentences`` best unused sentences to the entities
+  they mention (``iterations`` rounds; below ``threshold`` an entity stays inactive); the activated
+  entities join the seeds with ``weight`` times the seeds' mass.
+- :class:`ReseedHop` (``"reseed"``): the best sentence of each of the first walk's ``top_passages``
+  passages names the bridge entities; their ``weight`` share of mass goes to their nodes
+  (``target="entity"``) or to their pages, the passages whose topic entity they are (``"page"``).
 
-Every strategy keeps the first walk's ``keep_head`` best passages in front (so the top ranks are
-those of one walk) and ranks the rest by the second walk. Nothing here calls an LLM.
+Nothing here calls an LLM. :func:`make_second_hop` builds the strategy of a retrieval configuration.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from hippo_engine.retrieve.hop_index import HopIndex
 from hippo_engine.retrieve.scoring import min_max, top_k
 
+if TYPE_CHECKING:
+    from hippo_engine.retrieve.linking import Block, LinkGraph, Linking
+
 
 @dataclass
 class HopContext:
-    """What a second hop reads: the ``hop`` index, the fact vectors (``fact_mat``, rows = fact store
-    rows), the number of entity nodes (``num_entities``: nodes before it are entities), passages per
-    entity node (``passage_counts``), the passage seed weight (None: no passage seeds) and
-    ``run_ppr(resets) -> passage scores`` (the first walk's kernel)."""
+    """What a second hop reads for one block: the ``hop`` index, the fact vectors (``fact_mat``, rows
+    = fact store rows), the number of entity nodes (``num_entities``; nodes below it are entities),
+    passages per entity node (``passage_counts``), ``run_ppr(resets) -> passage scores`` (the first
+    walk's kernel) and, for :class:`WideHop`, the linking strategy, its graph and ``top_facts(q, k)``
+    (each query's ``k`` best facts, as the first walk got its candidates)."""
 
     hop: HopIndex
     fact_mat: np.ndarray
     num_entities: int
     passage_counts: np.ndarray
-    passage_weight: float | None
     run_ppr: Callable[[np.ndarray], np.ndarray]
-    passage_mat: np.ndarray | None = None
+    linking: Linking | None = None
+    link_graph: LinkGraph | None = None
+    top_facts: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None
 
-    def fact_sims(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """Cosine of fact rows to one query vector (float64)."""
-        if len(rows) == 0:
-            return np.zeros(0)
-        return np.asarray(self.fact_mat[rows], np.float64) @ np.asarray(q, np.float64)
+    def fact_sims(self, q: np.ndarray) -> np.ndarray:
+        """(n_facts, b) cosine of every fact to each query row of ``q`` (float32 BLAS; a ranking aid only)."""
+        if len(self.fact_mat) == 0:
+            return np.zeros((0, len(q)), np.float32)
+        return np.asarray(self.fact_mat, np.float32) @ np.atleast_2d(np.asarray(q, np.float32)).T
 
-    def best_fact(self, passage: int, q: np.ndarray) -> tuple[int, float]:
-        """The passage's fact row most similar to ``q`` and its cosine ((-1, 0.0): no fact)."""
+    def best_fact(self, passage: int, sims: np.ndarray) -> tuple[int, float]:
+        """The passage's fact row with the largest of ``sims`` (one query's column; ties: lower row)
+        and that value ((-1, 0.0): no fact)."""
         pf = self.hop.passage_facts
         rows = pf.indices[pf.indptr[passage]:pf.indptr[passage + 1]]
         if len(rows) == 0:
             return -1, 0.0
-        sims = self.fact_sims(rows, q)
-        i = int(np.lexsort((rows, -sims))[0])
-        return int(rows[i]), float(sims[i])
+        i = int(np.lexsort((rows, -sims[rows]))[0])
+        return int(rows[i]), float(sims[rows[i]])
 
     def fact_entity_nodes(self, row: int) -> np.ndarray:
+        """The entity nodes a fact row mentions."""
         fn = self.hop.fact_nodes
         return fn.indices[fn.indptr[row]:fn.indptr[row + 1]]
 
 
 def keep_head(first: np.ndarray, second: np.ndarray, head: int) -> np.ndarray:
-    """``second``'s scores with ``first``'s ``head`` best passages in front, in ``first``'s order
-    (scores ``2 + min-max(first)`` over them, above any probability)."""
+    """``second``'s scores (one column or (n, b)) with ``first``'s ``head`` best passages in front, in
+    ``first``'s order: their scores become ``2 + min-max(first)`` over them (3 for a single one), above
+    any walk probability."""
     if head <= 0:
         return second
+    if second.ndim == 2:
+        return np.column_stack([keep_head(first[:, c], second[:, c], head) for c in range(second.shape[1])]) \
+            if second.shape[1] else second
     out = np.asarray(second, np.float64).copy()
     top = top_k(first, head)
     out[top] = 2.0 + min_max(np.asarray(first, np.float64)[top]) if len(top) > 1 else 3.0
     return out
+
+
+def _add_share(R: np.ndarray, c: int, weights: dict[int, float], mass: float) -> None:
+    """``mass`` spread over the nodes of ``weights`` in proportion to their weights (column ``c``)."""
+    total = sum(weights.values())
+    if total > 0:
+        for n, w in weights.items():
+            R[n, c] += mass * w / total
 
 
 @dataclass(frozen=True)
@@ -87,57 +105,35 @@ class SecondHop:
     """Base of the strategies: ``name`` (the ``second_hop`` setting) and ``keep_head``."""
 
     name: ClassVar[str] = ""
-    keep_head: int = 1
+    keep_head: int = 2
 
-    def refine(self, ctx: HopContext, resets: np.ndarray, first: np.ndarray, q_fact: np.ndarray,
-               q_pass: np.ndarray, dense: np.ndarray) -> np.ndarray:
-        """New (n_passages, b) passage scores of a block: ``resets`` (n_nodes, b) and ``first``
-        (n_passages, b) of the first walk, the block's query vectors (b, dim) and dense scores
-        (n_passages, b)."""
+    def refine(self, ctx: HopContext, block: Block, cols: np.ndarray, resets: np.ndarray,
+               first: np.ndarray) -> np.ndarray:
+        """New (n_passages, len(cols)) passage scores for the block's queries ``cols`` (numbering the
+        block's queries), from the first walk's ``resets`` (n_nodes, len(cols)) and scores ``first``."""
+        second = self.second_walk(ctx, block, cols, resets, first)
+        return keep_head(first, second, self.keep_head)
+
+    def second_walk(self, ctx: HopContext, block: Block, cols: np.ndarray, resets: np.ndarray,
+                    first: np.ndarray) -> np.ndarray:
         raise NotImplementedError
-
-    @staticmethod
-    def entity_mass(reset: np.ndarray, num_entities: int) -> float:
-        return float(reset[:num_entities].sum())
 
 
 @dataclass(frozen=True)
-class ReseedHop(SecondHop):
-    """The bridge entities of the first walk's top passages' best sentences join the seeds."""
+class WideHop(SecondHop):
+    """A second walk seeded from the query's ``sentences`` best sentences."""
 
-    top_passages: int = 2
-    weight: float = 1.0
-    name: ClassVar[str] = "reseed"
+    sentences: int = 2
+    name: ClassVar[str] = "wide"
 
-    def refine(self, ctx: HopContext, resets: np.ndarray, first: np.ndarray, q_fact: np.ndarray,
-               q_pass: np.ndarray, dense: np.ndarray) -> np.ndarray:
-        R = resets.copy()
-        ne = ctx.num_entities
-        for c in range(R.shape[1]):
-            mass = self.entity_mass(R[:, c], ne)
-            if mass <= 0:
-                continue
-            add: dict[int, float] = {}
-            for p in top_k(first[:, c], self.top_passages).tolist():
-                row, sim = ctx.best_fact(p, q_fact[c])
-                if row < 0:
-                    continue
-                nodes = ctx.fact_entity_nodes(row)
-                t = int(ctx.hop.topic[p])
-                cand = set(nodes.tolist()) | ({t} if t >= 0 else set())
-                for n in cand:
-                    if R[n, c] > 0:
-                        continue
-                    w = max(sim, 0.0) / max(1.0, float(ctx.passage_counts[n]))
-                    add[n] = max(add.get(n, 0.0), w)
-            total = sum(add.values())
-            if total <= 0:
-                continue
-            for n, w in add.items():
-                R[n, c] += self.weight * mass * w / total
-        second = ctx.run_ppr(R)
-        return np.column_stack([keep_head(first[:, c], second[:, c], self.keep_head)
-                                for c in range(R.shape[1])]) if R.shape[1] else second
+    def second_walk(self, ctx, block, cols, resets, first):
+        if ctx.linking is None or ctx.link_graph is None or ctx.top_facts is None:
+            raise ValueError('second_hop="wide" needs the linking strategy, its graph and the fact search')
+        rows, scores = ctx.top_facts(block.q_fact, self.sentences)
+        wide = dataclasses.replace(block, candidates=(rows, scores), kept=rows >= 0)
+        links = ctx.linking.links(ctx.link_graph, wide)
+        R, _ = ctx.linking.resets(ctx.link_graph, links, wide, cols)
+        return ctx.run_ppr(R)
 
 
 @dataclass(frozen=True)
@@ -146,83 +142,108 @@ class BridgeHop(SecondHop):
 
     iterations: int = 3
     top_sentences: int = 2
-    threshold: float = 0.1
-    weight: float = 1.0
+    threshold: float = 0.3
+    weight: float = 0.5
     name: ClassVar[str] = "bridge"
 
-    def refine(self, ctx: HopContext, resets: np.ndarray, first: np.ndarray, q_fact: np.ndarray,
-               q_pass: np.ndarray, dense: np.ndarray) -> np.ndarray:
+    def activated(self, ctx: HopContext, seeds: np.ndarray, sims: np.ndarray) -> dict[int, float]:
+        """Entity node -> activation reached from the ``seeds`` (activation 1) for one query."""
+        nf = ctx.hop.node_facts
+        act = {int(n): 1.0 for n in seeds.tolist()}
+        frontier, used = list(act), np.zeros(len(sims), bool)
+        for _ in range(self.iterations):
+            nxt: dict[int, float] = {}
+            for e in frontier:
+                rows = nf.indices[nf.indptr[e]:nf.indptr[e + 1]]
+                rows = rows[~used[rows]]
+                if len(rows) == 0:
+                    continue
+                pick = rows[np.lexsort((rows, -sims[rows]))[:self.top_sentences]]
+                used[pick] = True
+                for r in pick.tolist():
+                    a = act[e] * max(float(sims[r]), 0.0)
+                    if a < self.threshold:
+                        continue
+                    for n in ctx.fact_entity_nodes(r).tolist():
+                        if a > act.get(n, 0.0) and a > nxt.get(n, 0.0):
+                            nxt[n] = a
+            if not nxt:
+                break
+            act.update(nxt)
+            frontier = list(nxt)
+        return act
+
+    def second_walk(self, ctx, block, cols, resets, first):
         R = resets.copy()
         ne = ctx.num_entities
-        nf = ctx.hop.node_facts
+        sims = ctx.fact_sims(block.q_fact[cols])
         for c in range(R.shape[1]):
             seeds = np.flatnonzero(R[:ne, c] > 0)
             mass = float(R[seeds, c].sum())
             if mass <= 0:
                 continue
-            act = {int(n): 1.0 for n in seeds.tolist()}     # seed entities fully active
-            frontier = list(act)
-            used: set[int] = set()
-            for _ in range(self.iterations):
-                nxt: dict[int, float] = {}
-                for e in frontier:
-                    rows = nf.indices[nf.indptr[e]:nf.indptr[e + 1]]
-                    rows = np.array([r for r in rows.tolist() if r not in used], np.int64)
-                    if len(rows) == 0:
-                        continue
-                    sims = ctx.fact_sims(rows, q_fact[c])
-                    pick = np.lexsort((rows, -sims))[:self.top_sentences]
-                    for r, s in zip(rows[pick].tolist(), sims[pick].tolist(), strict=True):
-                        used.add(r)
-                        a = act[e] * max(s, 0.0)
-                        for n in ctx.fact_entity_nodes(r).tolist():
-                            if a > act.get(n, 0.0) and a >= self.threshold:
-                                nxt[n] = max(nxt.get(n, 0.0), a)
-                if not nxt:
-                    break
-                act.update(nxt)
-                frontier = list(nxt)
-            new = {n: a for n, a in act.items() if R[n, c] <= 0}
-            if not new:
-                continue
-            w = {n: a / max(1.0, float(ctx.passage_counts[n])) for n, a in new.items()}
-            total = sum(w.values())
-            for n, x in w.items():
-                R[n, c] += self.weight * mass * x / total
-        second = ctx.run_ppr(R)
-        return np.column_stack([keep_head(first[:, c], second[:, c], self.keep_head)
-                                for c in range(R.shape[1])]) if R.shape[1] else second
+            act = self.activated(ctx, seeds, sims[:, c])
+            new = {n: a / max(1.0, float(ctx.passage_counts[n])) for n, a in act.items() if R[n, c] <= 0}
+            _add_share(R, c, new, self.weight * mass)
+        return ctx.run_ppr(R)
 
 
 @dataclass(frozen=True)
-class RequeryHop(SecondHop):
-    """Passage seeds of a second walk from the query moved towards the first hop's best sentence."""
+class ReseedHop(SecondHop):
+    """The bridge entities of the first walk's top passages' best sentences join the seeds."""
 
-    weight: float = 1.0
-    name: ClassVar[str] = "requery"
+    top_passages: int = 2
+    weight: float = 0.25
+    #: where the bridge entities' mass goes: ``"entity"`` (their nodes: the walk spreads it over every
+    #: passage that mentions them) or ``"page"`` (the passages whose topic entity they are)
+    target: str = "page"
+    name: ClassVar[str] = "reseed"
 
-    def refine(self, ctx: HopContext, resets: np.ndarray, first: np.ndarray, q_fact: np.ndarray,
-               q_pass: np.ndarray, dense: np.ndarray) -> np.ndarray:
+    def bridges(self, ctx: HopContext, reset: np.ndarray, first: np.ndarray, sims: np.ndarray) -> dict[int, float]:
+        """Bridge entity node -> weight for one query: the entities of the best sentence of each of the
+        ``top_passages`` best passages, other than that passage's topic and the seeds, weighted by the
+        sentence's cosine to the query over the entity's passage count (the largest per entity)."""
+        add: dict[int, float] = {}
+        for p in top_k(first, self.top_passages).tolist():
+            row, sim = ctx.best_fact(p, sims)
+            if row < 0 or sim <= 0:
+                continue
+            own = int(ctx.hop.topic[p])
+            for n in ctx.fact_entity_nodes(row).tolist():
+                if n != own and reset[n] <= 0:
+                    add[n] = max(add.get(n, 0.0), sim / max(1.0, float(ctx.passage_counts[n])))
+        return add
+
+    def second_walk(self, ctx, block, cols, resets, first):
         R = resets.copy()
-        if ctx.passage_weight is None:
-            return first
-        nodes = ctx.hop.passage_nodes
+        ne = ctx.num_entities
+        pages = ctx.hop.node_pages
+        sims = ctx.fact_sims(block.q_fact[cols])
         for c in range(R.shape[1]):
-            p = int(top_k(first[:, c], 1)[0])
-            row, _ = ctx.best_fact(p, q_fact[c])
-            if row < 0:
+            mass = float(R[:ne, c].sum())
+            add = self.bridges(ctx, R[:, c], first[:, c], sims[:, c]) if mass > 0 else {}
+            if self.target == "entity":
+                _add_share(R, c, add, self.weight * mass)
                 continue
-            q2 = np.asarray(q_pass[c], np.float64) + self.weight * np.asarray(ctx.fact_mat[row], np.float64)
-            q2 /= max(float(np.linalg.norm(q2)), 1e-12)
-            if ctx.passage_mat is None:
-                continue
-            d2 = np.asarray(ctx.passage_mat @ q2.astype(np.float32), np.float64)
-            R[nodes, c] = ctx.passage_weight * min_max(d2)
-        second = ctx.run_ppr(R)
-        return np.column_stack([keep_head(first[:, c], second[:, c], self.keep_head)
-                                for c in range(R.shape[1])]) if R.shape[1] else second
+            total = sum(add.values())
+            for n, w in add.items():
+                ps = pages.indices[pages.indptr[n]:pages.indptr[n + 1]]
+                if len(ps) and total > 0:
+                    R[ctx.hop.passage_nodes[ps], c] += self.weight * mass * w / total / len(ps)
+        return ctx.run_ppr(R)
 
 
-STRATEGIES: dict[str, type[SecondHop]] = {s.name: s for s in (ReseedHop, BridgeHop, RequeryHop)}
+STRATEGIES: dict[str, type[SecondHop]] = {s.name: s for s in (WideHop, BridgeHop, ReseedHop)}
 
-__all__ = ["STRATEGIES", "BridgeHop", "HopContext", "RequeryHop", "ReseedHop", "SecondHop", "keep_head"]
+
+def make_second_hop(name: str, **settings: Any) -> SecondHop | None:
+    """The strategy called ``name`` with ``settings`` (None for ``"none"``)."""
+    if name == "none":
+        return None
+    if name not in STRATEGIES:
+        raise ValueError(f"second_hop must be none or one of {', '.join(STRATEGIES)}, got {name!r}")
+    return STRATEGIES[name](**settings)
+
+
+__all__ = ["STRATEGIES", "BridgeHop", "HopContext", "ReseedHop", "SecondHop", "WideHop", "keep_head",
+           "make_second_hop"]

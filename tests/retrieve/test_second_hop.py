@@ -8,14 +8,16 @@ from hippo_engine.ids import entity_id, hyperedge_id
 from hippo_engine.index.facts import graph_input
 from hippo_engine.index.graph import build_graph
 from hippo_engine.retrieve.hop_index import HopIndex
+from hippo_engine.retrieve.linking import Block
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.second_hop import (
     STRATEGIES,
     BridgeHop,
     HopContext,
-    RequeryHop,
     ReseedHop,
+    WideHop,
     keep_head,
+    make_second_hop,
 )
 
 PASSAGES = {
@@ -57,14 +59,20 @@ def world():
     def run_ppr(R):
         return kernel.run(R, 0.5, 1e-10, 500)[passage_nodes]
 
-    ctx = HopContext(hop, fact_mat, graph.num_entities, ctx_counts, 0.05, run_ppr, passage_mat)
+    ctx = HopContext(hop, fact_mat, graph.num_entities, ctx_counts, run_ppr)
     green = graph.node_index([entity_id("green")], entities=True)[0]
     R = np.zeros((graph.num_nodes, 1))
     R[green, 0] = 1.0 / ctx_counts[green]
     dense = (passage_mat @ q).astype(np.float64)[:, None]
     R[passage_nodes, 0] += 0.05 * (dense[:, 0] - dense.min()) / (dense.max() - dense.min())
+    block = Block(0, 1, q[None, :], dense)
     return {"pids": pids, "graph": graph, "fids": fids, "hop": hop, "ctx": ctx, "R": R, "q": q[None, :],
-            "dense": dense, "first": run_ppr(R)}
+            "dense": dense, "first": run_ppr(R), "block": block, "cols": np.array([0])}
+
+
+def refine(world, strategy, R=None, ctx=None):
+    return strategy.refine(ctx or world["ctx"], world["block"], world["cols"], world["R"] if R is None else R,
+                           world["first"])
 
 
 def rank_of(world, scores, pid):
@@ -83,6 +91,8 @@ def test_hop_index_rows(world):
     assert g.node_ids[hop.topic[pids.index("p-hillage")]] == entity_id("steve hillage")   # first of a tie
     fi, tn = hop.topic_of_facts(np.array([row, row]))
     assert fi.tolist() == [0, 1] and tn.tolist() == [hop.topic[pids.index("p-hillage")]] * 2
+    hill = g.node_index([entity_id("steve hillage")], entities=True)[0]
+    assert hop.node_pages[hill].indices.tolist() == [pids.index("p-hillage")]
 
 
 def test_keep_head_puts_the_first_walks_best_in_front_in_order():
@@ -90,62 +100,93 @@ def test_keep_head_puts_the_first_walks_best_in_front_in_order():
     out = keep_head(first, second, 2)
     assert np.lexsort((np.arange(4), -out))[:4].tolist() == [1, 2, 0, 3]
     assert np.array_equal(keep_head(first, second, 0), second)
+    both = keep_head(np.column_stack([first, first]), np.column_stack([second, second]), 2)
+    assert np.array_equal(both[:, 1], out)
 
 
-@pytest.mark.parametrize("strategy", [ReseedHop(keep_head=1), BridgeHop(keep_head=1, threshold=0.0)])
+@pytest.mark.parametrize("strategy", [ReseedHop(keep_head=1, target="entity"), ReseedHop(keep_head=1, target="page"),
+                                      BridgeHop(keep_head=1, threshold=0.0)])
 def test_second_hop_lifts_the_bridge_page_and_keeps_the_head(world, strategy):
     first = world["first"]
-    out = strategy.refine(world["ctx"], world["R"], first, world["q"], world["q"], world["dense"])
+    out = refine(world, strategy)
     assert out.shape == first.shape
     assert rank_of(world, out[:, 0], "p-album") == rank_of(world, first[:, 0], "p-album") == 0
     assert rank_of(world, out[:, 0], "p-hillage") < rank_of(world, first[:, 0], "p-hillage")
     assert rank_of(world, out[:, 0], "p-other") > rank_of(world, out[:, 0], "p-hillage")
 
 
+def _spy(world):
+    ctx, seen = world["ctx"], {}
+
+    def run(resets):
+        seen["R"] = resets.copy()
+        return world["first"]
+    return HopContext(ctx.hop, ctx.fact_mat, ctx.num_entities, ctx.passage_counts, run), seen
+
+
 def test_reseed_adds_only_new_entities_of_the_best_sentence(world):
-    ctx, R = world["ctx"], world["R"]
-    seen = {}
-
-    def spy(resets):
-        seen["R"] = resets.copy()
-        return world["first"]
-    ctx2 = HopContext(ctx.hop, ctx.fact_mat, ctx.num_entities, ctx.passage_counts, ctx.passage_weight, spy)
-    ReseedHop(top_passages=1, weight=1.0).refine(ctx2, R, world["first"], world["q"], world["q"], world["dense"])
+    R, g, ne = world["R"], world["graph"], world["ctx"].num_entities
+    ctx, seen = _spy(world)
+    refine(world, ReseedHop(top_passages=1, weight=1.0, target="entity"), ctx=ctx)
     added = np.flatnonzero((seen["R"] - R)[:, 0] > 0)
-    g = world["graph"]
     assert {g.node_ids[n] for n in added} == {entity_id("steve hillage")}
-    ne = ctx.num_entities
     assert seen["R"][:ne, 0].sum() == pytest.approx(2 * R[:ne, 0].sum())      # weight 1: as much again
+    refine(world, ReseedHop(top_passages=1, weight=0.5, target="page"), ctx=ctx)
+    added = np.flatnonzero((seen["R"] - R)[:, 0] > 0)
+    assert [g.node_ids[n] for n in added] == ["p-hillage"]                    # the bridge entity's page
+    assert (seen["R"] - R)[added[0], 0] == pytest.approx(0.5 * R[:ne, 0].sum())
 
 
-def test_requery_seeds_passages_from_the_moved_query(world):
-    ctx, R, q = world["ctx"], world["R"], world["q"]
-    seen = {}
+def test_bridge_activates_through_the_best_sentences_only(world):
+    g = world["graph"]
+    green = g.node_index([entity_id("green")], entities=True)
+    sims = world["ctx"].fact_sims(world["q"])[:, 0]
+    act = BridgeHop(iterations=1, top_sentences=1, threshold=0.0).activated(world["ctx"], green, sims)
+    names = {g.node_ids[n] for n in act}
+    assert names == {entity_id("green"), entity_id("steve hillage")}   # the album sentence: the best of green's
+    deeper = BridgeHop(iterations=2, top_sentences=1, threshold=0.0).activated(world["ctx"], green, sims)
+    assert entity_id("miquette giraudy") in {g.node_ids[n] for n in deeper}
+    assert BridgeHop(threshold=2.0).activated(world["ctx"], green, sims) == {int(green[0]): 1.0}
 
-    def spy(resets):
-        seen["R"] = resets.copy()
-        return world["first"]
-    ctx2 = HopContext(ctx.hop, ctx.fact_mat, ctx.num_entities, ctx.passage_counts, 0.05, spy, ctx.passage_mat)
-    out = RequeryHop(weight=0.5, keep_head=0).refine(ctx2, R, world["first"], q, q, world["dense"])
-    assert np.array_equal(out, world["first"])
-    row = world["fids"].index(hyperedge_id(PASSAGES["p-album"][0]))     # the best sentence of the top passage
-    q2 = q[0].astype(np.float64) + 0.5 * ctx.fact_mat[row]
-    d2 = ctx.passage_mat @ (q2 / np.linalg.norm(q2)).astype(np.float32)
-    expect = 0.05 * (d2 - d2.min()) / (d2.max() - d2.min())
-    nodes = world["hop"].passage_nodes
-    np.testing.assert_allclose(seen["R"][nodes, 0], expect, rtol=1e-6)
-    ne = ctx.num_entities
-    assert np.array_equal(seen["R"][:ne], R[:ne])                        # entity seeds untouched
+
+def test_wide_walk_is_seeded_from_more_sentences(world):
+    calls = {}
+
+    class Linking:
+        def links(self, g, block):
+            calls["kept"] = block.kept.copy()
+            return "links"
+
+        def resets(self, g, links, block, cols):
+            calls["cols"] = cols
+            return world["R"] * 2, None
+
+    def top_facts(q, k):
+        calls["k"] = k
+        return np.array([[3, 1]]), np.array([[1.0, 0.7]])
+    ctx, seen = _spy(world)
+    ctx = HopContext(ctx.hop, ctx.fact_mat, ctx.num_entities, ctx.passage_counts, ctx.run_ppr, Linking(), "graph",
+                     top_facts)
+    out = refine(world, WideHop(sentences=2, keep_head=1), ctx=ctx)
+    assert calls["k"] == 2 and calls["kept"].tolist() == [[True, True]] and calls["cols"].tolist() == [0]
+    assert np.array_equal(seen["R"], world["R"] * 2)
+    assert np.array_equal(out, keep_head(world["first"], world["first"], 1))
+    with pytest.raises(ValueError, match="wide"):
+        refine(world, WideHop())
 
 
 def test_no_seed_no_change(world):
     R = np.zeros_like(world["R"])
     R[world["hop"].passage_nodes, 0] = 1.0
     for strategy in (ReseedHop(keep_head=0), BridgeHop(keep_head=0)):
-        out = strategy.refine(world["ctx"], R, world["first"], world["q"], world["q"], world["dense"])
+        out = refine(world, strategy, R=R)
         assert np.allclose(out, world["ctx"].run_ppr(R))
 
 
 def test_registry_names():
-    assert set(STRATEGIES) == {"reseed", "bridge", "requery"}
+    assert set(STRATEGIES) == {"reseed", "bridge", "wide"}
     assert all(STRATEGIES[n].name == n for n in STRATEGIES)
+    assert make_second_hop("none") is None
+    assert make_second_hop("wide", keep_head=3) == WideHop(keep_head=3)
+    with pytest.raises(ValueError, match="wide, bridge, reseed"):
+        make_second_hop("loop")

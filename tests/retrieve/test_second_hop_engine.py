@@ -1,0 +1,64 @@
+"""second_hop and dense_agree through HippoRAG on a real extractor="ner" index (spaCy, the packaged
+embedder): every strategy ranks every passage, keeps the first walk's head, and the defaults leave the
+ranking as it was."""
+import numpy as np
+import pytest
+
+from hippo_engine import HippoRAG
+
+pytestmark = pytest.mark.slow
+
+DOCS = ["Green (album)\nGreen is the fourth studio album by the English guitarist Steve Hillage, released in 1978.",
+        "Steve Hillage\nSteve Hillage is an English musician. He married the keyboardist Miquette Giraudy in 1979.",
+        "Miquette Giraudy\nMiquette Giraudy is a French keyboard player and singer, born in Nice.",
+        "Green\nGreen is the colour between cyan and yellow on the visible spectrum.",
+        "Gong (band)\nGong is a progressive rock band formed in Paris by Daevid Allen.",
+        "Nice\nNice is a city on the French Riviera, in the south east of France."]
+QUESTIONS = ["Who is the spouse of the Green performer?", "Where was the wife of Steve Hillage born?"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    path = tmp_path_factory.mktemp("second_hop")
+    with HippoRAG(path, extractor="ner", show_progress=False) as rag:
+        rag.index(DOCS)
+    return path
+
+
+def ranking(folder, **config):
+    with HippoRAG(folder, extractor="ner", show_progress=False, **config) as rag:
+        return rag.retrieve(QUESTIONS)
+
+
+@pytest.mark.parametrize("hop", ["wide", "bridge", "reseed"])
+def test_each_second_hop_keeps_the_head_and_ranks_every_passage(folder, hop):
+    base = ranking(folder)
+    out = ranking(folder, second_hop=hop, second_hop_head=2)
+    for b, o in zip(base, out, strict=True):
+        assert sorted(o.docs) == sorted(DOCS) and not o.used_fallback
+        assert o.docs[:2] == b.docs[:2]
+        assert all(np.diff(o.doc_scores) <= 0)
+    assert ranking(folder, second_hop=hop, second_hop_head=2)[0].docs == out[0].docs      # deterministic
+
+
+def test_defaults_are_one_walk_and_dense_agree_moves_only_dense_best(folder):
+    base = ranking(folder)
+    same = ranking(folder, second_hop="none", dense_agree=0)
+    assert [s.docs for s in same] == [b.docs for b in base]
+    assert all(np.array_equal(s.doc_scores, b.doc_scores) for s, b in zip(same, base, strict=True))
+    with HippoRAG(folder, extractor="ner", show_progress=False) as rag:
+        dense = rag.retrieve_dpr(QUESTIONS)
+    agreed = ranking(folder, dense_agree=len(DOCS))
+    for a, b, d in zip(agreed, base, dense, strict=True):
+        assert a.docs[0] == d.docs[0]
+        assert [x for x in a.docs if x != d.docs[0]] == [x for x in b.docs if x != d.docs[0]]
+
+
+def test_second_hop_needs_a_hyperedge_index(tmp_path):
+    from fakes import ScriptedLLM
+    llm = ScriptedLLM(lambda m: '{"named_entities": ["Steve Hillage"]}' if "Named entities" not in m[-1]["content"]
+                      else '{"triples": [["Steve Hillage", "released", "Green"]]}')
+    with HippoRAG(tmp_path, llm=llm, use_filter=False, show_progress=False, second_hop="wide") as rag:
+        rag.index(DOCS[:2])
+        with pytest.raises(ValueError, match="hyperedges"):
+            rag.retrieve(QUESTIONS[:1])
