@@ -77,7 +77,7 @@ def _communities(rag) -> dict:
     """Build the communities once (listings, no LLM); their counts and the seconds it took."""
     t = time.perf_counter()
     if rag.hirag.state() != "current":
-        rag.build_communities(max_llm_reports=0, show_progress=False)
+        rag.build_communities(max_llm_reports=0)
     cset = rag.hirag.communities(build=False)
     return {"communities": len(cset.communities), "levels": cset.levels(), "seconds": time.perf_counter() - t}
 
