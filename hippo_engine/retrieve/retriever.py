@@ -36,6 +36,7 @@ from hippo_engine.retrieve.fact_search import FactRows
 from hippo_engine.retrieve.hop_index import HopIndex
 from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, resolve_linking
 from hippo_engine.retrieve.ppr import PPRKernel
+from hippo_engine.retrieve.push import PushPPR
 from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and dense_column re-exported
     Rows,
     dense_column,
@@ -125,6 +126,7 @@ class Retriever(FactRows):
                                + np.bincount(graph.dst[ctx], minlength=graph.num_nodes)).astype(np.float64)
         self.kernel = PPRKernel.from_graph(graph, config.ppr_dtype) if config.ppr_backend == "power" else None
         self._igraph: Any = None
+        self._pusher: PushPPR | None = None    # built on the first push (retrieve.push)
         #: what the linking strategy reads of this version (see :class:`.linking.LinkGraph`)
         self.link_graph = LinkGraph(graph, self.entity_search, self.fact_links, self.passage_nodes,
                                     self.passage_counts, config.linking_top_k, self._passage_weight(),
@@ -230,10 +232,24 @@ class Retriever(FactRows):
                 damping=cfg.damping, directed=False, weights="weight", reset=resets[:, j].tolist(),
                 implementation="prpack")) for j in range(resets.shape[1])]
             probs = np.column_stack(cols) if cols else np.zeros((self.graph.num_nodes, 0))
+        elif self.uses_push:
+            if self._pusher is None:
+                self._pusher = PushPPR(self.kernel)
+            cols = [self._pusher.run_split(resets[:, j], self.passage_nodes, cfg.damping, cfg.ppr_push_r_max,
+                                           cfg.ppr_push_head)[0] for j in range(resets.shape[1])]
+            return np.column_stack(cols) if cols else np.zeros((len(self.passage_nodes), 0))
         else:
             probs = self.kernel.run(resets, cfg.damping, cfg.ppr_tol, cfg.ppr_max_iter, cfg.ppr_method,
                                     cfg.ppr_block_size)
         return probs[self.passage_nodes]
+
+    @property
+    def uses_push(self) -> bool:
+        """Whether PPR runs by forward push (``ppr_solver``; "auto": from ``ppr_push_min_nodes`` nodes)."""
+        cfg = self.config
+        if self.kernel is None or cfg.ppr_solver == "exact":
+            return False
+        return cfg.ppr_solver == "push" or self.graph.num_nodes >= cfg.ppr_push_min_nodes
 
     # --- the whole query path ----------------------------------------------------------------
     def search(self, queries: Sequence[str], q_fact: np.ndarray, q_pass: np.ndarray, k: int,
