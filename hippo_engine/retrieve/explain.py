@@ -22,7 +22,8 @@ import scipy.sparse as sp
 from hippo_engine.datatypes import ExplainedPath, Explanation, Hyperedge, PathEdge, SeedTerm
 from hippo_engine.ids import entity_id
 from hippo_engine.index.graph import KIND_CONTEXT, KIND_FACT, KIND_SYNONYMY
-from hippo_engine.retrieve.explain_math import Operator, Walk, best_walks, contributions, walk_costs
+from hippo_engine.retrieve.explain_math import Operator, contributions, sanitise_reset
+from hippo_engine.retrieve.explain_walks import Walk, WalkCosts, WalkSearch
 from hippo_engine.retrieve.retriever import RawResult, Retriever
 from hippo_engine.retrieve.scoring import top_k
 
@@ -41,12 +42,9 @@ class GraphView:
         g = r.graph
         self.r, self.graph = r, g
         self.op = Operator.from_edges(g.num_nodes, g.src, g.dst, g.weight)
-        self.costs = walk_costs(self.op, r.config.damping)
-        idx = np.arange(1, len(g.src) + 1, dtype=np.int64)
-        self.edge_of = sp.coo_matrix((np.concatenate([idx, idx]), (np.concatenate([g.src, g.dst]),
-                                      np.concatenate([g.dst, g.src]))), shape=(g.num_nodes,) * 2).tocsr()
-        self.edge_of.sort_indices()
+        self.costs = WalkCosts.of(self.op, r.config.damping)
         self.op.W.sort_indices()
+        self.edge_at = _edge_ids(self.op.W, np.asarray(g.src, np.int64), np.asarray(g.dst, np.int64))
         self.is_passage = np.zeros(g.num_nodes, bool)
         self.is_passage[r.passage_nodes] = True
         self._row_of_node = {int(n): i for i, n in enumerate(r.passage_nodes.tolist())}
@@ -87,10 +85,20 @@ class GraphView:
         store = self.r.views.passages.store
         return store.texts([str(store.ids[self._row_of_node[n]]) for n in nodes])
 
+    def step(self, a: int, b: int) -> tuple[str, float]:
+        """The kind of edge a - b (its graph edge's bits, "edge" when none) and the probability
+        d W[a, b] / D[a] that the walk at a steps to b (one binary search in row a of W)."""
+        W = self.op.W
+        lo, hi = int(W.indptr[a]), int(W.indptr[a + 1])
+        k = lo + int(np.searchsorted(W.indices[lo:hi], b))
+        if not (k < hi and int(W.indices[k]) == b):
+            return "edge", 0.0
+        bits = int(self.graph.kinds[self.edge_at[k]])
+        kind = "+".join(name for bit, name in KIND_NAMES if bits & bit) or "edge"
+        return kind, self.r.config.damping * float(W.data[k]) / float(self.op.strength[a])
+
     def edge_kind(self, a: int, b: int) -> str:
-        e = int(_entry(self.edge_of, a, b)) - 1
-        bits = int(self.graph.kinds[e]) if e >= 0 else 0
-        return "+".join(name for bit, name in KIND_NAMES if bits & bit) or "edge"
+        return self.step(a, b)[0]
 
     def fact_text(self, fid: str) -> str:
         f = self.r.facts.fact(fid)
@@ -119,23 +127,28 @@ class GraphView:
     def path(self, walk: Walk, weight: float, scale: float, score: float, seed_term: float) -> ExplainedPath:
         nodes = walk.nodes
         names = self.names(nodes)
-        d = self.r.config.damping
         edges = []
         for i, (a, b) in enumerate(zip(nodes, nodes[1:], strict=False)):
-            kind = self.edge_kind(a, b)
-            prob = d * float(_entry(self.op.W, a, b)) / float(self.op.strength[a])
+            kind, prob = self.step(a, b)
             edges.append(PathEdge(names[i], names[i + 1], kind, prob, self.edge_texts(a, b, kind)))
         part = scale * weight * walk.prob
         return ExplainedPath(names, edges, part / score if score > 0 else 0.0,
                              part / seed_term if seed_term > 0 else 0.0, walk.prob)
 
 
-def _entry(M: sp.csr_matrix, a: int, b: int) -> float:
-    """M[a, b] of a CSR matrix with sorted indices (a binary search in row a; scipy's scalar
-    indexing costs far more per call)."""
-    lo, hi = int(M.indptr[a]), int(M.indptr[a + 1])
-    k = lo + int(np.searchsorted(M.indices[lo:hi], b))
-    return float(M.data[k]) if k < hi and int(M.indices[k]) == b else 0.0
+def _edge_ids(W: sp.csr_matrix, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """For each stored entry of W (built by :meth:`Operator.from_edges` from these edges, sorted
+    indices) the graph edge it comes from (of repeated pairs, the last)."""
+    e = np.flatnonzero(src != dst)
+    rows, cols = np.concatenate([src[e], dst[e]]), np.concatenate([dst[e], src[e]])
+    ids = np.concatenate([e, e])
+    order = np.lexsort((ids, cols, rows))
+    rows, cols, ids = rows[order], cols[order], ids[order]
+    last = np.ones(len(ids), bool)
+    last[:-1] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+    if int(last.sum()) != W.nnz:
+        raise RuntimeError("explain: the graph's edges do not match its weight matrix")
+    return ids[last]
 
 
 _VIEWS: weakref.WeakKeyDictionary[Retriever, GraphView] = weakref.WeakKeyDictionary()
@@ -216,22 +229,26 @@ def _terms(r: Retriever, tr: dict, rows: Sequence[int]):
     nz, w = tr["reset"]
     reset = np.zeros(r.graph.num_nodes)
     reset[nz] = w
+    clean = sanitise_reset(reset)
     targets = [int(r.passage_nodes[row]) for row in rows]
     U = view.op.backward(targets, d)
-    seed_nodes = [int(n) for n in nz.tolist() if not view.is_passage[n]]
+    seed_nodes = nz[~view.is_passage[nz]].tolist()
     names = dict(zip(seed_nodes, view.names(seed_nodes), strict=True))
-    scale = 1.0 / view.op.normaliser(reset, d)
+    total = view.op.normaliser(reset, d)
+    scale = 1.0 / total
     kinds = {n: "entity" if n < r.graph.num_entities else "community" for n in seed_nodes}
+    weights = {n: float(reset[n]) for n in seed_nodes}
+    search = WalkSearch(view.op, weights, d, view.costs)
+    search.plan(targets, U, TOP_PATHS)
 
     def terms(j: int, row: int):
-        term, _ = contributions(view.op, reset, U[:, j], d)
+        term, _ = contributions(view.op, clean, U[:, j], d, total)
         score = float(tr["ppr"][row])
         share = (lambda x: x / score) if score > 0 else (lambda x: 0.0)
-        seeds = sorted((SeedTerm(names[n], float(reset[n]), float(term[n]), share(float(term[n])), kinds[n])
+        seeds = sorted((SeedTerm(names[n], weights[n], float(term[n]), share(float(term[n])), kinds[n])
                         for n in seed_nodes), key=lambda s: -s.contribution)
         prior = float(term[view.is_passage].sum())
-        walks = best_walks(view.op, targets[j], {n: float(reset[n]) for n in seed_nodes}, d, TOP_PATHS,
-                           view.costs)
+        walks = search.best(targets[j], TOP_PATHS, U[:, j])
         paths = [view.path(wk, float(reset[wk.seed]), scale, score, float(term[wk.seed])) for wk in walks]
         return seeds, prior, paths, score
 
