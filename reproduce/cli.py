@@ -17,7 +17,17 @@ from types import ModuleType
 
 from hippo_engine.llm.base import LLMClient
 
-from . import build_filter_demos, check_index, citations_bench, communities, explain_bench, index_scale, rankings
+from . import (
+    build_filter_demos,
+    check_index,
+    citations_bench,
+    communities,
+    explain_bench,
+    index_scale,
+    ppr_musique,
+    ppr_scale,
+    rankings,
+)
 from . import serve_fuzz as service_fuzz
 from . import serve_load as service_load
 from . import serve_overhead as service_overhead
@@ -40,6 +50,8 @@ COMMANDS: dict[str, ModuleType] = {
     "communities": communities,
     "build-filter-demos": build_filter_demos,
     "rankings": rankings,
+    "ppr-scale": ppr_scale,
+    "ppr-musique": ppr_musique,
     "table-recall-llm-free": recall_llm_free,
     "table-modes": modes_table,
     "citations": citations_bench,
@@ -64,6 +76,8 @@ HELP = {
     "table-recall-llm-free": "issue 24: dense vs the ner memory and its variants, MuSiQue and 2Wiki, with and "
                              "without titles (no LLM)",
     "table-modes": "issue 25: Recall@2/@5 of every mode (graphrag_*, kb_*, hi_*, hipporag2, naive), F1, LLM calls",
+    "ppr-scale": "issue 26: forward-push PPR vs exact PPR on synthetic graphs (100k, 1M passages): latency, top-10",
+    "ppr-musique": "issue 26: Recall@1..20 and rankings hash per PPR solver (auto, exact, push) on the MuSiQue subset",
     "rankings": "Recall@1..20 and a rankings hash on the MuSiQue subset (openie file / ner, filter off, no LLM)",
     "web-screenshot": "docs/web.png: the web page of hippo-engine serve on the sample corpus, in Debian's chromium",
 }

@@ -1,0 +1,93 @@
+"""Fast PPR on the MuSiQue subset (issue 26, point 1): Recall@1/2/5/10/20 and the rankings hash
+of the default PPR solver ("auto") beside forced push and forced exact, on the indexes of
+``python -m reproduce rankings`` (recognition filter off, no LLM call).
+
+    python -m reproduce.ppr_musique [--work /tmp/rank_final] [--variant both] [--out FILE]
+
+``--work`` is the rankings command's ``--work`` (its indexes are reused, or built there).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from .common import MUSIQUE_TRAIN_DIR, ForbiddenLLM, write_result
+from .rankings import KS, VARIANTS, _runner_args, ranking_payload, rankings_hash, recall_at, uptime
+
+SOLVERS = ("auto", "exact", "push")
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The command's options."""
+    ap.add_argument("--work", type=Path, default=Path("outputs/reproduce/rankings"))
+    ap.add_argument("--variant", choices=(*VARIANTS, "both"), default="both")
+    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR)
+    ap.add_argument("--embedder", default=None)
+    ap.add_argument("--out", type=Path, default=None, help="markdown file (default: print only)")
+
+
+def solve_variant(args: argparse.Namespace, dataset, variant: str) -> list[dict]:
+    """Retrieve every question once per solver on ``variant``'s index."""
+    from .tables.methods import hippo_method
+    from .tables.runner import Runner
+
+    runner = Runner(_runner_args(args, variant), dataset, [], llm=ForbiddenLLM(), extractor=variant)
+    rows = []
+    try:
+        runner.prepare_index()
+        for solver in SOLVERS:
+            rag = runner.open(hippo_method(False, ppr_solver=solver))
+            try:
+                t = time.perf_counter()
+                sols = rag.retrieve(list(dataset.questions))
+                secs = time.perf_counter() - t
+            finally:
+                rag.close()
+            rows.append({"variant": variant, "solver": solver, "recall": recall_at(sols, dataset.gold_docs),
+                         "hash": rankings_hash(ranking_payload(sols)), "retrieve_s": round(secs, 1),
+                         "top10": [s.docs[:10] for s in sols]})
+            print(f"{variant} {solver}: " + " / ".join(f"R@{k} {rows[-1]['recall'][k]:.1f}" for k in KS)
+                  + f" hash {rows[-1]['hash']} ({secs:.1f} s, load {uptime()})", flush=True)
+    finally:
+        runner.close()
+    exact = next(r for r in rows if r["solver"] == "exact")["top10"]
+    for r in rows:
+        r["same_top10"] = round(sum(a == b for a, b in zip(r["top10"], exact, strict=True)) / len(exact), 3)
+    return rows
+
+
+def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
+    """Every variant and solver; prints the table and writes it to ``--out``."""
+    from hippo_engine.evaluation.datasets import load_dataset
+
+    dataset = load_dataset(Path(args.data))
+    variants = VARIANTS if args.variant == "both" else (args.variant,)
+    load_before = uptime()
+    rows = [r for v in variants for r in solve_variant(args, dataset, v)]
+    lines = [f"Command: `python -m reproduce.ppr_musique {' '.join(argv)}`; {len(dataset)} questions; "
+             f"load before {load_before}, after {uptime()}.", "",
+             "| index | ppr_solver | " + " | ".join(f"R@{k}" for k in KS) + " | same top 10 as exact | hash | "
+             "retrieval s |", "|---|---|" + "---|" * len(KS) + "---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['variant']} | {r['solver']} | " + " | ".join(f"{r['recall'][k]:.1f}" for k in KS)
+                     + f" | {r['same_top10']} | {r['hash']} | {r['retrieve_s']} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        write_result(Path(args.out), text)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m reproduce.ppr_musique``."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return run(ap.parse_args(argv), argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,239 @@
+"""Fast PPR at scale (issue 26, point 1): forward push (``retrieve/push.py``) against the exact
+kernel (``retrieve/ppr.py``) on synthetic graphs with MuSiQue's ratios.
+
+    python -m reproduce ppr-scale [--passages 100000 1000000] [--queries 200] [--exact-queries 200 50]
+        [--r-max 1e-7] [--out-dir DIR] [--name README]
+
+Graph (arrays only, no index): per passage 8.6 entities and 9 facts (the ratios of the MuSiQue
+subset as indexed by pg-scale: 16,228 entities and 17,033 facts over 1,890 passages); every
+entity is the subject of a fact, objects are drawn from all entities; a fact edge (weight 1)
+joins subject and object, context edges (weight 1) join a passage to the entities of its facts,
+and each entity has one synonymy edge to a random entity (weight 0.8-1.0).
+
+Queries, shaped like HippoRAG 2's reset: 5 random facts are the linked facts; their entities
+are seeds with weight score / (passages of the entity); every passage gets
+``0.05 x min-max(dense score)`` with synthetic dense scores (background N(0.15, 0.07), the
+passages of the linked facts 0.5-0.7, 20 random passages 0.35-0.55).
+
+Per size, in the same run: single-query latency p50/p95 of push and of exact PPR (the exact
+kernel on ``--exact-queries`` of the queries, bounded because it costs seconds per query at 1M
+passages), top-10 passage agreement on those queries (share with an identical top 10 in order,
+as a set, and recall@10 of push against exact), push's work and bound, memory and the load.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from hippo_engine.retrieve.ppr import PPRKernel
+from hippo_engine.retrieve.push import DEFAULT_HEAD, DEFAULT_R_MAX, PushPPR
+
+from .common import RESULTS_DIR, git_head, load_average, peak_rss_mb, rss_mb, write_result
+
+OUT_DIR = RESULTS_DIR / "ppr_scale"
+ENTITIES_PER_PASSAGE = 8.6
+FACTS_PER_PASSAGE = 9.0
+DAMPING = 0.5
+PASSAGE_WEIGHT = 0.05
+
+
+def synthetic_graph(passages: int, seed: int = 0) -> dict:
+    """Edge arrays of a graph with MuSiQue's ratios; entity nodes first, then passage nodes."""
+    rng = np.random.default_rng(seed)
+    ne, nf = round(ENTITIES_PER_PASSAGE * passages), round(FACTS_PER_PASSAGE * passages)
+    subj = np.concatenate([rng.permutation(ne), rng.integers(0, ne, nf - ne)])[:nf]
+    obj = rng.integers(0, ne, nf)
+    obj = np.where(obj == subj, (obj + 1) % ne, obj)
+    owner = ne + rng.integers(0, passages, nf)
+    syn_dst = rng.integers(0, ne - 1, ne)
+    syn_dst = syn_dst + (syn_dst >= np.arange(ne))
+    ctx = np.unique(np.concatenate([owner * ne + subj, owner * ne + obj]))
+    src = np.concatenate([subj, ctx // ne, np.arange(ne)])
+    dst = np.concatenate([obj, ctx % ne, syn_dst])
+    w = np.concatenate([np.ones(nf + len(ctx)), rng.uniform(0.8, 1.0, ne)])
+    counts = np.bincount(ctx % ne, minlength=ne).astype(np.float64)   # passages per entity
+    return {"n": ne + passages, "entities": ne, "passages": passages, "src": src, "dst": dst, "w": w,
+            "subj": subj, "obj": obj, "owner": owner, "counts": counts,
+            "edges": {"fact": nf, "context": len(ctx), "synonymy": ne}}
+
+
+def query_resets(g: dict, queries: int, seed: int = 1):
+    """Yield each query's reset vector (entity seeds + passage prior)."""
+    rng = np.random.default_rng(seed)
+    ne, npas = g["entities"], g["passages"]
+    for _ in range(queries):
+        facts = rng.integers(0, len(g["subj"]), 5)
+        score = rng.uniform(0.5, 1.0, 5)
+        r = np.zeros(g["n"])
+        for ents in (g["subj"][facts], g["obj"][facts]):
+            np.maximum.at(r, ents, score / np.maximum(g["counts"][ents], 1.0))
+        dense = rng.normal(0.15, 0.07, npas)
+        dense[g["owner"][facts] - ne] = rng.uniform(0.5, 0.7, 5)
+        dense[rng.integers(0, npas, 20)] = rng.uniform(0.35, 0.55, 20)
+        lo, hi = dense.min(), dense.max()
+        r[ne:] += PASSAGE_WEIGHT * (dense - lo) / (hi - lo)
+        yield r
+
+
+def _pct(xs: list[float]) -> dict:
+    a = np.asarray(xs) * 1000
+    return {"p50_ms": round(float(np.percentile(a, 50)), 1), "p95_ms": round(float(np.percentile(a, 95)), 1),
+            "mean_ms": round(float(a.mean()), 1), "n": len(xs)}
+
+
+def top10(scores: np.ndarray, first_passage: int) -> np.ndarray:
+    """The 10 best passages (by node number; ties by number, as a stable sort gives them)."""
+    s = scores[first_passage:]
+    return first_passage + np.argsort(-s, kind="stable")[:10]
+
+
+def agreement(fast: list[np.ndarray], exact: list[np.ndarray]) -> dict:
+    """Share of queries with the same top 10 (in order; as a set) and the mean recall@10."""
+    pairs = list(zip(fast, exact, strict=True))
+    return {"identical_top10_ordered": round(float(np.mean([np.array_equal(a, b) for a, b in pairs])), 3),
+            "identical_top10_set": round(float(np.mean([set(a) == set(b) for a, b in pairs])), 3),
+            "recall_at_10": round(float(np.mean([len(set(a) & set(b)) / 10 for a, b in pairs])), 4)}
+
+
+def bench_size(passages: int, queries: int, exact_queries: int, r_maxes: Sequence[float], heads: Sequence[int],
+               log=print) -> dict:
+    """One graph size: build, then push for every query and exact for the first ``exact_queries``."""
+    t = time.perf_counter()
+    g = synthetic_graph(passages)
+    gen_s = time.perf_counter() - t
+    t = time.perf_counter()
+    kernel = PPRKernel(g["n"], g["src"], g["dst"], g["w"], "float32")
+    build_s = time.perf_counter() - t
+    pusher = PushPPR(kernel)
+    ne = g["entities"]
+    log(f"{passages} passages: {g['n']} nodes, graph {gen_s:.1f}s, kernel {build_s:.1f}s (load {load_average()})")
+    res: dict = {"passages": passages, "nodes": g["n"], "edges": g["edges"], "graph_s": round(gen_s, 1),
+                 "kernel_s": round(build_s, 1), "kernel_mib": round(kernel.nbytes / 2 ** 20, 1),
+                 "load_start": load_average(), "push": {}}
+    for key in ("src", "dst", "w", "subj", "obj"):
+        if key not in ("subj", "obj"):
+            del g[key]
+    exact_t: list[float] = []
+    exact_top: list[np.ndarray] = []
+    variants = [(rm, h) for rm in r_maxes for h in heads]
+    push_t: dict[tuple, list[float]] = {v: [] for v in variants}
+    push_top: dict[tuple, list[np.ndarray]] = {v: [] for v in variants}
+    work: dict[tuple, list] = {v: [] for v in variants}
+    pnodes = np.arange(ne, g["n"])
+    for i, r in enumerate(query_resets(g, queries)):
+        for rm, h in variants:
+            t = time.perf_counter()
+            if h > 0:
+                s, bound = pusher.run_split(r, pnodes, DAMPING, rm, h)
+            else:
+                s, bound = pusher.run(r, DAMPING, rm), DAMPING * rm
+            push_t[rm, h].append(time.perf_counter() - t)
+            push_top[rm, h].append(top10(s, ne) if h <= 0 else ne + top10(s, 0))
+            st = pusher.last_stats
+            work[rm, h].append((sum(x.pushes for x in st), sum(x.edges for x in st), sum(x.rounds for x in st),
+                                bound, sum(x.l1_bound for x in st)))
+        if i < exact_queries:
+            t = time.perf_counter()
+            x = kernel.run(r, DAMPING, 1e-6, 200, "chebyshev", None, 1)
+            exact_t.append(time.perf_counter() - t)
+            exact_top.append(top10(x, ne))
+        if (i + 1) % 50 == 0:
+            log(f"  {i + 1} queries (load {load_average()})")
+    res["exact"] = _pct(exact_t)
+    k = len(exact_top)
+    for rm, h in variants:
+        pt = push_top[rm, h][:k]
+        st = np.array(work[rm, h])
+        key = f"r_max {rm:g}, head {h}" if h else f"r_max {rm:g}, whole reset"
+        res["push"][key] = {
+            **_pct(push_t[rm, h]),
+            **agreement(pt, exact_top),
+            "compared": k,
+            "mean_pushes": round(float(st[:, 0].mean())), "mean_edges": round(float(st[:, 1].mean())),
+            "mean_rounds": round(float(st[:, 2].mean()), 1), "node_bound": float(f"{st[:, 3].max():.3g}"),
+            "mean_l1_bound": round(float(st[:, 4].mean()), 4)}
+        log(f"  {key}: {res['push'][key]}")
+    res["exact"]["compared"] = k
+    res["load_end"] = load_average()
+    res["rss_mib"] = round(rss_mb(), 1)
+    res["peak_rss_mib"] = round(peak_rss_mb(), 1)
+    log(f"  exact: {res['exact']}")
+    return res
+
+
+def render(results: list[dict], argv: Sequence[str]) -> str:
+    """The markdown report."""
+    head = git_head()
+    lines = ["# Fast PPR at scale: forward push vs exact PPR (issue 26, point 1)", "",
+             f"Command: `python -m reproduce ppr-scale {' '.join(argv)}` at commit {head[0][:10] if head else '?'}"
+             f"{' (dirty tree)' if head and head[1] else ''}; 2 shared CPU cores, load average (1/5/15 min) given "
+             "per size. Exact: the engine's kernel (float32, Chebyshev, tol 1e-6, one query at a time, "
+             "one thread); push: `PushPPR.run` on the same operator. Single-query latency of the PPR call alone.", "",
+             "| passages | nodes | method | r_max | p50 ms | p95 ms | queries | identical top-10 (ordered) | "
+             "identical top-10 (set) | recall@10 | pushes | edges read | bound d·r_max (×s(v)) | L1 bound |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        e = r["exact"]
+        lines.append(f"| {r['passages']:,} | {r['nodes']:,} | exact | - | {e['p50_ms']} | {e['p95_ms']} | {e['n']} "
+                     "| - | - | - | - | - | - | - |")
+        for rm, p in r["push"].items():
+            lines.append(f"| {r['passages']:,} | {r['nodes']:,} | push | {rm} | {p['p50_ms']} | {p['p95_ms']} "
+                         f"| {p['n']} "
+                         f"| {p['identical_top10_ordered']} ({p['compared']}) | {p['identical_top10_set']} "
+                         f"| {p['recall_at_10']} | {p['mean_pushes']:,} | {p['mean_edges']:,} | {p['node_bound']:g} "
+                         f"| {p['mean_l1_bound']} |")
+    lines += ["", "Per size: graph and kernel build, memory, load:", "",
+              "| passages | edges (fact/context/synonymy) | graph s | kernel s | kernel MiB | RSS MiB | peak RSS MiB "
+              "| load start | load end |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        ed = r["edges"]
+        lines.append(f"| {r['passages']:,} | {ed['fact']:,}/{ed['context']:,}/{ed['synonymy']:,} | {r['graph_s']} "
+                     f"| {r['kernel_s']} | {r['kernel_mib']} | {r['rss_mib']} | {r['peak_rss_mib']} "
+                     f"| {r['load_start']} | {r['load_end']} |")
+    return "\n".join(lines) + "\n"
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The command's options."""
+    ap.add_argument("--passages", type=int, nargs="+", default=[100_000, 1_000_000])
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--exact-queries", type=int, nargs="+", default=[200, 50],
+                    help="queries that also run exact PPR, per size (the last value repeats)")
+    ap.add_argument("--r-max", type=float, nargs="+", default=[DEFAULT_R_MAX])
+    ap.add_argument("--head", type=int, nargs="+", default=[DEFAULT_HEAD],
+                    help="prior passages pushed (the rest settled to order zero); 0: push the whole reset")
+    ap.add_argument("--out-dir", default=str(OUT_DIR))
+    ap.add_argument("--name", default="README")
+
+
+def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
+    """Run every size and write ``<out-dir>/<name>.md`` and ``.json``."""
+    from pathlib import Path
+
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for i, n in enumerate(args.passages):
+        ex = args.exact_queries[min(i, len(args.exact_queries) - 1)]
+        results.append(bench_size(n, args.queries, min(ex, args.queries), args.r_max, args.head))
+        (out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
+        write_result(out / f"{args.name}.md", render(results, argv))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m reproduce.ppr_scale``."""
+    import sys
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return run(ap.parse_args(argv), argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
