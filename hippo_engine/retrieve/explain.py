@@ -104,15 +104,19 @@ class GraphView:
         f = self.r.facts.fact(fid)
         return f.text if isinstance(f, Hyperedge) else " | ".join(f)
 
-    def edge_texts(self, a: int, b: int, kind: str) -> list[str]:
+    def edge_texts(self, a: int, b: int, kind: str, texts: dict[int, str] | None = None) -> list[str]:
         """The facts or sentences on edge a - b: facts of both entities (a fact edge), or the
-        entity's facts found in the passage (a context edge)."""
+        entity's facts found in the passage (a context edge; ``texts``: the lower-cased passage
+        texts already read, by node, filled here)."""
         if "fact" in kind and not (self.is_passage[a] or self.is_passage[b]):
             common = set(self.facts_of(b))
             return [self.fact_text(f) for f in self.facts_of(a) if f in common][:TEXTS_PER_EDGE]
         if "context" in kind:
             ent, pas = (a, b) if self.is_passage[b] else (b, a)
-            text = self.passage_texts([pas])[0].lower()
+            texts = {} if texts is None else texts
+            if pas not in texts:
+                texts[pas] = self.passage_texts([pas])[0].lower()
+            text = texts[pas]
             out = []
             for f in self.facts_of(ent):
                 fact = self.r.facts.fact(f)
@@ -124,13 +128,15 @@ class GraphView:
             return out
         return []
 
-    def path(self, walk: Walk, weight: float, scale: float, score: float, seed_term: float) -> ExplainedPath:
+    def path(self, walk: Walk, weight: float, scale: float, score: float, seed_term: float,
+             texts: dict[int, str] | None = None) -> ExplainedPath:
+        """The walk as an :class:`ExplainedPath` (``texts``: see :meth:`edge_texts`)."""
         nodes = walk.nodes
         names = self.names(nodes)
         edges = []
         for i, (a, b) in enumerate(zip(nodes, nodes[1:], strict=False)):
             kind, prob = self.step(a, b)
-            edges.append(PathEdge(names[i], names[i + 1], kind, prob, self.edge_texts(a, b, kind)))
+            edges.append(PathEdge(names[i], names[i + 1], kind, prob, self.edge_texts(a, b, kind, texts)))
         part = scale * weight * walk.prob
         return ExplainedPath(names, edges, part / score if score > 0 else 0.0,
                              part / seed_term if seed_term > 0 else 0.0, walk.prob)
@@ -240,6 +246,7 @@ def _terms(r: Retriever, tr: dict, rows: Sequence[int]):
     weights = {n: float(reset[n]) for n in seed_nodes}
     search = WalkSearch(view.op, weights, d, view.costs)
     search.plan(targets, U, TOP_PATHS)
+    texts: dict[int, str] = {}                   # passage texts read for this query's walks
 
     def terms(j: int, row: int):
         term, _ = contributions(view.op, clean, U[:, j], d, total)
@@ -249,7 +256,8 @@ def _terms(r: Retriever, tr: dict, rows: Sequence[int]):
                         for n in seed_nodes), key=lambda s: -s.contribution)
         prior = float(term[view.is_passage].sum())
         walks = search.best(targets[j], TOP_PATHS, U[:, j])
-        paths = [view.path(wk, float(reset[wk.seed]), scale, score, float(term[wk.seed])) for wk in walks]
+        paths = [view.path(wk, float(reset[wk.seed]), scale, score, float(term[wk.seed]), texts)
+                 for wk in walks]
         return seeds, prior, paths, score
 
     return terms
