@@ -121,9 +121,9 @@ class RetrievalConfig(_Section):
     #: prior's mean exactly; error bound in retrieve/push.py), "auto" (push from ppr_push_min_nodes
     #: graph nodes on; measured in reproduce/results/ppr_scale)
     ppr_solver: Literal["exact", "push", "auto"] = "auto"
-    ppr_push_r_max: float = Field(1e-6, gt=0.0)
+    ppr_push_r_max: float = Field(1e-5, gt=0.0)
     ppr_push_head: int = Field(100, ge=0)
-    ppr_push_min_nodes: int = Field(2_000_000, gt=0)
+    ppr_push_min_nodes: int = Field(500_000, gt=0)
     query_batch_size: int = Field(64, gt=0)
 
 
