@@ -38,7 +38,7 @@ import numpy as np
 from hippo_engine.retrieve.ppr import PPRKernel
 
 #: default residual threshold per unit of strength (measured, see reproduce/results/ppr_scale)
-DEFAULT_R_MAX = 1e-6
+DEFAULT_R_MAX = 1e-5
 #: default number of prior passages pushed by ``run_split`` (the rest settled to order zero)
 DEFAULT_HEAD = 100
 #: below this many edge entries a round accumulates by sorting the touched nodes; above it, by a
@@ -102,6 +102,7 @@ class PushPPR:
         self._uniform: tuple | None = None
         self._thr: tuple[float, np.ndarray] | None = None
         self._pos: np.ndarray | None = None
+        self._parrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         #: the sum over all nodes of ``run_split``'s last unnormalised estimate (its scores x this)
         self.last_sum = 1.0
         self._pos_key: np.ndarray | None = None
@@ -170,13 +171,14 @@ class PushPPR:
         scaled to sum 1 (plus the kernel's tolerance on the constant part), with B = damping x
         (r_max x (L1 mass of the pushed parts) + max over tail passages u of |prior(u) - m| / s(u))."""
         self._check(damping, r_max)
-        r = _clean(reset)
-        if r.shape != (self.n,):
-            raise ValueError(f"reset must have shape ({self.n},), got {r.shape}")
-        prior = r[passage_nodes]
-        r[passage_nodes] = 0.0
-        seed_idx = np.flatnonzero(r)
-        seed_val = r[seed_idx]
+        reset = np.asarray(reset)
+        if reset.shape != (self.n,):
+            raise ValueError(f"reset must have shape ({self.n},), got {reset.shape}")
+        # one pass over all nodes (the nonzeros); the rest works on passages and seeds only
+        seed_idx = np.flatnonzero(reset)
+        seed_idx = seed_idx[self._passage_pos(passage_nodes)[seed_idx] < 0]
+        seed_val = _clean(reset[seed_idx])
+        prior = _clean(reset[passage_nodes])
         total = float(seed_val.sum() + prior.sum())
         if not total > 0:
             return self.run(reset, damping, r_max)[passage_nodes], damping * r_max
@@ -188,7 +190,8 @@ class PushPPR:
         in_head[top] = True
         uniform, uniform_sum = self.passage_ppr(passage_nodes, damping)
         tail_dev = np.where(in_head, 0.0, dev)
-        out = m * uniform + alpha * tail_dev * (1.0 + damping * damping * self.return2[passage_nodes])
+        ret2, s = self._passage_arrays(passage_nodes)
+        out = m * uniform + alpha * tail_dev * (1.0 + damping * damping * ret2)
         out_sum = m * uniform_sum + alpha * float(tail_dev.sum())   # (the return term stays inside pi's sum)
         pushed = 0.0
         stats = []
@@ -204,10 +207,15 @@ class PushPPR:
                 stats.append(st)
         self.last_stats = stats
         self.last_sum = out_sum / total
-        s = self.strength[passage_nodes]
         ratio = np.where(s > 0, np.abs(tail_dev) / np.where(s > 0, s, 1.0), 0.0)
         bound = damping * (r_max * pushed + float(ratio.max(initial=0.0))) / total
         return out / out_sum, bound
+
+    def _passage_arrays(self, passage_nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """P^2(v, v) and s(v) at the passage nodes, kept for the last passage set."""
+        if self._parrays is None or self._parrays[0] is not passage_nodes:
+            self._parrays = (passage_nodes, self.return2[passage_nodes], self.strength[passage_nodes])
+        return self._parrays[1], self._parrays[2]
 
     def _passage_pos(self, passage_nodes: np.ndarray) -> np.ndarray:
         """node -> position in ``passage_nodes`` (-1 elsewhere), kept for the last passage set."""
