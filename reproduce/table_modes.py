@@ -37,6 +37,7 @@ MODES = ("hipporag2", "naive", "hi_local", "hi_global", "hi_bridge", "hi", "grap
 KS = (2, 5)
 REFERENCE = {"openie": "11059dbcf6e65b26", "ner": "f6e4b2e08f47bba9"}
 OUT = RESULTS_DIR / "modes" / "README.md"
+FOLDER_OPTIONS = ("--work", "--copy-from", "--data", "--twowiki-index", "--twowiki-data", "--out")
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -183,9 +184,16 @@ def _twowiki(args, encoder) -> dict:
 
 
 def _markdown(results: list[dict], argv: Sequence[str], load_before: str, load_after: str, args) -> str:
-    shown = [a for a in argv if not a.startswith("/")]
+    shown, skip = [], False      # folder options are paths of the machine the run was made on
+    for a in argv[1:] if argv[:1] == ["table-modes"] else argv:
+        if skip:
+            skip = False
+        elif a in FOLDER_OPTIONS:
+            skip = True
+        elif not a.startswith(tuple(f"{o}=" for o in FOLDER_OPTIONS)):
+            shown.append(a)
     lines = ["# Every retrieval mode: Recall@2/@5, F1, LLM calls (issue 25)", "",
-             "```bash", "python -m reproduce " + " ".join(shown), "```", "",
+             "```bash", "python -m reproduce table-modes " + " ".join(shown), "```", "",
              f"Engine commit: `{engine_commit()}`. Machine: {machine()}.",
              f"Load (`uptime`) before: `{load_before}`; after: `{load_after}`.", "",
              "Default embedder, recognition filter off, communities built once per index without an LLM "
