@@ -166,7 +166,7 @@ def add_parser(sub, common: Callable, ranking_flags: Callable, positive: Callabl
     """Register ``explain`` (``common``/``ranking_flags``: cli.py's shared flags)."""
     sp: argparse.ArgumentParser = sub.add_parser(
         "explain", help="why a query's top passages ranked: seeds and their shares, paths with their facts")
-    sp.add_argument("--query", required=True, help="the question to explain")
+    sp.add_argument("-q", "--query", required=True, help="the question to explain")
     sp.add_argument("--top", type=positive, default=5, help="passages to explain (default 5)")
     sp.add_argument("--json", action="store_true", help="print each passage's explanation as JSON (to_dict())")
     sp.add_argument("--mode", choices=EXPLAIN_MODES, default="hipporag2",

@@ -38,7 +38,7 @@ def test_explain_prints_a_tree_per_passage(idx, capsys):
 
 
 def test_explain_json_is_the_to_dict_list(idx, capsys):
-    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "2", "--json", "--no-filter"]) == 0
+    assert main(["explain", "--save-dir", idx, "-q", QUERY, "--top", "2", "--json", "--no-filter"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [d["rank"] for d in data] == [1, 2]
     exps = [Explanation.from_dict(d) for d in data]
