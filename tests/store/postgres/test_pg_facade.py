@@ -69,7 +69,8 @@ def test_cli_index_stats_and_delete_by_id_on_postgres(pg_dirs, capsys, monkeypat
     corpus = base / "c.json"
     corpus.write_text(json.dumps([{"id": f"n{i}", "text": d} for i, d in enumerate(CORPUS[:4])]))
     save = str(base / "idx")
-    assert main(["index", str(corpus), "--save-dir", save, "--storage", "postgres", "--quiet"]) == 0
+    assert main(["index", str(corpus), "--save-dir", save, "--storage", "postgres", "--quiet", "--extractor",
+                 "openie"]) == 0
     assert main(["stats", "--save-dir", save, "--storage", "postgres"]) == 0
     assert '"passage_nodes": 4' in capsys.readouterr().out
     assert main(["delete", "--ids", "n0", "n1", "--save-dir", save, "--storage", "postgres"]) == 0

@@ -130,7 +130,8 @@ def test_an_embedded_postgres_index_is_found_without_storage(pg_dirs, capsys, mo
     base = pg_dirs()
     corpus, save = base / "c.json", base / "idx"
     corpus.write_text(json.dumps(CORPUS[:3]))
-    assert main(["index", str(corpus), "--save-dir", str(save), "--storage", "postgres", "--quiet"]) == 0
+    assert main(["index", str(corpus), "--save-dir", str(save), "--storage", "postgres", "--quiet", "--extractor",
+                 "openie"]) == 0
     capsys.readouterr()
     assert main(["stats", "--save-dir", str(save)]) == 0                 # (was: "no index in DIR", exit 2)
     assert json.loads(capsys.readouterr().out)["passage_nodes"] == 3
