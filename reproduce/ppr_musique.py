@@ -67,7 +67,8 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     variants = VARIANTS if args.variant == "both" else (args.variant,)
     load_before = uptime()
     rows = [r for v in variants for r in solve_variant(args, dataset, v)]
-    lines = [f"Command: `python -m reproduce.ppr_musique {' '.join(argv)}`; {len(dataset)} questions; "
+    argv = list(argv)[1:] if list(argv)[:1] == ["ppr-musique"] else list(argv)
+    lines = [f"Command: `python -m reproduce ppr-musique {' '.join(argv)}`; {len(dataset)} questions; "
              f"load before {load_before}, after {uptime()}.", "",
              "| index | ppr_solver | " + " | ".join(f"R@{k}" for k in KS) + " | same top 10 as exact | hash | "
              "retrieval s |", "|---|---|" + "---|" * len(KS) + "---|---|---|"]
