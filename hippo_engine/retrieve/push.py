@@ -31,6 +31,7 @@ does the same work in one pass, which is what :meth:`PushPPR.run` does.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,6 +103,7 @@ class PushPPR:
         self._uniform: tuple | None = None
         self._thr: tuple[float, np.ndarray] | None = None
         self._pos: np.ndarray | None = None
+        self._local = threading.local()
         self._parrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         #: the sum over all nodes of ``run_split``'s last unnormalised estimate (its scores x this)
         self.last_sum = 1.0
@@ -225,6 +227,14 @@ class PushPPR:
             self._pos, self._pos_key = pos, passage_nodes
         return self._pos
 
+    def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
+        """This thread's two zeroed work vectors over the nodes (kept between pushes: a fresh pair
+        per push cost a page fault per touched page, most of a push's time on a large graph)."""
+        local = self._local
+        if getattr(local, "pr", None) is None:
+            local.pr = (np.zeros(self.n), np.zeros(self.n))
+        return local.pr
+
     def push(self, idx: np.ndarray, val: np.ndarray, damping: float, r_max: float
              ) -> tuple[np.ndarray, np.ndarray, PushStats]:
         """Push the residual ``val`` at nodes ``idx`` (distinct; signed values allowed).
@@ -234,40 +244,45 @@ class PushPPR:
         mass = float(np.abs(val).sum())
         if not mass > 0:
             return np.zeros(0, np.int64), np.zeros(0), PushStats(0, 0, 0, 0.0, damping * r_max, 0.0)
-        p = np.zeros(self.n)          # (calloc'ed: only the pages touched cost anything)
-        r = np.zeros(self.n)
-        idx = np.asarray(idx, dtype=np.int64)
-        r[idx] = np.asarray(val, dtype=np.float64) / mass
-        thr = self._threshold(r_max)
-        front = idx[(np.abs(r[idx]) >= thr[idx]) & (r[idx] != 0)]
-        seen = [idx]
-        rounds = pushes = edges = 0
-        sort_limit = max(1, self.n // _SORT_LIMIT_SHARE)
-        while len(front):
-            rounds += 1
-            pushes += len(front)
-            q = r[front]
-            r[front] = 0.0
-            p[front] += alpha * q
-            pos, owner = _gather(self.indptr, front)
-            edges += len(pos)
-            if not len(pos):           # isolated nodes: their damping share leaves the walk
-                break
-            nbr = self.indices[pos]
-            # damping q(u) w(u,v)/s(u) with w(u,v) = S(u,v) sqrt(s(u) s(v))
-            w = self.data[pos] * (damping * q * self.inv_sqrt[front])[owner]
-            if len(pos) > sort_limit:
-                add = np.bincount(nbr, weights=w, minlength=self.n)
-                touched = np.flatnonzero(add)
-                r[touched] += add[touched] * self.sqrt_s[touched]
-            else:
-                touched, inv = np.unique(nbr, return_inverse=True)
-                r[touched] += np.bincount(inv, weights=w, minlength=len(touched)) * self.sqrt_s[touched]
-            seen.append(touched)
-            front = touched[np.abs(r[touched]) >= thr[touched]]
-        nodes = np.unique(np.concatenate(seen))
-        residual = float(np.abs(r[nodes]).sum())
-        est = (p[nodes] + alpha * r[nodes]) * mass
+        p, r = self._scratch()        # all zero; the entries touched are zeroed again on return
+        try:
+            idx = np.asarray(idx, dtype=np.int64)
+            r[idx] = np.asarray(val, dtype=np.float64) / mass
+            thr = self._threshold(r_max)
+            front = idx[(np.abs(r[idx]) >= thr[idx]) & (r[idx] != 0)]
+            seen = [idx]
+            rounds = pushes = edges = 0
+            sort_limit = max(1, self.n // _SORT_LIMIT_SHARE)
+            while len(front):
+                rounds += 1
+                pushes += len(front)
+                q = r[front]
+                r[front] = 0.0
+                p[front] += alpha * q
+                pos, owner = _gather(self.indptr, front)
+                edges += len(pos)
+                if not len(pos):           # isolated nodes: their damping share leaves the walk
+                    break
+                nbr = self.indices[pos]
+                # damping q(u) w(u,v)/s(u) with w(u,v) = S(u,v) sqrt(s(u) s(v))
+                w = self.data[pos] * (damping * q * self.inv_sqrt[front])[owner]
+                if len(pos) > sort_limit:
+                    add = np.bincount(nbr, weights=w, minlength=self.n)
+                    touched = np.flatnonzero(add)
+                    r[touched] += add[touched] * self.sqrt_s[touched]
+                else:
+                    touched, inv = np.unique(nbr, return_inverse=True)
+                    r[touched] += np.bincount(inv, weights=w, minlength=len(touched)) * self.sqrt_s[touched]
+                seen.append(touched)
+                front = touched[np.abs(r[touched]) >= thr[touched]]
+            nodes = np.unique(np.concatenate(seen))
+            residual = float(np.abs(r[nodes]).sum())
+            est = (p[nodes] + alpha * r[nodes]) * mass
+            p[nodes] = 0.0
+            r[nodes] = 0.0
+        except BaseException:
+            self._local.pr = None   # (possibly dirty: the next push starts afresh)
+            raise
         return nodes, est, PushStats(rounds, pushes, edges, residual, damping * r_max, damping * residual)
 
 

@@ -142,3 +142,19 @@ def test_engine_push_solver_matches_exact(tmp_path):
     for a, b in zip(out["push"], out["exact"], strict=True):
         np.testing.assert_allclose(a.doc_scores, b.doc_scores, atol=1e-6)
     assert all(np.array_equal(a.doc_scores, b.doc_scores) for a, b in zip(out["auto"], out["exact"], strict=True))
+
+
+def test_repeated_pushes_are_independent():
+    """The work vectors kept between pushes are clean again after each: a query answers the same
+    before and after other queries, also after a push that failed half way."""
+    k = random_graph(11, 400, 1200)
+    pusher = PushPPR(k)
+    passages = np.arange(300, 400)
+    rng = np.random.default_rng(12)
+    resets = [rng.random(400) * (rng.random(400) < 0.3) for _ in range(4)]
+    first = [pusher.run_split(r, passages, D, 1e-6, 10)[0] for r in resets]
+    with pytest.raises(IndexError):
+        pusher.push(np.array([0, 10_000]), np.array([1.0, 1.0]), D, 1e-6)     # a node not in the graph
+    again = [pusher.run_split(r, passages, D, 1e-6, 10)[0] for r in reversed(resets)][::-1]
+    for a, b in zip(first, again, strict=True):
+        assert np.array_equal(a, b)
