@@ -100,6 +100,7 @@ class Retriever(FactRows):
         self.second_hop = make_second_hop(config.second_hop, keep_head=config.second_hop_head)
         self._hyperedges = hyperedges
         self._hop_index: HopIndex | None = None
+        self._hop_checked = False     # a strategy without a hop index: the index was checked once
         #: the linking strategy in effect (see :mod:`.linking`)
         self.linking = linking or resolve_linking(config, None)
         if config.ppr_dtype == "float32" and config.ppr_backend == "power" and config.ppr_tol < 1e-7:
@@ -205,22 +206,25 @@ class Retriever(FactRows):
         return self.link_graph.reset_matrix(query, nodes, scores, dense, cols)
 
     # --- graph search ------------------------------------------------------------------------
-    def hop_context(self, g, restriction: Restriction | None = None) -> HopContext:
-        """What the second walk reads (its :class:`.hop_index.HopIndex` built on first use)."""
-        if self._hop_index is None:
+    def hop_context(self, g, restriction: Restriction | None = None, links=None) -> HopContext:
+        """What the second walk reads; its :class:`.hop_index.HopIndex` (for a strategy that reads one)
+        is built on first use. The index must hold hyperedges (``extractor="ner"``)."""
+        if self._hop_index is None and not self._hop_checked:
             hyper = self._hyperedges() if self._hyperedges is not None else None
             if not hyper:
                 raise ValueError(f"second_hop={self.config.second_hop!r} needs an index of hyperedges "
                                  "(extractor='ner')")
-            if self.fact_mat is None:
-                raise ValueError(f"second_hop={self.config.second_hop!r} needs the fact vectors in memory "
-                                 "(postgres_search='memory' on PostgreSQL)")
-            self._hop_index = HopIndex.build(hyper, self.fact_ids, self.views.passage_ids, self.graph,
-                                             self.passage_nodes)
+            self._hop_checked = self.second_hop is not None and not self.second_hop.needs_hop
+            if not self._hop_checked:
+                if self.fact_mat is None:
+                    raise ValueError(f"second_hop={self.config.second_hop!r} needs the fact vectors in memory "
+                                     "(postgres_search='memory' on PostgreSQL)")
+                self._hop_index = HopIndex.build(hyper, self.fact_ids, self.views.passage_ids, self.graph,
+                                                 self.passage_nodes)
         search = self.top_facts if restriction is None else restriction.fact_search.top_normalised
-        assert self.fact_mat is not None
-        return HopContext(self._hop_index, self.fact_mat, self.graph.num_entities, self.passage_counts, self.run_ppr,
-                          self.linking, g, search)
+        fact_mat = self.fact_mat if self.fact_mat is not None else np.zeros((0, 1), np.float32)
+        return HopContext(self._hop_index, fact_mat, self.graph.num_entities, self.passage_counts, self.run_ppr,
+                          self.linking, g, search, links)
 
     def run_ppr(self, resets: np.ndarray) -> np.ndarray:
         """PPR for reset columns (n_nodes, b); returns passage scores (n_passages, b) by store row."""
@@ -360,7 +364,7 @@ class Retriever(FactRows):
             probs = self.run_ppr(R)
             if self.second_hop is not None:    # under a filter, passage seeds from allowed passages
                 hb = block if restriction is None else dataclasses.replace(block, dense=restriction.seed_dense(dense))
-                probs = self.second_hop.refine(self.hop_context(g, restriction), hb, graph_cols, R, probs)
+                probs = self.second_hop.refine(self.hop_context(g, restriction, links), hb, graph_cols, R, probs)
             head, agree = self.config.dense_first, self.config.dense_agree
             for c, j in enumerate(graph_cols.tolist()):
                 if restriction is not None:

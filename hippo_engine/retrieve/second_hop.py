@@ -35,7 +35,7 @@ from hippo_engine.retrieve.hop_index import HopIndex
 from hippo_engine.retrieve.scoring import min_max, top_k
 
 if TYPE_CHECKING:
-    from hippo_engine.retrieve.linking import Block, LinkGraph, Linking
+    from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, Links
 
 
 @dataclass
@@ -46,7 +46,7 @@ class HopContext:
     walk's kernel) and, for :class:`WideHop`, the linking strategy, its graph and ``top_facts(q, k)``
     (each query's ``k`` best facts, as the first walk got its candidates)."""
 
-    hop: HopIndex
+    hop: HopIndex | None
     fact_mat: np.ndarray
     num_entities: int
     passage_counts: np.ndarray
@@ -54,6 +54,8 @@ class HopContext:
     linking: Linking | None = None
     link_graph: LinkGraph | None = None
     top_facts: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None
+    #: the first walk's links (their query NER table is reused: it does not depend on the sentences)
+    links: Links | None = None
 
     def fact_sims(self, q: np.ndarray) -> np.ndarray:
         """(n_facts, b) cosine of every fact to each query row of ``q`` (float32 BLAS; a ranking aid only)."""
@@ -61,10 +63,17 @@ class HopContext:
             return np.zeros((0, len(q)), np.float32)
         return np.asarray(self.fact_mat, np.float32) @ np.atleast_2d(np.asarray(q, np.float32)).T
 
+    @property
+    def index(self) -> HopIndex:
+        """The hop index (an error where the context was made without one)."""
+        if self.hop is None:
+            raise ValueError("this second hop needs the hop index (HopContext.hop)")
+        return self.hop
+
     def best_fact(self, passage: int, sims: np.ndarray) -> tuple[int, float]:
         """The passage's fact row with the largest of ``sims`` (one query's column; ties: lower row)
         and that value ((-1, 0.0): no fact)."""
-        pf = self.hop.passage_facts
+        pf = self.index.passage_facts
         rows = pf.indices[pf.indptr[passage]:pf.indptr[passage + 1]]
         if len(rows) == 0:
             return -1, 0.0
@@ -73,7 +82,7 @@ class HopContext:
 
     def fact_entity_nodes(self, row: int) -> np.ndarray:
         """The entity nodes a fact row mentions."""
-        fn = self.hop.fact_nodes
+        fn = self.index.fact_nodes
         return fn.indices[fn.indptr[row]:fn.indptr[row + 1]]
 
 
@@ -102,9 +111,11 @@ def _add_share(R: np.ndarray, c: int, weights: dict[int, float], mass: float) ->
 
 @dataclass(frozen=True)
 class SecondHop:
-    """Base of the strategies: ``name`` (the ``second_hop`` setting) and ``keep_head``."""
+    """Base of the strategies: ``name`` (the ``second_hop`` setting), whether it reads the
+    :class:`~.hop_index.HopIndex` (``needs_hop``) and ``keep_head``."""
 
     name: ClassVar[str] = ""
+    needs_hop: ClassVar[bool] = True
     keep_head: int = 2
 
     def refine(self, ctx: HopContext, block: Block, cols: np.ndarray, resets: np.ndarray,
@@ -125,13 +136,18 @@ class WideHop(SecondHop):
 
     sentences: int = 2
     name: ClassVar[str] = "wide"
+    needs_hop: ClassVar[bool] = False
 
     def second_walk(self, ctx, block, cols, resets, first):
         if ctx.linking is None or ctx.link_graph is None or ctx.top_facts is None:
             raise ValueError('second_hop="wide" needs the linking strategy, its graph and the fact search')
         rows, scores = ctx.top_facts(block.q_fact, self.sentences)
-        wide = dataclasses.replace(block, candidates=(rows, scores), kept=rows >= 0)
+        reuse = ctx.links is not None and ctx.links.ner_table is not None
+        wide = dataclasses.replace(block, candidates=(rows, scores), kept=rows >= 0,
+                                   ner_vectors=None if reuse else block.ner_vectors)
         links = ctx.linking.links(ctx.link_graph, wide)
+        if reuse and links.ner_table is not None:
+            links.ner_table = ctx.links.ner_table
         R, _ = ctx.linking.resets(ctx.link_graph, links, wide, cols)
         return ctx.run_ppr(R)
 
@@ -148,7 +164,7 @@ class BridgeHop(SecondHop):
 
     def activated(self, ctx: HopContext, seeds: np.ndarray, sims: np.ndarray) -> dict[int, float]:
         """Entity node -> activation reached from the ``seeds`` (activation 1) for one query."""
-        nf = ctx.hop.node_facts
+        nf = ctx.index.node_facts
         act = {int(n): 1.0 for n in seeds.tolist()}
         frontier, used = list(act), np.zeros(len(sims), bool)
         for _ in range(self.iterations):
@@ -208,7 +224,7 @@ class ReseedHop(SecondHop):
             row, sim = ctx.best_fact(p, sims)
             if row < 0 or sim <= 0:
                 continue
-            own = int(ctx.hop.topic[p])
+            own = int(ctx.index.topic[p])
             for n in ctx.fact_entity_nodes(row).tolist():
                 if n != own and reset[n] <= 0:
                     add[n] = max(add.get(n, 0.0), sim / max(1.0, float(ctx.passage_counts[n])))
@@ -217,7 +233,7 @@ class ReseedHop(SecondHop):
     def second_walk(self, ctx, block, cols, resets, first):
         R = resets.copy()
         ne = ctx.num_entities
-        pages = ctx.hop.node_pages
+        pages = ctx.index.node_pages
         sims = ctx.fact_sims(block.q_fact[cols])
         for c in range(R.shape[1]):
             mass = float(R[:ne, c].sum())
@@ -229,7 +245,7 @@ class ReseedHop(SecondHop):
             for n, w in add.items():
                 ps = pages.indices[pages.indptr[n]:pages.indptr[n + 1]]
                 if len(ps) and total > 0:
-                    R[ctx.hop.passage_nodes[ps], c] += self.weight * mass * w / total / len(ps)
+                    R[ctx.index.passage_nodes[ps], c] += self.weight * mass * w / total / len(ps)
         return ctx.run_ppr(R)
 
 
