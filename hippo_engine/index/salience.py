@@ -11,8 +11,11 @@ one entity of a passage from its sentences' entities (the passage's hyperedges) 
 - ``"first"``: the first entity of the first sentence that has one (the subject of a Wikipedia-style
   opening sentence).
 
-Nothing here reads the passage text, so the rule costs nothing at indexing time; the retriever
-applies it when it links a sentence (see :mod:`hippo_engine.retrieve.hop_index`).
+Nothing here reads the passage text, so the rule costs nothing at indexing time. The retriever's
+hop index (:mod:`hippo_engine.retrieve.hop_index`) records each passage's topic entity: it is the "page"
+of that entity for ``second_hop="reseed"``. Adding it to every linked sentence's entities, as a title
+would be, changed no recall on untitled MuSiQue or 2Wiki (``reproduce/results/recall/README.md``), so the
+linking does not do it.
 """
 from __future__ import annotations
 
