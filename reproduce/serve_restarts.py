@@ -286,6 +286,10 @@ def final_checks(server: ServerProcess, state: dict, storage: str, args: argpars
     clean = open_engine(clean_dir, "sqlite")
     try:
         clean.index([full_text(by_id[d]) for d in accepted], ids=accepted)
+    finally:
+        clean.close()
+    clean = open_engine(clean_dir, "sqlite")     # read back, as the served index was (see the report)
+    try:
         diff = diff_snapshots(served_snap, snapshot_index(clean))
         hash_clean = rankings_hash(ranking_payload(clean.retrieve(questions, 20)))
     finally:
