@@ -1,17 +1,21 @@
 """``serve-load`` (reproduce/serve_load.py): the consistency check on hand-made timelines (it catches what it
-must), and a small real run: ``hippo-engine serve`` (1 process, SQLite) over 40 MuSiQue passages, 4 clients,
-100 retrieves while 20 documents are added and deleted, then the HTTP overhead on 10 questions."""
+must), and small real runs: ``hippo-engine serve`` (1 process, SQLite) over 40 MuSiQue passages, 4 clients,
+100 retrieves while 20 documents are added and deleted, then the HTTP overhead on 10 questions; and 2
+processes over PostgreSQL (an embedded server in the index folder), 60 retrieves while 15 documents come and go."""
 from __future__ import annotations
 
 import argparse
 import math
 
 import pytest
+from helpers import require_postgres
+from store import conftest as pg_fixtures
 
 from hippo_engine.ids import chunk_id
 from reproduce import serve_load
 from reproduce.serve_consistency import Call, DocTimes, check_calls
 
+pg_dirs = pg_fixtures.pg_dirs      # folders the embedded server's user can reach, cleaned up after the test
 BASE = {"Base\nA base passage.": "mq-0000", "Other\nAnother base passage.": "mq-0001"}
 ADDED = {"load-000": DocTimes("Added\nAn added passage.", add_sent=10.0, add_ok=10.1, indexed_seen=11.0,
                               delete_sent=20.0, delete_ok=20.5)}
@@ -71,8 +75,8 @@ def test_a_small_load_run_on_the_real_server(tmp_path, musique_dir):
     ap = argparse.ArgumentParser()
     serve_load.add_arguments(ap)
     args = ap.parse_args(["--storage", "sqlite", "--requests", "100", "--clients", "4", "--documents", "20",
-                          "--batch", "5", "--base", "40", "--overhead", "10", "--time-limit", "600",
-                          "--work", str(tmp_path / "work"), "--out", str(tmp_path / "load.md")])
+                          "--batch", "5", "--delete-lag", "1", "--base", "40", "--overhead", "10",
+                          "--time-limit", "600", "--work", str(tmp_path / "work"), "--out", str(tmp_path / "load.md")])
     assert serve_load.run(args, ["--storage", "sqlite"]) == 0
     report = (tmp_path / "load.md").read_text()
     assert "Every run passed" in report and str(tmp_path) not in report
@@ -82,3 +86,18 @@ def test_a_small_load_run_on_the_real_server(tmp_path, musique_dir):
     assert run["load"]["requests"] == 100 and counts.get("server_errors", 0) == 0
     assert run["load"]["documents_deleted"] == 20 and run["index_is_base_again"]
     assert counts["base_passages"] > 0 and run["overhead"]["questions"] == 10
+
+
+@pytest.mark.slow
+def test_a_small_load_run_on_two_server_processes_over_postgresql(pg_dirs, musique_dir):
+    require_postgres()
+    work = pg_dirs()
+    ap = argparse.ArgumentParser()
+    serve_load.add_arguments(ap)
+    args = ap.parse_args(["--storage", "postgres", "--postgres-workers", "2", "--requests", "60", "--clients", "4",
+                          "--documents", "15", "--batch", "5", "--delete-lag", "1", "--base", "30",
+                          "--time-limit", "600", "--work", str(work), "--out", str(work / "load.md")])
+    assert serve_load.run(args, ["--storage", "postgres"]) == 0
+    run = __import__("json").loads((work / "load.json").read_text())["runs"][0]
+    assert run["storage"] == "postgres" and run["workers"] == 2 and run["failures"] == []
+    assert run["load"]["requests"] == 60 and run["load"]["documents_deleted"] == 15 and run["index_is_base_again"]
