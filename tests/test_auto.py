@@ -4,6 +4,7 @@ paper's OpenIE; an existing index keeps the extractor it records."""
 import json
 import logging
 from importlib import resources
+from pathlib import Path
 
 import pytest
 from fakes import NgramEncoder, ScriptedLLM
@@ -123,8 +124,8 @@ def test_the_default_on_the_sample_corpus_makes_no_llm_call(tmp_path, no_llm_ser
 def test_the_default_on_2wiki_makes_no_llm_call(tmp_path, no_llm_server):
     """The first 300 passages of 2Wiki (some of the longest included: none is cut by the default
     chunk size), indexed by ``HippoRAG(dir)`` with no LLM configured: no LLM call."""
-    from conftest import SHARED
-    path = SHARED / "data" / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
+    shared = Path(__file__).resolve().parents[1].parent / "shared"     # as tests/conftest.py's SHARED
+    path = shared / "data" / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
     if not path.exists():
         pytest.skip(f"benchmark data not found at {path}")
     corpus = json.loads(path.read_text("utf-8"))

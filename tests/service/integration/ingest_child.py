@@ -6,7 +6,8 @@ and exits 0 once the queue is empty.
 ``--kill-after-index``: SIGKILL itself right after its first ``rag.index`` call returns, before the
 batch's statuses are recorded (the crash the exactly-once rule is about). ``--print-batches``: print
 ``batch <ids>`` after each ``rag.index`` call. ``--storage postgres --dsn DSN``: the index on that server.
-``--real``: the real embedder and ``extractor="ner"`` instead of fake models."""
+``--pause S``: sleep S seconds after each ``rag.index`` call (fake models index in milliseconds; real
+batches take seconds). ``--real``: the real embedder and ``extractor="ner"`` instead of fake models."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))      # tests/: fakes, helpers
@@ -32,6 +34,8 @@ def main() -> int:
     ap.add_argument("--no-add", action="store_true")
     ap.add_argument("--real", action="store_true", help="the real embedder and extractor='ner' (no fakes)")
     ap.add_argument("--print-batches", action="store_true", help="print 'batch <ids>' after each index call")
+    ap.add_argument("--pause", type=float, default=0.0,
+                    help="sleep this long after each index call (batches as slow as real ones, so kills land mid-run)")
     args = ap.parse_args()
     from helpers import make_rag
 
@@ -49,6 +53,8 @@ def main() -> int:
         mem.ingestor.after_index = lambda ids: os.kill(os.getpid(), signal.SIGKILL)
     elif args.print_batches:
         mem.ingestor.after_index = lambda ids: print("batch", ",".join(ids), flush=True)
+    elif args.pause > 0:
+        mem.ingestor.after_index = lambda ids: time.sleep(args.pause)
     mem.ingestor.start()
     if not args.no_add:
         docs = json.loads(Path(args.corpus).read_text(encoding="utf-8"))

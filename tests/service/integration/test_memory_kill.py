@@ -118,11 +118,11 @@ def test_killed_at_random_moments_every_accepted_document_ends_indexed_exactly_o
     random.seed(23)
     kills = 0
     # first while starting and accepting documents, then at random points of the ingestion
-    if run_child(save, docs_file, kill_after=random.uniform(0.3, 1.5)) == -signal.SIGKILL:
+    if run_child(save, docs_file, "--pause", "0.1", kill_after=random.uniform(0.3, 1.5)) == -signal.SIGKILL:
         kills += 1
     for _ in range(7):
         target = indexed_count(save) + random.randint(1, 7)
-        if run_child(save, docs_file, kill_at_indexed=target) == -signal.SIGKILL:
+        if run_child(save, docs_file, "--pause", "0.1", kill_at_indexed=target) == -signal.SIGKILL:
             kills += 1
     assert run_child(save, docs_file) == 0                               # the last one finishes
     assert kills >= 5, f"only {kills} of 8 runs were killed before they finished"
