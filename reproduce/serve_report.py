@@ -136,7 +136,9 @@ def render_restarts(results: list[dict], command: str) -> str:
                   f"{r['lost_but_accepted']}, not accepted and posted again: {r['reposted']}); indexed at each kill "
                   f"(API): {r['indexed_at_kills']}",
                   f"- startup to ready: p50 {r['startup_p50_s']:.1f} s; batches of {r['batch']} documents per POST, "
-                  f"indexing batches of {r['index_batch']}",
+                  f"indexing batches of {r['index_batch']} (a step of the indexed count took p50 "
+                  f"{r.get('batch_step_p50_s', float('nan')):.1f} s); pauses between reaching a kill's target and "
+                  f"the kill (s): {[round(p, 2) for p in r.get('pauses_s', []) if p is not None]}",
                   f"- statuses: every document `indexed` through `GET /documents?status=indexed`: "
                   f"{r['final']['statuses_ok']}; every job `done`: {r['final']['jobs_done']} of "
                   f"{r['final']['jobs']}",

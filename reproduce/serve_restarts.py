@@ -9,10 +9,11 @@ documents waiting for the background indexer (batches of ``--index-batch``). Eac
 by SIGKILL to the server's whole process group at a seeded random moment: a few before the server is ready
 (``--early-share``: while it loads its models or recovers), the others once the indexed count (``GET
 /documents?status=indexed``) reaches the run's target (targets spread over the corpus, jittered) plus a
-random pause of up to 0.3 s, or (``--post-share``) up to 50 ms after the next ``POST /documents``
-is sent from then on, so that some kills hit a POST in flight. The server is started again each time. A batch whose
-POST got no answer is looked up by id (``GET /documents/{id}``) after the restart: known documents were
-accepted, unknown ones are posted again; nothing else is ever posted twice.
+random pause of up to the time an indexing batch takes (the median step of the indexed count so far), so
+that kills fall anywhere in the next batch; or (``--post-share``) up to 50 ms after the next ``POST
+/documents`` is sent from then on, so that some kills hit a POST in flight. The server is started again
+each time. A batch whose POST got no answer is looked up by id (``GET /documents/{id}``) after the
+restart: known documents were accepted, unknown ones are posted again; nothing else is posted twice.
 
 After the last run every accepted document must be indexed: through the API (``GET /documents`` by status,
 every job ``done`` with each document ``indexed``), in the index opened in-process after a graceful stop
@@ -155,17 +156,23 @@ def one_run(server: ServerProcess, state: dict, args: argparse.Namespace, rng: r
     info["kept"], info["reposted"] = resolve_unknown(server.url, state)
     poster = Poster(server.url, state, args.queue)
     poster.start()
+    last: tuple[int, float] | None = None
     with httpx.Client(base_url=server.url, timeout=REQUEST_TIMEOUT) as c:
         while time.monotonic() < deadline:
             n = indexed_total(c)
             if n is not None:
                 poster.indexed = n
+                if last is not None and n > last[0]:
+                    state["steps"].append(time.monotonic() - last[1])     # one indexing batch, about
+                if last is None or n > last[0]:
+                    last = (n, time.monotonic())
             if target is not None and n is not None and n >= target:
                 poster.sending.clear()
                 if at_post and poster.is_alive() and poster.sending.wait(30.0):
-                    time.sleep(rng.uniform(0, 0.05))
-                else:
-                    time.sleep(rng.uniform(0, 0.3))
+                    info["pause_s"] = rng.uniform(0, 0.05)
+                else:       # anywhere in the next batch: claim, extraction, embedding, commit, statuses
+                    info["pause_s"] = rng.uniform(0, pct(state["steps"], 50) if state["steps"] else 1.0)
+                time.sleep(info["pause_s"])
                 info["mid_post"] = poster.in_flight
                 server.kill()
                 info["indexed_at_kill"] = n
@@ -192,14 +199,14 @@ def ingest_with_kills(storage: str, args: argparse.Namespace, log=print) -> dict
         shutil.rmtree(save)
     save.mkdir(parents=True)
     state: dict = {"docs": docs, "batches": [docs[i:i + args.batch] for i in range(0, len(docs), args.batch)],
-             "accepted": set(), "jobs": [], "errors": []}
+             "accepted": set(), "jobs": [], "errors": [], "steps": []}
     state["status"] = ["todo"] * len(state["batches"])
     rng = random.Random(args.seed)
     targets = sorted(max(1, min(len(docs) - 1, round((i + 1) * len(docs) / (args.kills + 1)) + rng.randint(-3, 3)))
                      for i in range(args.kills))
     out = {"storage": storage, "documents": len(docs), "batch": args.batch, "index_batch": args.index_batch,
            "kills": 0, "kills_before_ready": 0, "kills_mid_post": 0, "lost_but_accepted": 0, "reposted": 0,
-           "indexed_at_kills": [], "startups": [], "uptime_before": uptime()}
+           "indexed_at_kills": [], "pauses_s": [], "startups": [], "uptime_before": uptime()}
     held = hold_postgres(save) if storage == "postgres" else None
     t0, deadline = time.monotonic(), time.monotonic() + args.time_limit
     try:
@@ -228,6 +235,7 @@ def ingest_with_kills(storage: str, args: argparse.Namespace, log=print) -> dict
                 break
             out["kills"] += 1
             out["kills_mid_post"] += int(info.get("mid_post", False))
+            out["pauses_s"].append(info.get("pause_s"))
             out["indexed_at_kills"].append(info.get("indexed_at_kill"))
             log(f"{storage} run {run}: killed at {info.get('indexed_at_kill')} indexed "
                 f"(target {targets[run]}, POST in flight: {info.get('mid_post')})")
@@ -235,6 +243,7 @@ def ingest_with_kills(storage: str, args: argparse.Namespace, log=print) -> dict
         if held is not None:
             held.stop()
     out.update(accepted=len(state["accepted"]), errors=state["errors"], wall_s=time.monotonic() - t0,
+               batch_step_p50_s=pct(state["steps"], 50),
                startup_p50_s=pct(out["startups"], 50), uptime_after=uptime())
     return out
 
