@@ -9,6 +9,7 @@ query's assembled context (:meth:`~hippo_engine.hirag.component.HiRAG.answer`).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 #: rankings of one retrieve call: another writer may commit while a ranking runs or before its document
 #: ids are read (see ``QueryRunner._attach_ids``); the last try keeps what it read
 RANKING_TRIES = 3
+#: modes whose ranking only reads the index: ranked inside one snapshot of the database (``_read_view``)
+SNAPSHOT_MODES = ("hipporag2", "naive")
 GoldDocs = Sequence[Sequence[str]]
 GoldAnswers = Sequence[str | Sequence[str]]
 Solutions = list[QuerySolution]
@@ -80,14 +83,15 @@ class QueryRunner:
         queries = self.check_queries(queries, "retrieve")
         search = self.searches.search(param.mode)
         for attempt in range(RANKING_TRIES):
-            self.index.refresh()                    # the version this ranking starts from
-            start = self.index.loaded_version
-            if param.where is not None and search.reads_context:
-                solutions = self._filtered(search, queries, param)
-            else:
-                solutions = search.retrieve(queries, param)
-            if self._attach_ids(solutions, param, start if attempt < RANKING_TRIES - 1 else None):
-                break
+            with self._read_view(param.mode):
+                self.index.refresh()                    # the version this ranking starts from
+                start = self.index.loaded_version
+                if param.where is not None and search.reads_context:
+                    solutions = self._filtered(search, queries, param)
+                else:
+                    solutions = search.retrieve(queries, param)
+                if self._attach_ids(solutions, param, start if attempt < RANKING_TRIES - 1 else None):
+                    break
         return self._with_gold(solutions, gold_docs, "retrieve" if param.mode == "hipporag2" else
                                f"retrieve[{param.mode}]")
 
@@ -124,6 +128,14 @@ class QueryRunner:
             return empty_solutions(queries)
         wide = dataclasses.replace(param, top_k=max(len(self.index), 1))   # HiRAG's whole ranking, then cut
         return context_solutions(search.contexts(queries, wide), pids, param.top_k or self.retrieval_top_k)
+
+    def _read_view(self, mode: str) -> contextlib.AbstractContextManager:
+        """One snapshot of the database for a whole ranking in the modes that only read the index
+        (:data:`SNAPSHOT_MODES`): what it reads while it ranks (a lazy PostgreSQL reader's passage texts
+        and top-k) and the document ids then come from the version it started from, whatever other
+        writers commit meanwhile. Other modes may write (communities built on first use) and rank outside
+        one; :meth:`_attach_ids` checks their version instead."""
+        return self.index.db.snapshot() if mode in SNAPSHOT_MODES else contextlib.nullcontext()
 
     def _attach_ids(self, solutions: Solutions, param: QueryParam, start: str | None = None) -> bool:
         """Each solution's document ids (under ``param.where``, the matching documents only). With ``start``
