@@ -71,10 +71,6 @@ def test_each_kind_of_inconsistency_is_caught():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=(
-    "known race (issue 23, open): when writers commit during all RANKING_TRIES rankings of one retrieve, "
-    "QueryRunner keeps the last ranking's passages with document ids read from a newer version; a passage "
-    "whose document was deleted meanwhile then shows its legacy id (seen once in a fresh-clone CI run)"))
 def test_a_small_load_run_on_the_real_server(tmp_path, musique_dir):
     ap = argparse.ArgumentParser()
     serve_load.add_arguments(ap)
