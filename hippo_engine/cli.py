@@ -78,12 +78,10 @@ def _llm_overrides(args) -> dict:
     return out
 
 
-def _make_rag(args, **extra):
-    """The engine for a command: its flags as configuration overrides (only those given). Without
-    ``--extractor`` a new index gets ``extractor="auto"`` (:mod:`hippo_engine.auto`) and an existing
-    one keeps its own; closed when the command ends."""
-    from hippo_engine.hipporag import HippoRAG
-    overrides = {**_llm_overrides(args), **_storage(args), **extra}
+def engine_overrides(args) -> dict:
+    """``HippoRAG`` configuration overrides from a command's LLM, storage and ranking flags (only those
+    given); shared by every command that opens an index (``serve`` and ``mcp`` too)."""
+    overrides = {**_llm_overrides(args), **_storage(args)}
     for name in ("linking", "extractor", "dense_first"):
         if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
@@ -91,6 +89,15 @@ def _make_rag(args, **extra):
         overrides["use_filter"] = False
     if getattr(args, "filter", False):
         overrides["use_filter"] = True
+    return overrides
+
+
+def _make_rag(args, **extra):
+    """The engine for a command: its flags as configuration overrides (only those given). Without
+    ``--extractor`` a new index gets ``extractor="auto"`` (:mod:`hippo_engine.auto`) and an existing
+    one keeps its own; closed when the command ends."""
+    from hippo_engine.hipporag import HippoRAG
+    overrides = {**engine_overrides(args), **extra}
     rag = HippoRAG(args.save_dir, llm_model_name=getattr(args, "llm", None), embedding_model_name=args.embedder,
                    **overrides)
     _OPENED.append(rag)     # closed when the command ends (stops an embedded PostgreSQL server)

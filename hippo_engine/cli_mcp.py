@@ -40,16 +40,8 @@ def add_parser(sub, common: Callable, ranking_flags: Callable, positive_float: C
 def rag_options(args) -> dict[str, Any]:
     """HippoRAG keyword arguments from the command's flags (only those given; progress bars off)."""
     from hippo_engine import cli
-    opts: dict[str, Any] = {"llm_model_name": args.llm, "embedding_model_name": args.embedder,
-                            **cli._llm_overrides(args), **cli._storage(args), "show_progress": False}
-    for name in ("linking", "extractor", "dense_first"):
-        if getattr(args, name, None) is not None:
-            opts[name] = getattr(args, name)
-    if getattr(args, "no_filter", False):
-        opts["use_filter"] = False
-    if getattr(args, "filter", False):
-        opts["use_filter"] = True
-    return opts
+    return {"llm_model_name": args.llm, "embedding_model_name": args.embedder, **cli.engine_overrides(args),
+            "show_progress": False}
 
 
 @contextlib.contextmanager
