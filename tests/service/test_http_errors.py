@@ -4,21 +4,9 @@ import json
 import logging
 
 import pytest
-from http_fakes import FakeWorkspaces, make_client
 
 from hippo_engine.service import sse
 from hippo_engine.service.errors import ApiError
-
-
-@pytest.fixture
-def ws():
-    return FakeWorkspaces()
-
-
-@pytest.fixture
-def client(ws):
-    with make_client(ws) as c:
-        yield c
 
 
 def _json_error(r, status, type_=None):

@@ -11,17 +11,6 @@ DOCS = [{"id": "paris", "text": "Paris is the capital of France.", "title": "Par
         {"id": "berlin", "text": "Berlin is the capital of Germany.", "metadata": {"lang": "de"}}]
 
 
-@pytest.fixture
-def ws():
-    return FakeWorkspaces()
-
-
-@pytest.fixture
-def client(ws):
-    with make_client(ws) as c:
-        yield c
-
-
 def _add(client, docs=DOCS, prefix=""):
     r = client.post(f"{prefix}/documents", json={"documents": docs})
     assert r.status_code == 202, r.text

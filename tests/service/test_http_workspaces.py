@@ -4,17 +4,6 @@ import pytest
 from http_fakes import FakeWorkspaces, make_client
 
 
-@pytest.fixture
-def ws():
-    return FakeWorkspaces()
-
-
-@pytest.fixture
-def client(ws):
-    with make_client(ws) as c:
-        yield c
-
-
 def test_each_prefix_reaches_its_own_memory(client, ws):
     client.post("/w/alpha/documents", json={"documents": [{"id": "a1", "text": "alpha secret"}]})
     client.post("/documents", json={"documents": [{"id": "d1", "text": "default words"}]})
