@@ -11,12 +11,19 @@ def test_synthetic_graph_has_musique_ratios():
     assert g["src"].max() < g["n"] and g["dst"].max() < g["n"]
     r = next(ppr_scale.query_resets(g, 1))
     assert r.shape == (g["n"],) and np.isclose(r[g["entities"]:].max(), ppr_scale.PASSAGE_WEIGHT)
+    seed_idx, seed_val, prior = ppr_scale.split_reset(r, g["entities"])
+    assert 1 <= len(seed_idx) <= 10 and seed_idx.max() < g["entities"] and np.all(seed_val > 0)
+    assert len(prior) == 2000 and prior.min() == 0.0
 
 
 def test_bench_size_and_report(tmp_path):
     res = ppr_scale.bench_size(2000, 6, 6, [1e-6], [100], log=lambda *_: None)
     push = res["push"]["r_max 1e-06, head 100"]
-    assert res["exact"]["n"] == 6 and push["n"] == 6 and push["compared"] == 6
+    whole = res["push"]["r_max 1e-06, head 100, whole reset"]
+    assert res["exact"]["n"] == 6 and push["n"] == 6 and push["compared"] == 6 and whole["n"] == 6
     assert 0.0 <= push["recall_at_10"] <= 1.0 and push["node_bound"] > 0
+    assert whole["same_as_parts"] and whole["recall_at_10"] == push["recall_at_10"]
+    assert res["prior_ppr_s"] >= 0
     text = ppr_scale.render([res], ["--passages", "2000"])
     assert "| 2,000 | 19,200 | exact |" in text and "| push | r_max 1e-06, head 100 |" in text
+    assert "| push | r_max 1e-06, head 100, whole reset |" in text

@@ -158,3 +158,95 @@ def test_repeated_pushes_are_independent():
     again = [pusher.run_split(r, passages, D, 1e-6, 10)[0] for r in reversed(resets)][::-1]
     for a, b in zip(first, again, strict=True):
         assert np.array_equal(a, b)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n_ent=st.integers(10, 60), n_pas=st.integers(3, 40),
+       head=st.integers(0, 10), r_max=st.sampled_from([1e-3, 1e-5]))
+def test_parts_within_bound_scattered_passages(seed, n_ent, n_pas, head, r_max):
+    """run_parts on passages scattered among the entities (not one node range): within its bound of
+    the exact kernel, and equal to run_split of the same reset."""
+    n = n_ent + n_pas
+    k = random_graph(seed, n, 3 * n)
+    rng = np.random.default_rng(seed + 3)
+    passages = rng.permutation(n)[:n_pas]
+    others = np.setdiff1d(np.arange(n), passages)
+    seed_idx = np.unique(rng.choice(others, 3))
+    seed_val = rng.uniform(0.2, 1.0, len(seed_idx))
+    prior = 0.05 * rng.random(n_pas)
+    r = np.zeros(n)
+    r[seed_idx], r[passages] = seed_val, prior
+    pusher = PushPPR(k)
+    scores, bound = pusher.run_parts(seed_idx, seed_val, prior, passages, D, r_max, head)
+    pi = exact_pi(k, r / r.sum())[passages]
+    strength = (k.sqrt_strength64 ** 2)[passages]
+    assert np.all(np.abs(pi - scores * pusher.last_sum) <= bound * strength + 1e-6)
+    same, bound2 = pusher.run_split(r, passages, D, r_max, head)
+    assert np.array_equal(scores, same) and bound == bound2
+
+
+def test_parts_equal_split_on_a_node_range():
+    """run_split (entities first, passages one node range) hands run_parts the same parts: same
+    scores bit for bit, and NaN or negative prior entries count as 0."""
+    k = random_graph(21, 500, 1500)
+    pusher = PushPPR(k)
+    passages = np.arange(350, 500)
+    rng = np.random.default_rng(22)
+    r = np.zeros(500)
+    r[rng.integers(0, 350, 6)] = rng.uniform(0.2, 1.0, 6)
+    r[passages] = 0.05 * rng.random(150)
+    seed_idx = np.flatnonzero(r[:350])
+    parts, b1 = pusher.run_parts(seed_idx, r[seed_idx], r[350:], passages, D, 1e-6, 20)
+    whole, b2 = pusher.run_split(r, passages, D, 1e-6, 20)
+    assert np.array_equal(parts, whole) and b1 == b2
+    dirty = r[350:].copy()
+    dirty[:5] = [np.nan, -1.0, np.nan, -0.5, 0.0]
+    clean = np.where(np.isnan(dirty) | (dirty < 0), 0.0, dirty)
+    a, _ = pusher.run_parts(seed_idx, r[seed_idx], dirty, passages, D, 1e-6, 20)
+    b, _ = pusher.run_parts(seed_idx, r[seed_idx], clean, passages, D, 1e-6, 20)
+    assert np.array_equal(a, b) and np.isfinite(a).all()
+
+
+def test_parts_bad_arguments():
+    k = random_graph(2, 30, 60)
+    pusher = PushPPR(k)
+    passages = np.arange(20, 30)
+    with pytest.raises(ValueError, match="one weight per passage"):
+        pusher.run_parts(np.array([1]), np.array([1.0]), np.ones(9), passages)
+    with pytest.raises(ValueError, match="off the passage nodes"):
+        pusher.run_parts(np.array([25]), np.array([1.0]), np.ones(10), passages)
+    with pytest.raises(ValueError, match="distinct nodes"):
+        pusher.run_parts(np.array([1]), np.array([1.0]), np.ones(3), np.array([20, 20, 21]))
+    with pytest.raises(ValueError, match="distinct nodes"):
+        pusher.run_parts(np.array([1]), np.array([1.0]), np.ones(2), np.array([20, 30]))
+    with pytest.raises(ValueError, match="shape"):
+        pusher.run_split(np.ones(29), passages)
+
+
+@pytest.mark.parametrize("shape", ["random", "sorted", "reversed", "ties", "constant", "few"])
+def test_top_is_the_head_of_the_prior(shape):
+    """top_entries (sampled threshold, then a partition of the few above it) returns head entries whose
+    values are the head largest, whatever the order of the prior."""
+    from hippo_engine.retrieve.push_prior import top_entries as _top
+
+    rng = np.random.default_rng(5)
+    n = 200_000
+    prior = {"random": rng.normal(0.15, 0.07, n), "sorted": np.sort(rng.random(n)),
+             "reversed": np.sort(rng.random(n))[::-1].copy(), "ties": rng.integers(0, 50, n).astype(float),
+             "constant": np.full(n, 0.3), "few": np.where(rng.random(n) < 1e-4, 1.0, 0.0)}[shape]
+    for head in (1, 100, 1000):
+        top = _top(prior, head)
+        assert len(top) == head == len(np.unique(top))
+        assert np.array_equal(np.sort(prior[top]), np.sort(prior)[-head:])
+    assert len(_top(prior[:50], 100)) == 50 and len(_top(prior, 0)) == 0
+
+
+def test_distinct_keeps_each_node_once():
+    from hippo_engine.retrieve.push import PushPPR as P
+
+    mark = np.zeros(1000, np.int32)
+    rng = np.random.default_rng(6)
+    for _ in range(20):
+        nodes = rng.integers(0, 1000, rng.integers(0, 3000))
+        got = P._distinct(nodes, mark)
+        assert len(got) == len(set(got.tolist())) and set(got.tolist()) == set(nodes.tolist())
