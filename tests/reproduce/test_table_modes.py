@@ -1,34 +1,54 @@
-"""reproduce/table_modes.py on the toy index (fakes): every mode's recall row, the QA rows with LLM calls
-and tokens per query, and the markdown (the MuSiQue run itself: reproduce/results/modes/README.md)."""
+"""reproduce/table_modes.py on the toy index (fakes): every mode's recall row (with a sampled mode), the QA
+rows with LLM calls and tokens per query, and the README rendered from the saved JSON parts (the MuSiQue and
+2Wiki runs themselves: reproduce/results/modes/README.md)."""
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from fakes import ScriptedLLM
 
 from hippo_engine.evaluation.datasets import Dataset
-from reproduce.table_modes import MODES, _markdown, qa_rows, recall_rows
+from reproduce.modes_report import load_parts, render, save_part, shown_command
+from reproduce.table_modes import MODES, qa_rows, recall_rows
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "graphrag"))
 from peer_fakes import PeerResponder, built_rag  # noqa: E402
 
 
-def test_rows_and_markdown_of_every_mode(tmp_path):
+def _entry(kind, rows, **kw):
+    return {"kind": kind, "dataset": "MuSiQue", "variant": "openie", "questions": 2, "passages": 6, "rows": rows,
+            "comm": {"communities": 3, "levels": {"0": 3}, "seconds": 0.1, "built": True}, "command": "c",
+            "commit": "abc", "machine": "m", "wall_s": 1.0, "load_before": "a", "load_after": "b", **kw}
+
+
+def test_rows_parts_and_readme_of_every_mode(tmp_path):
     from helpers import CORPUS
-    rag, resp = built_rag(tmp_path)
+    rag, resp = built_rag(tmp_path / "idx")
     qs = ["Who founded Tamsin College?", "Where was Ilse Marrow born?"]
     ds = Dataset(name="toy", docs=list(CORPUS), questions=qs,
                  gold_docs=[[CORPUS[3], CORPUS[4]], [CORPUS[1]]], gold_answers=[["Oren Pike"], ["Velor"]])
-    rows = recall_rows(rag, ds, MODES)
+    rows = recall_rows(rag, ds, MODES, sample=1, sampled=["graphrag_global"])
     assert set(rows) == set(MODES)
     assert all(0 <= r["recall"][2] <= r["recall"][5] <= 100 and r["llm_calls"] == 0 for r in rows.values())
+    assert rows["graphrag_global"]["questions"] == 1 and rows["naive"]["questions"] == 2
+    assert all(set(r["recall_sample"]) == {2, 5} for r in rows.values())
     rag._llm = ScriptedLLM(PeerResponder())
     qa = qa_rows(rag, ds, 2, ["naive", "graphrag_local", "graphrag_global"])
     assert qa["naive"]["calls"] == 1 and qa["graphrag_local"]["calls"] == 1 and qa["graphrag_global"]["calls"] > 1
     assert all(q["tokens"] == 15 * q["calls"] for q in qa.values())
-    entry = {"dataset": "MuSiQue", "variant": "openie", "questions": 2,
-             "comm": {"communities": 3, "levels": {0: 3}, "seconds": 0.1}, "rows": rows, "qa": qa}
-    text = _markdown([entry], ["table-modes", "--qa", "2"], "load a", "load b", argparse.Namespace(qa=2, llm="x"))
-    assert text.count("\n| ") >= len(MODES) + 3 and "graphrag_global" in text and "reference" in text
+    assert all(len(q["answers"]) == 2 and len(q["calls_each"]) == 2 for q in qa.values())
+
+    save_part(tmp_path / "parts", _entry("recall", rows, sample={"n": 1, "modes": ["graphrag_global"],
+                                                                  "reason": "slow"}))
+    save_part(tmp_path / "parts", _entry("qa", qa, llm="x", qa_top_k=5))
+    parts = load_parts(tmp_path / "parts")
+    assert [p["kind"] for p in parts] == ["recall", "qa"] and parts[0]["rows"]["naive"]["recall"].keys() == {2, 5}
+    text = render(parts, "## Notes\n\nhand-written")
+    assert text.count("\n| ") == (len(MODES) + 2) + (3 + 2)
+    assert "| graphrag_global * | 1 |" in text and "**LLM-bound**" in text and text.endswith("hand-written\n")
+
+
+def test_command_shown_without_folders():
+    argv = ["table-modes", "--work", "/tmp/x", "--qa", "20", "--parts=/y", "--twowiki-data", "/d", "--variant", "ner"]
+    assert shown_command(argv) == "python -m reproduce table-modes --qa 20 --variant ner"

@@ -1,0 +1,155 @@
+"""The results of ``python -m reproduce table-modes`` (issue 25): one JSON part per run piece
+(``<dataset>-<variant>.json`` for recall, ``qa-<dataset>-<variant>.json`` for answers) in
+``reproduce/results/modes/``, and the README rendered from every part there, so a run of one piece
+(2Wiki alone, QA alone) keeps the others' figures. Each part records its own command, engine commit,
+wall time and ``uptime`` before and after.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from .common import RESULTS_DIR, write_result
+
+FOLDER = RESULTS_DIR / "modes"
+REFERENCE = {"openie": "11059dbcf6e65b26", "ner": "f6e4b2e08f47bba9"}
+FOLDER_OPTIONS = ("--work", "--copy-from", "--data", "--twowiki-index", "--twowiki-data", "--out", "--parts")
+
+#: what each mode does with an LLM when answering (rag_qa); retrieval makes no call in any mode
+#: (measured: the LLM calls column of the recall tables)
+ANSWERING = {
+    "hipporag2": "1 reader call over its top `qa_top_k` passages",
+    "naive": "1 reader call over its top `qa_top_k` passages",
+    "hi_local": "1 reader call over its assembled context (entities, relations, passages)",
+    "hi_global": "1 reader call over its assembled context (community reports, passages)",
+    "hi_bridge": "1 reader call over its assembled context (bridge paths, passages)",
+    "hi": "1 reader call over its assembled context (local + global + bridge)",
+    "graphrag_local": "1 reader call over its context (reports 3,200 / local 4,800 / text units 4,000 tokens)",
+    "graphrag_global": "**LLM-bound**: 1 map call per report batch (at most 4) + 1 reduce call when a point "
+                       "scored above 0; the answer comes from the LLM's rated points, not from passages",
+    "kb_vector": "1 reader call over its top `qa_top_k` passages",
+    "kb_graph": "1 reader call over its top `qa_top_k` passages",
+    "kb_hybrid": "1 reader call over its top `qa_top_k` passages",
+    "kb_global": "1 reader call over its top `qa_top_k` passages",
+}
+
+
+def part_name(entry: dict) -> str:
+    """The JSON file name of a part."""
+    base = f"{entry['dataset'].lower()}-{entry['variant']}.json"
+    return f"qa-{base}" if entry["kind"] == "qa" else base
+
+
+def shown_command(argv: Sequence[str]) -> str:
+    """The command line without folder options (paths of the machine the run was made on)."""
+    shown, skip = [], False
+    for a in argv[1:] if argv[:1] == ["table-modes"] else argv:
+        if skip:
+            skip = False
+        elif a in FOLDER_OPTIONS:
+            skip = True
+        elif not a.startswith(tuple(f"{o}=" for o in FOLDER_OPTIONS)):
+            shown.append(a)
+    return "python -m reproduce table-modes " + " ".join(shown)
+
+
+def write_readme(folder: Path, out: Path | None = None) -> Path:
+    """Render ``folder``'s parts and its ``notes.md`` into ``out`` (default ``folder/README.md``)."""
+    notes = Path(folder) / "notes.md"
+    text = render(load_parts(folder), notes.read_text(encoding="utf-8") if notes.exists() else "")
+    return write_result(out or Path(folder) / "README.md", text)
+
+
+def save_part(folder: Path, entry: dict) -> Path:
+    """Write one part (recall keys ``k`` become strings in JSON; :func:`load_parts` turns them back)."""
+    return write_result(Path(folder) / part_name(entry), json.dumps(entry, indent=1) + "\n")
+
+
+def load_parts(folder: Path) -> list[dict]:
+    """Every part in ``folder``: recall parts (MuSiQue first), then QA parts."""
+    parts = []
+    for p in sorted(Path(folder).glob("*.json")):
+        try:
+            e = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"table-modes: cannot read the result part {p}: {exc}") from exc
+        for row in e.get("rows", {}).values():
+            for key in ("recall", "recall_sample"):
+                if key in row:
+                    row[key] = {int(k): v for k, v in row[key].items()}
+        parts.append(e)
+    order = {"MuSiQue": 0, "2Wiki": 1}
+    return sorted(parts, key=lambda e: (e["kind"] == "qa", order.get(e["dataset"], 2), e["variant"] != "openie"))
+
+
+def _header(e: dict) -> list[str]:
+    return ["```bash", e["command"], "```", "",
+            f"Engine commit `{e['commit']}`; wall {e['wall_s']:.0f} s; load (`uptime`) before: `{e['load_before']}`; "
+            f"after: `{e['load_after']}`.", ""]
+
+
+def recall_section(e: dict) -> list[str]:
+    """One recall part as markdown."""
+    c, n = e["comm"], e["questions"]
+    sample = e.get("sample")
+    lines = [f"## {e['dataset']} ({n:,} questions, {e['passages']:,} passages), index `{e['variant']}`", "",
+             *_header(e),
+             f"{c['communities']:,} communities (levels {c['levels']}), "
+             + (f"built in {c['seconds']:.0f} s." if c.get("built") else "already built."),
+             ""]
+    if sample:
+        lines += [f"Modes marked * ran on the first {sample['n']:,} questions only ({sample['reason']}); for "
+                  f"comparison every row shows Recall@2/@5 on those {sample['n']:,} questions too.", ""]
+        lines += [f"| mode | questions | R@2 | R@5 | R@2 (first {sample['n']}) | R@5 (first {sample['n']}) | "
+                  "LLM calls | s / question | top-20 hash |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    else:
+        lines += ["| mode | R@2 | R@5 | LLM calls | s / question | top-20 hash |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+    for mode, row in e["rows"].items():
+        ref = REFERENCE.get(e["variant"]) if mode == "hipporag2" and e["dataset"] == "MuSiQue" else None
+        mark = "" if ref is None else (" (= reference)" if row["hash"] == ref else f" (reference `{ref}`!)")
+        per_q = row["seconds"] / max(row["questions"], 1)
+        if sample:
+            part = row["questions"] < n
+            full = ("-", "-") if part else (f"{row['recall'][2]:.1f}", f"{row['recall'][5]:.1f}")
+            rs = row.get("recall_sample", row["recall"])
+            lines.append(f"| {mode}{' *' if part else ''} | {row['questions']:,} | {full[0]} | {full[1]} | "
+                         f"{rs[2]:.1f} | {rs[5]:.1f} | {row['llm_calls']} | {per_q:.2f} | `{row['hash']}` |")
+        else:
+            lines.append(f"| {mode} | {row['recall'][2]:.1f} | {row['recall'][5]:.1f} | {row['llm_calls']} | "
+                         f"{per_q:.2f} | `{row['hash']}`{mark} |")
+    return lines + [""]
+
+
+def qa_section(e: dict) -> list[str]:
+    """One QA part as markdown: EM/F1, LLM calls and tokens per query, and what makes them."""
+    lines = [f"## QA: the first {e['questions']} {e['dataset']} questions, index `{e['variant']}`, "
+             f"reader LLM `{e['llm']}`", "", *_header(e),
+             f"Packaged reader prompt, top {e['qa_top_k']} passages for the passage modes, recognition filter off, "
+             f"LLM response cache off (every call made). {e.get('note', '')}".rstrip(), "",
+             "| mode | EM | F1 | LLM calls / query | prompt tokens / query | completion tokens / query | "
+             "s / query | errors | LLM use when answering |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for mode, q in e["rows"].items():
+        lines.append(f"| {mode} | {q['em']:.1f} | {q['f1']:.1f} | {q['calls']:.2f} | {q['prompt_tokens']:.0f} | "
+                     f"{q['completion_tokens']:.0f} | {q['seconds'] / e['questions']:.1f} | {q['errors']} | "
+                     f"{ANSWERING.get(mode, '')} |")
+    return lines + [""]
+
+
+INTRO = ("Default embedder, recognition filter off, communities built once per index without an LLM (member "
+         "listings as reports: `build_communities(max_llm_reports=0)`). Retrieval runs with an LLM that fails on any "
+         "call: the `LLM calls` column counts calls made while retrieving. Notes on the figures: `notes.md` "
+         "(appended below).")
+
+
+def render(parts: list[dict], notes: str = "") -> str:
+    """The README from the parts and the hand-written ``notes``."""
+    lines = ["# Every retrieval mode: Recall@2/@5, F1, LLM calls and tokens (issue 25)", "", INTRO, ""]
+    machines = sorted({e["machine"] for e in parts})
+    lines += [f"Machine: {m}." for m in machines] + [""]
+    for e in parts:
+        lines += qa_section(e) if e["kind"] == "qa" else recall_section(e)
+    lines += [notes] if notes else []
+    return "\n".join(lines).rstrip() + "\n"
