@@ -64,6 +64,10 @@ def _placement(exp) -> str:
         return f"placed by dense_first (dense rank {exp.dense_rank}); its PPR score is explained below"
     if exp.placed_by in ("dense_fallback", "dense"):
         return "placed by the dense ranking (no graph walk): the dense score is the explanation"
+    if exp.placed_by == "dense_agree":
+        return "placed first by dense_agree (dense retrieval's best, in the graph's top ranks); its PPR score below"
+    if exp.placed_by == "second_hop_head":
+        return "kept in front by second_hop_head (the first walk's best); its first-walk PPR score below"
     return "placed by PPR"
 
 
@@ -74,6 +78,8 @@ def passage_lines(exp, title: str) -> list[str]:
     if exp.placed_by in ("dense_fallback", "dense"):
         return out
     total = sum(s.share for s in exp.seeds)
+    if getattr(exp, "walk", ""):
+        out.append(f"├─ walk: {exp.walk}")
     out.append(f"├─ seeds ({len(exp.seeds)}, {_pct(total).strip()} of the PPR score {exp.score:.4g})")
     for s in exp.seeds[:SEEDS_SHOWN]:
         out.append(f"│    {_pct(s.share)}  {_clip(s.entity, 40):<40} weight {s.weight:.3g}")

@@ -12,7 +12,7 @@ Defaults follow the HippoRAG 2 paper's setup.
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -91,14 +91,16 @@ class RetrievalConfig(_Section):
     #: with the released OpenIE; it lowers R@1 on the "ner" path, so the default stays 0.
     dense_first: int = Field(0, ge=0)
     #: top-rank rule: dense retrieval's best passage goes first when it is among the graph ranking's
-    #: N best (0: off); unlike dense_first it keeps the graph's first passage when the two disagree
-    dense_agree: int = Field(0, ge=0)
-    #: an LLM-free second walk conditioned on the first, on hyperedge (``ner``) indexes
-    #: (``retrieve/second_hop.py``): "none" (one walk), "wide" (seeded from the query's two best
-    #: sentences), "bridge" (activation through sentences), "reseed" (the bridge entities of the first
-    #: walk's top passages); the first walk's ``second_hop_head`` best passages stay in front
-    second_hop: Literal["none", "wide", "bridge", "reseed"] = "none"
-    second_hop_head: int = Field(2, ge=0)
+    #: N best (0: off; unlike dense_first the graph's first passage stays when the two disagree)
+    dense_agree: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
+    #: an LLM-free second walk conditioned on the first, on ``ner`` (hyperedge) indexes (``retrieve/second_hop.py``):
+    #: "none" (one walk), "wide" (seeded from the query's two best sentences), "bridge" (activation through
+    #: sentences), "reseed" (bridge entities of the first walk's top passages); the first walk's
+    #: ``second_hop_head`` best passages stay in front. ``"auto"`` (here and for ``dense_agree``,
+    #: :func:`hippo_engine.auto.resolve_retrieval`): on an ``extractor="ner"`` index "wide", head 2,
+    #: dense_agree 2 (the best measured, ``reproduce/results/recall``); else "none", 0 (the paper's walk)
+    second_hop: Literal["auto", "none", "wide", "bridge", "reseed"] = "auto"
+    second_hop_head: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     #: the recognition filter (an LLM call per query): None = on, except on an
     #: ``extractor="ner"`` index, which makes no LLM call unless this is set to True
     use_filter: bool | None = None

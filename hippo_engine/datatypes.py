@@ -298,8 +298,10 @@ class Explanation:
     ``dense_prior`` the passage seeds' total term and ``check`` = |sum of the terms - score| (the PPR
     solver's tolerance); ``paths`` the top walks from seeds to the passage. ``dense_score`` and
     ``dense_rank`` (1-based) place it under dense retrieval, ``rank`` (1-based) in the returned
-    ranking; ``placed_by``: ``ppr``, ``dense_first`` or ``dense_fallback`` (``dense`` in the naive
-    mode). ``candidate_facts``: the query's candidate facts (``fact``, ``score``, ``kept``);
+    ranking; ``placed_by``: ``ppr``, ``dense_first``, ``dense_agree`` (dense retrieval's best passage,
+    moved first), ``second_hop_head`` (kept in front from the first walk) or ``dense_fallback`` (``dense``
+    in the naive mode). ``walk``: with a second hop, which PPR walk the terms decompose and what seeded it
+    ("" with one walk). ``candidate_facts``: the query's candidate facts (``fact``, ``score``, ``kept``);
     ``fallback_reason`` says why the dense fallback was used."""
 
     passage_id: str
@@ -313,6 +315,7 @@ class Explanation:
     ranked_score: float = 0.0
     check: float = 0.0
     placed_by: str = "ppr"
+    walk: str = ""
     used_fallback: bool = False
     fallback_reason: str = ""
     candidate_facts: list[dict[str, Any]] = field(default_factory=list)
@@ -323,7 +326,7 @@ class Explanation:
         """JSON-ready data (plain floats, ints, strings and lists)."""
         return {"passage_id": self.passage_id, "query": self.query, "mode": self.mode, "rank": int(self.rank),
                 "score": float(self.score), "ranked_score": float(self.ranked_score),
-                "placed_by": self.placed_by, "seeds": [s.to_dict() for s in self.seeds],
+                "placed_by": self.placed_by, "walk": self.walk, "seeds": [s.to_dict() for s in self.seeds],
                 "dense_prior": float(self.dense_prior), "check": float(self.check),
                 "paths": [p.to_dict() for p in self.paths], "dense_score": float(self.dense_score),
                 "dense_rank": int(self.dense_rank), "used_fallback": bool(self.used_fallback),

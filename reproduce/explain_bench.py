@@ -26,6 +26,7 @@ from pathlib import Path
 from .common import MUSIQUE_TRAIN_DIR, RESULTS_DIR, ForbiddenLLM, setup_logging, write_result
 from .rankings import (
     LABELS,
+    PAPER_WALK,
     VARIANTS,
     _runner_args,
     engine_commit,
@@ -86,7 +87,7 @@ def run_variant(args: argparse.Namespace, dataset, variant: str) -> dict:
     runner = Runner(_runner_args(args, variant), dataset, [], llm=ForbiddenLLM(), extractor=variant)
     try:
         runner.prepare_index()
-        rag = runner.open(hippo_method(False))
+        rag = runner.open(hippo_method(False, **PAPER_WALK))
         try:
             out = measure(rag, list(dataset.questions))
         finally:

@@ -6,6 +6,10 @@ Variants, both with the recognition filter off and no LLM call (an LLM that rais
     * ``openie``: ``extractor="openie"`` with the released GPT-3.5 OpenIE file imported;
     * ``ner``: ``extractor="ner"`` (spaCy, the LLM-free path).
 
+Both rank with one walk and no top-rank rule, passed explicitly (:data:`PAPER_WALK`: ``second_hop="none"``,
+``dense_agree=0``), so the hashes stay those of the paper's path whatever the engine's ``"auto"`` defaults
+choose for a ``ner`` index (there: a second walk and ``dense_agree=2``, ``hippo_engine/auto.py``).
+
 Each variant builds its index once under ``<work>/<variant>/`` (default work folder
 ``outputs/reproduce/rankings``) with the table commands' runner (same dataset loading, OpenIE import
 and index manifest; an index built from other inputs is refused) and reuses it afterwards. All
@@ -41,6 +45,8 @@ KS = (1, 2, 5, 10, 20)
 #: passages per question that enter the hash
 TOP = 20
 OUT_DIR = RESULTS_DIR / "rankings"
+#: the retrieval settings every variant runs with: HippoRAG 2's one walk, no top-rank rule
+PAPER_WALK: dict = {"second_hop": "none", "dense_agree": 0}
 LABELS = {"openie": "HippoRAG 2, released GPT-3.5 OpenIE imported, filter off",
           "ner": 'HippoRAG 2, extractor="ner" (spaCy, no LLM), filter off'}
 
@@ -173,7 +179,7 @@ def run_variant(args: argparse.Namespace, dataset, variant: str, *, llm=None, en
         t = time.perf_counter()
         runner.prepare_index()
         index_s = time.perf_counter() - t
-        rag = runner.open(hippo_method(False))
+        rag = runner.open(hippo_method(False, **PAPER_WALK))
         try:
             t = time.perf_counter()
             solutions = rag.retrieve(list(dataset.questions))

@@ -12,7 +12,14 @@ from helpers import CORPUS, toy_respond
 from openai_server import FakeOpenAIServer
 
 from hippo_engine import HippoConfig, HippoRAG
-from hippo_engine.auto import choose_extractor, llm_configured, resolve_auto
+from hippo_engine.auto import (
+    NER_RETRIEVAL,
+    PAPER_RETRIEVAL,
+    choose_extractor,
+    llm_configured,
+    resolve_auto,
+    resolve_retrieval,
+)
 from hippo_engine.llm.base import LLMClient, LLMError
 
 
@@ -50,6 +57,34 @@ def test_resolve_auto_is_the_one_choice():
     cfg, note = resolve_auto(HippoConfig(), llm_configured=True)
     assert cfg.extractor == "openie" and "OpenIE" in note
     assert resolve_auto(HippoConfig(extractor="nary"), False) == (HippoConfig(extractor="nary"), "")
+
+
+def test_auto_retrieval_settings_follow_the_index_extractor():
+    auto = HippoConfig().retrieval
+    assert (auto.second_hop, auto.second_hop_head, auto.dense_agree) == ("auto", "auto", "auto")
+    ner = resolve_retrieval(auto, "ner")
+    assert (ner.second_hop, ner.second_hop_head, ner.dense_agree) == ("wide", 2, 2) == tuple(NER_RETRIEVAL.values())
+    for extractor in ("openie", "nary", None):        # the paper's one walk, no top-rank rule
+        cfg = resolve_retrieval(auto, extractor)
+        assert (cfg.second_hop, cfg.second_hop_head, cfg.dense_agree) == ("none", 2, 0) == \
+            tuple(PAPER_RETRIEVAL.values())
+    explicit = HippoConfig(second_hop="bridge", dense_agree=0).retrieval
+    kept = resolve_retrieval(explicit, "ner")
+    assert (kept.second_hop, kept.second_hop_head, kept.dense_agree) == ("bridge", 2, 0)
+    assert resolve_retrieval(HippoConfig(second_hop="none", second_hop_head=1, dense_agree=3).retrieval,
+                             "ner") == HippoConfig(second_hop="none", second_hop_head=1, dense_agree=3).retrieval
+    with pytest.raises(ValueError):
+        HippoConfig(dense_agree=-1)
+    with pytest.raises(ValueError):
+        HippoConfig(second_hop="wider")
+
+
+def test_an_openie_index_keeps_the_papers_one_walk(tmp_path):
+    with HippoRAG(tmp_path, llm=ScriptedLLM(toy_respond), encoder=NgramEncoder(), show_progress=False) as rag:
+        rag.index(CORPUS[:3])
+        cfg = rag.retriever.config
+        assert rag.graph_stats()["extractor"] == "openie" and rag.retriever.second_hop is None
+        assert (cfg.second_hop, cfg.dense_agree) == ("none", 0)
 
 
 def test_what_counts_as_a_configured_llm_server():

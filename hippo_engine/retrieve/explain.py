@@ -195,7 +195,10 @@ def fallback_reason(r: Retriever, res: RawResult) -> str:
 def explain_result(r: Retriever, query: str, res: RawResult, rows: Sequence[int], pids: Sequence[str],
                    ranked: Sequence[float] | None = None) -> list[Explanation]:
     """Explanations of passage store ``rows`` (ids ``pids``; ``ranked``: their scores in the solution)
-    for one query searched with ``explain=True``."""
+    for one query searched with ``explain=True``. Each decomposes the walk whose score placed the
+    passage exactly: with a second hop, the second walk, except for the first walk's head (the passages
+    ``second_hop_head`` kept in front, placed by the first walk's scores); ``walk`` says which walk and what
+    seeded it."""
     if res.trace is None:
         raise ValueError("explain_result needs a result searched with explain=True")
     tr = res.trace
@@ -204,35 +207,76 @@ def explain_result(r: Retriever, query: str, res: RawResult, rows: Sequence[int]
     common: dict[str, Any] = {"candidate_facts": candidate_facts(r, res), "used_fallback": res.used_fallback,
               "fallback_reason": fallback_reason(r, res), "query": query}
     head = set(top_k(tr["dense"], r.config.dense_first).tolist()) if r.config.dense_first > 0 else set()
+    kept_head = set() if tr.get("head") is None else {int(x) for x in tr["head"]}
+    agreed = _agreed(r, tr, order)
     out = []
-    terms = _terms(r, tr, rows) if tr["reset"] is not None else None
+    walks = _Walks(r, tr, [int(x) for x in rows], kept_head) if tr["reset"] is not None else None
     for j, (row, pid) in enumerate(zip(rows, pids, strict=True)):
         row = int(row)
         rank = order.index(row) + 1 if row in order else _ppr_rank(tr, dense, row)
         given = float(ranked[j]) if ranked is not None else 0.0
         base: dict[str, Any] = dict(passage_id=pid, dense_score=float(dense[row]),
                     dense_rank=int(np.count_nonzero(dense > dense[row])) + 1, rank=rank, ranked_score=given, **common)
-        if terms is None:
+        if walks is None:
             out.append(Explanation(score=given, seeds=[], dense_prior=0.0, paths=[], placed_by="dense_fallback",
                                    **base))
             continue
-        seeds, prior, paths, score = terms(j, row)
+        seeds, prior, paths, score, walk = walks.terms(row)
+        placed = "dense_first" if row in head else "dense_agree" if row == agreed else \
+            "second_hop_head" if row in kept_head else "ppr"
         out.append(Explanation(score=score, seeds=seeds, dense_prior=prior, paths=paths,
-                               check=abs(sum(s.contribution for s in seeds) + prior - score),
-                               placed_by="dense_first" if row in head else "ppr", **base))
+                               check=abs(sum(s.contribution for s in seeds) + prior - score), placed_by=placed,
+                               walk=walk, **base))
     return out
 
 
+def _agreed(r: Retriever, tr: dict, order: list[int]) -> int:
+    """The row ``dense_agree`` moved to the front (-1: none): dense retrieval's best passage, first in
+    the returned ranking but not in the order of the scores it was ranked by."""
+    if not order or not tr.get("agree") or r.config.dense_first > 0 or tr.get("ranked") is None:
+        return -1
+    best = int(top_k(tr["dense"], 1)[0])
+    return best if order[0] == best and int(top_k(tr["ranked"], 1)[0]) != best else -1
+
+
 def _ppr_rank(tr: dict, dense: np.ndarray, row: int) -> int:
-    scores = tr["ppr"] if tr["ppr"] is not None else dense
+    scores = next((x for x in (tr.get("ranked"), tr["ppr"]) if x is not None), dense)
     return int(np.count_nonzero(scores > scores[row])) + 1
 
 
-def _terms(r: Retriever, tr: dict, rows: Sequence[int]):
-    """A function (j, row) -> (seed terms, dense prior, paths, PPR score) for the query of ``tr``."""
+class _Walks:
+    """The walks of one query's trace that explain ``rows``: the first walk for the rows it kept in front
+    (``kept_head``, with a second hop), the walk of ``reset``/``ppr`` (the only or the second) for the
+    rest; each walk's backward rows are solved once, for its rows only."""
+
+    def __init__(self, r: Retriever, tr: dict, rows: list[int], kept_head: set[int]):
+        second = tr.get("first") is not None
+        first_rows = [x for x in rows if second and x in kept_head]
+        last_rows = [x for x in rows if x not in first_rows]
+        self._of: dict[int, tuple[Any, int, str]] = {}
+        if first_rows:
+            reset, ppr = tr["first"]
+            note = (f"the first walk (the one walk of second_hop='none'): its {len(kept_head)} best passages stay "
+                    "in front of the second walk's ranking")
+            fn = _terms(r, reset, ppr, first_rows)
+            self._of.update((x, (fn, i, note)) for i, x in enumerate(first_rows))
+        if last_rows:
+            fn = _terms(r, tr["reset"], tr["ppr"], last_rows)
+            note = tr.get("hop") or ""
+            self._of.update((x, (fn, i, note)) for i, x in enumerate(last_rows))
+
+    def terms(self, row: int):
+        """(seed terms, dense prior, paths, walk score, which walk) of ``row``."""
+        fn, i, note = self._of[row]
+        return (*fn(i, row), note)
+
+
+def _terms(r: Retriever, reset_nz: tuple[np.ndarray, np.ndarray], ppr: np.ndarray, rows: Sequence[int]):
+    """A function (j, row) -> (seed terms, dense prior, paths, PPR score) for one walk: its reset
+    (nonzero nodes, weights) and passage scores ``ppr``; ``rows`` are the targets, ``j`` numbers them."""
     view = graph_view(r)
     d = r.config.damping
-    nz, w = tr["reset"]
+    nz, w = reset_nz
     reset = np.zeros(r.graph.num_nodes)
     reset[nz] = w
     clean = sanitise_reset(reset)
@@ -250,7 +294,7 @@ def _terms(r: Retriever, tr: dict, rows: Sequence[int]):
 
     def terms(j: int, row: int):
         term, _ = contributions(view.op, clean, U[:, j], d, total)
-        score = float(tr["ppr"][row])
+        score = float(ppr[row])
         share = (lambda x: x / score) if score > 0 else (lambda x: 0.0)
         seeds = sorted((SeedTerm(names[n], weights[n], float(term[n]), share(float(term[n])), kinds[n])
                         for n in seed_nodes), key=lambda s: -s.contribution)

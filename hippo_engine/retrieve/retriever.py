@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hippo_engine.auto import resolve_retrieval
 from hippo_engine.config import HippoConfig, RetrievalConfig
 from hippo_engine.datatypes import Triple
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
 from hippo_engine.retrieve.encoding import encode_queries  # noqa: F401 - re-exported (its old import path)
+from hippo_engine.retrieve.explain_trace import keep_trace
 from hippo_engine.retrieve.fact_search import FactRows
 from hippo_engine.retrieve.hop_index import HopIndex
 from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, resolve_linking
@@ -50,7 +52,7 @@ from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and d
     top_fact_rows,
     top_k,
 )
-from hippo_engine.retrieve.second_hop import HopContext, make_second_hop
+from hippo_engine.retrieve.second_hop import HopContext, keep_head, make_second_hop
 from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds  # noqa: F401
 from hippo_engine.retrieve.top_rank import dense_agree
 from hippo_engine.retrieve.views import ReaderViews, reader_views
@@ -74,7 +76,7 @@ class RawResult:
     kept_facts: list = field(default_factory=list)
     seed_entities: list = field(default_factory=list)   # [(phrase, weight)]
     used_fallback: bool = False
-    #: what an explanation needs (``search(..., explain=True)`` only): see :meth:`Retriever._keep_trace`
+    #: what an explanation needs (``search(..., explain=True)`` only): see :func:`.explain_trace.keep_trace`
     trace: dict | None = None
 
 
@@ -87,17 +89,22 @@ class Retriever(FactRows):
     """Query-time view of one index version. Build it once; it is invalid after index/delete.
 
     ``config``: the retrieval section; ``views``: what it reads (:class:`.views.ReaderViews`);
-    ``linking``: the linking strategy (default: ``config.linking``, ``"auto"`` read as ``"fact"``).
+    ``linking``: the linking strategy (default: ``config.linking``, ``"auto"`` read as ``"fact"``);
+    ``extractor``: the index's, which resolves the ``"auto"`` retrieval settings
+    (:func:`hippo_engine.auto.resolve_retrieval`; None: the paper's one walk).
     ``graph`` may hold nodes after the entity and passage nodes (e.g. HiRAG community nodes, see
     ``hirag.seeds.augment_graph``), which ``seed_sources`` seed. :meth:`from_index` builds one
     from an ``Index``."""
 
     def __init__(self, config: HippoConfig | RetrievalConfig, graph: GraphData, views: ReaderViews, *,
                  linking: Linking | None = None, seed_sources: Sequence[SeedSource] = (),
-                 hyperedges: Callable[[], Any] | None = None):
-        self.config = config = retrieval_section(config)
+                 hyperedges: Callable[[], Any] | None = None, extractor: str | None = None):
+        #: the retrieval section with its "auto" settings resolved for the index's extractor
+        self.config = config = resolve_retrieval(retrieval_section(config), extractor)
         #: the second walk (``config.second_hop``) and the passages' hyperedges it reads (a provider)
-        self.second_hop = make_second_hop(config.second_hop, keep_head=config.second_hop_head)
+        self.second_hop = make_second_hop(str(config.second_hop), keep_head=int(config.second_hop_head))
+        #: the dense_agree top-rank rule's N (resolved: an int)
+        self.dense_agree = int(config.dense_agree)
         self._hyperedges = hyperedges
         self._hop_index: HopIndex | None = None
         self._hop_checked = False     # a strategy without a hop index: the index was checked once
@@ -154,7 +161,7 @@ class Retriever(FactRows):
             exact = index.config.postgres_search == "exact"
         return cls(config, graph if graph is not None else index.graph, reader_views(index, exact),
                    linking=resolve_linking(config, index.extractor), seed_sources=seed_sources,
-                   hyperedges=lambda: index.passage_hyperedges)
+                   hyperedges=lambda: index.passage_hyperedges, extractor=index.extractor)
 
     # --- scoring --------------------------------------------------------------------------
     def dense_scores(self, q_pass: np.ndarray) -> np.ndarray:
@@ -360,12 +367,12 @@ class Retriever(FactRows):
         t2 = time.perf_counter()
         tim["seeding"] += t2 - t1
         block.dense = dense
+        walks: dict[str, Any] = {}
         if len(graph_cols):
-            probs = self.run_ppr(R)
-            if self.second_hop is not None:    # under a filter, passage seeds from allowed passages
-                hb = block if restriction is None else dataclasses.replace(block, dense=restriction.seed_dense(dense))
-                probs = self.second_hop.refine(self.hop_context(g, restriction, links), hb, graph_cols, R, probs)
-            head, agree = self.config.dense_first, self.config.dense_agree
+            probs = walks["first"] = self.run_ppr(R)
+            if self.second_hop is not None:
+                probs = self._second_walk(g, block, graph_cols, R, probs, links, restriction, walks)
+            head, agree = self.config.dense_first, self.dense_agree
             for c, j in enumerate(graph_cols.tolist()):
                 if restriction is not None:
                     order, scores = restriction.graph_rank(probs[:, c], dense[:, j], head, k)
@@ -377,27 +384,23 @@ class Retriever(FactRows):
                 results[s + j].order, results[s + j].scores = dense_agree(order, scores, dense[:, j], agree)
         tim["ppr"] += time.perf_counter() - t2
         if explain:
-            self._keep_trace(block, results, graph_cols, R if len(graph_cols) else None,
-                             probs if len(graph_cols) else None, restriction)
+            keep_trace(block, results, graph_cols, R if len(graph_cols) else None, probs if len(graph_cols) else None,
+                       walks, self.second_hop, self.dense_agree, restriction)
 
-    @staticmethod
-    def _keep_trace(block: Block, results: list[RawResult], graph_cols: np.ndarray, R, probs,
-                    restriction: Restriction | None = None) -> None:
-        """Keep each query's dense scores, candidate fact (rows, scores) and, when it reached the
-        graph, its reset vector (nonzero nodes and weights) and PPR scores by passage row (under a
-        filter, -inf on the passages outside it: explanations rank among the allowed ones)."""
-        def kept(scores: np.ndarray) -> np.ndarray:
-            return scores.copy() if restriction is None else restriction.masked(scores)
-
-        traces: list[dict] = []
-        for j in range(block.size):
-            cands = block.candidates
-            traces.append({"dense": kept(block.dense[:, j]), "reset": None, "ppr": None,
-                           "candidates": None if cands is None else (cands[0][j].copy(), cands[1][j].copy())})
-            results[block.s + j].trace = traces[j]
-        for c, j in enumerate(graph_cols.tolist()):
-            nz = np.flatnonzero(R[:, c])
-            traces[j].update(reset=(nz, R[nz, c].copy()), ppr=kept(probs[:, c]))
+    def _second_walk(self, g: LinkGraph, block: Block, cols: np.ndarray, R: np.ndarray, first: np.ndarray, links,
+                     restriction: Restriction | None, walks: dict) -> np.ndarray:
+        """The ranking scores after the second walk (``config.second_hop``): its scores with the first
+        walk's ``second_hop_head`` best passages in front (under a filter: seeds and head from allowed
+        passages only). ``walks`` gets the second walk's reset vectors and scores."""
+        hop = self.second_hop
+        assert hop is not None
+        hb = block if restriction is None else dataclasses.replace(block, dense=restriction.seed_dense(block.dense))
+        R2 = hop.second_resets(self.hop_context(g, restriction, links), hb, cols, R, first)
+        if restriction is not None:
+            restriction.block_seeds(R2, self.passage_nodes)
+        walks.update(second_reset=R2, second=self.run_ppr(R2))
+        blocked = None if restriction is None else restriction.blocked_rows
+        return keep_head(first, walks["second"], hop.keep_head, blocked)
 
     def _name_seeds(self, seeds: list, cols: np.ndarray, s: int, results: list[RawResult]) -> None:
         """Each query's seed entities as (name, weight)."""

@@ -86,19 +86,26 @@ class HopContext:
         return fn.indices[fn.indptr[row]:fn.indptr[row + 1]]
 
 
-def keep_head(first: np.ndarray, second: np.ndarray, head: int) -> np.ndarray:
+def keep_head(first: np.ndarray, second: np.ndarray, head: int, blocked: np.ndarray | None = None) -> np.ndarray:
     """``second``'s scores (one column or (n, b)) with ``first``'s ``head`` best passages in front, in
-    ``first``'s order: their scores become ``2 + min-max(first)`` over them (3 for a single one), above
-    any walk probability."""
-    if head <= 0:
+    ``first``'s order (ties: the lower row): their scores become ``2 + min-max(first)`` over them (3 for a
+    single one), above any walk probability. All columns at once; ``blocked`` rows (a metadata filter's)
+    are never in front."""
+    if head <= 0 or second.size == 0:
         return second
-    if second.ndim == 2:
-        return np.column_stack([keep_head(first[:, c], second[:, c], head) for c in range(second.shape[1])]) \
-            if second.shape[1] else second
-    out = np.asarray(second, np.float64).copy()
-    top = top_k(first, head)
-    out[top] = 2.0 + min_max(np.asarray(first, np.float64)[top]) if len(top) > 1 else 3.0
-    return out
+    f = np.asarray(first, np.float64).reshape(len(first), -1)
+    k = min(head, len(f))
+    if blocked is not None and len(blocked):
+        f = f.copy()
+        f[blocked] = -np.inf
+        k = min(k, len(f) - len(np.unique(blocked)))
+        if k <= 0:
+            return second
+    out = np.asarray(second, np.float64).reshape(len(second), -1).copy()
+    top = np.argsort(-f, axis=0, kind="stable")[:k]             # (k, b): best first, ties to the lower row
+    vals = min_max(np.take_along_axis(f, top, axis=0), axis=0) + 2.0 if k > 1 else np.full(top.shape, 3.0)
+    np.put_along_axis(out, top, vals, axis=0)
+    return out.reshape(np.shape(second))
 
 
 def _add_share(R: np.ndarray, c: int, weights: dict[int, float], mass: float) -> None:
@@ -122,11 +129,23 @@ class SecondHop:
                first: np.ndarray) -> np.ndarray:
         """New (n_passages, len(cols)) passage scores for the block's queries ``cols`` (numbering the
         block's queries), from the first walk's ``resets`` (n_nodes, len(cols)) and scores ``first``."""
-        second = self.second_walk(ctx, block, cols, resets, first)
+        _, second = self.walk(ctx, block, cols, resets, first)
         return keep_head(first, second, self.keep_head)
 
-    def second_walk(self, ctx: HopContext, block: Block, cols: np.ndarray, resets: np.ndarray,
-                    first: np.ndarray) -> np.ndarray:
+    def walk(self, ctx: HopContext, block: Block, cols: np.ndarray, resets: np.ndarray,
+             first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The second walk: its reset vectors (n_nodes, len(cols)) and passage scores (n_passages,
+        len(cols)), before the first walk's head is put in front (what an explanation decomposes)."""
+        R = self.second_resets(ctx, block, cols, resets, first)
+        return R, ctx.run_ppr(R)
+
+    def second_resets(self, ctx: HopContext, block: Block, cols: np.ndarray, resets: np.ndarray,
+                      first: np.ndarray) -> np.ndarray:
+        """The second walk's reset vectors."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """What seeds the second walk, in words (said by explanations of its passages)."""
         raise NotImplementedError
 
 
@@ -138,7 +157,11 @@ class WideHop(SecondHop):
     name: ClassVar[str] = "wide"
     needs_hop: ClassVar[bool] = False
 
-    def second_walk(self, ctx, block, cols, resets, first):
+    def describe(self) -> str:
+        return (f"the second walk (second_hop='wide'), seeded like the first from the query's {self.sentences} best "
+                "sentences instead of its best one")
+
+    def second_resets(self, ctx, block, cols, resets, first):
         if ctx.linking is None or ctx.link_graph is None or ctx.top_facts is None:
             raise ValueError('second_hop="wide" needs the linking strategy, its graph and the fact search')
         rows, scores = ctx.top_facts(block.q_fact, self.sentences)
@@ -149,7 +172,7 @@ class WideHop(SecondHop):
         if reuse and links.ner_table is not None:
             links.ner_table = ctx.links.ner_table
         R, _ = ctx.linking.resets(ctx.link_graph, links, wide, cols)
-        return ctx.run_ppr(R)
+        return R
 
 
 @dataclass(frozen=True)
@@ -189,7 +212,11 @@ class BridgeHop(SecondHop):
             frontier = list(nxt)
         return act
 
-    def second_walk(self, ctx, block, cols, resets, first):
+    def describe(self) -> str:
+        return ("the second walk (second_hop='bridge'): the first walk's seeds plus the entities activated from "
+                f"them through their best sentences ({self.iterations} rounds)")
+
+    def second_resets(self, ctx, block, cols, resets, first):
         R = resets.copy()
         ne = ctx.num_entities
         sims = ctx.fact_sims(block.q_fact[cols])
@@ -201,7 +228,7 @@ class BridgeHop(SecondHop):
             act = self.activated(ctx, seeds, sims[:, c])
             new = {n: a / max(1.0, float(ctx.passage_counts[n])) for n, a in act.items() if R[n, c] <= 0}
             _add_share(R, c, new, self.weight * mass)
-        return ctx.run_ppr(R)
+        return R
 
 
 @dataclass(frozen=True)
@@ -230,7 +257,12 @@ class ReseedHop(SecondHop):
                     add[n] = max(add.get(n, 0.0), sim / max(1.0, float(ctx.passage_counts[n])))
         return add
 
-    def second_walk(self, ctx, block, cols, resets, first):
+    def describe(self) -> str:
+        where = "their pages" if self.target == "page" else "their nodes"
+        return (f"the second walk (second_hop='reseed'): the first walk's seeds plus the bridge entities of the best "
+                f"sentences of its {self.top_passages} best passages, seeded on {where}")
+
+    def second_resets(self, ctx, block, cols, resets, first):
         R = resets.copy()
         ne = ctx.num_entities
         pages = ctx.index.node_pages
@@ -246,7 +278,7 @@ class ReseedHop(SecondHop):
                 ps = pages.indices[pages.indptr[n]:pages.indptr[n + 1]]
                 if len(ps) and total > 0:
                     R[ctx.index.passage_nodes[ps], c] += self.weight * mass * w / total / len(ps)
-        return ctx.run_ppr(R)
+        return R
 
 
 STRATEGIES: dict[str, type[SecondHop]] = {s.name: s for s in (WideHop, BridgeHop, ReseedHop)}

@@ -136,6 +136,6 @@ def explain_line(exp: dict[str, Any] | None, mode: str = "hipporag2") -> str:
     if placed in ("dense", "dense_fallback"):
         return _dense_line(exp)
     line = _seed_line(exp)
-    if placed == "dense_first":
+    if placed in ("dense_first", "dense_agree"):
         return f"placed first by dense similarity (dense rank {exp.get('dense_rank', '?')}); graph: {line}"
     return line

@@ -112,7 +112,11 @@ def test_explain_on_real_ner_index(tmp_path, capsys):
                  "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "#1  score " in out and "Barack Obama" in out.split("#1  score ", 1)[1].splitlines()[0]
-    assert "placed by PPR" in out and "top paths" in out
+    # the ner index's default: a second walk, the first walk's 2 best passages kept in front
+    assert "kept in front by second_hop_head" in out and "walk: the first walk" in out and "top paths" in out
+    assert main(["explain", "--save-dir", idx, "--query", "Where was Barack Obama born?", "--top", "4",
+                 "--quiet"]) == 0
+    assert "placed by PPR" in capsys.readouterr().out
     assert main(["explain", "--save-dir", idx, "--query", "Where was Barack Obama born?", "--top", "2",
                  "--mode", "hi_local", "--quiet"]) == 0
     out = capsys.readouterr().out

@@ -34,25 +34,42 @@ def _ranking(sols):
     return [(s.passage_ids, np.asarray(s.doc_scores).tolist()) for s in sols]
 
 
+def _one_walk_scores(rag, query):
+    """Passage id -> score of the ranking with one walk and no top-rank rule (the paper's path)."""
+    with make_rag(rag.save_dir, llm=rag.llm, second_hop="none", dense_agree=0) as one:
+        sol = one.retrieve([query], 10 ** 6, param=NOFILTER)[0]
+    return dict(zip(sol.passage_ids, np.asarray(sol.doc_scores).tolist(), strict=True))
+
+
 def test_explain_leaves_rankings_and_sums_check(rag):
     plain = rag.retrieve(QUERIES, 5, param=QueryParam(use_filter=False))
     explained = rag.retrieve(QUERIES, 5, param=QueryParam(use_filter=False), explain=True)
     assert _ranking(plain) == _ranking(explained)
     assert all(not s.explanations for s in plain)
     tol = rag.config.retrieval.ppr_tol
+    second = rag.retriever.config.second_hop != "none"
+    assert second == (rag.index_state.extractor == "ner")          # "auto": the second hop on a ner index only
     for sol in explained:
         assert [e.passage_id for e in sol.explanations] == sol.passage_ids
         assert [e.rank for e in sol.explanations] == list(range(1, len(sol.passage_ids) + 1))
+        one = _one_walk_scores(rag, sol.question) if second else {}
         for e, score in zip(sol.explanations, np.asarray(sol.doc_scores), strict=True):
             assert e.ranked_score == pytest.approx(float(score), abs=0)
-            if e.placed_by == "ppr":
+            if e.placed_by == "dense_fallback":
+                assert sol.used_fallback and e.fallback_reason and not e.walk
+                continue
+            total = sum(s.contribution for s in e.seeds) + e.dense_prior
+            assert abs(total - e.score) == pytest.approx(e.check, abs=1e-15)
+            assert e.check < tol
+            assert sum(p.share for p in e.paths) <= 1 + 1e-9
+            assert bool(e.walk) == second
+            if e.placed_by == "ppr":          # the walk's score is the score it was ranked by
                 assert e.score == float(score)
-                total = sum(s.contribution for s in e.seeds) + e.dense_prior
-                assert abs(total - e.score) == pytest.approx(e.check, abs=1e-15)
-                assert e.check < tol
-                assert sum(p.share for p in e.paths) <= 1 + 1e-9
+                assert not second or "second walk" in e.walk
+            elif e.placed_by == "second_hop_head":      # the first walk's score: the one-walk ranking's
+                assert second and "first walk" in e.walk and e.score == one[e.passage_id]
             else:
-                assert sol.used_fallback and e.fallback_reason
+                assert e.placed_by == "dense_agree" and e.rank == 1 and e.dense_rank == 1
             json.dumps(sol.to_dict())
 
 
@@ -88,7 +105,8 @@ explanations = st.builds(
     Explanation, passage_id=text, score=finite, seeds=st.lists(seeds, max_size=4), dense_prior=finite,
     paths=st.lists(paths, max_size=3), dense_score=finite, dense_rank=st.integers(1, 10 ** 6),
     rank=st.integers(1, 10 ** 6), ranked_score=finite, check=finite,
-    placed_by=st.sampled_from(["ppr", "dense_first", "dense_fallback"]), used_fallback=st.booleans(),
+    placed_by=st.sampled_from(["ppr", "dense_first", "dense_agree", "second_hop_head", "dense_fallback"]),
+    walk=text, used_fallback=st.booleans(),
     fallback_reason=text, candidate_facts=st.lists(st.fixed_dictionaries(
         {"fact": st.lists(text, min_size=3, max_size=3), "score": finite, "kept": st.booleans()}), max_size=3),
     query=text)

@@ -1,6 +1,6 @@
 """second_hop and dense_agree through HippoRAG on a real extractor="ner" index (spaCy, the packaged
-embedder): every strategy ranks every passage, keeps the first walk's head, and the defaults leave the
-ranking as it was."""
+embedder): every strategy ranks every passage, keeps the first walk's head; the "auto" defaults are the
+measured wide / 2 / 2 on this index, and dense_agree moves only dense retrieval's best passage."""
 import numpy as np
 import pytest
 
@@ -32,23 +32,31 @@ def ranking(folder, **config):
 
 @pytest.mark.parametrize("hop", ["wide", "bridge", "reseed"])
 def test_each_second_hop_keeps_the_head_and_ranks_every_passage(folder, hop):
-    base = ranking(folder)
-    out = ranking(folder, second_hop=hop, second_hop_head=2)
+    base = ranking(folder, second_hop="none", dense_agree=0)
+    out = ranking(folder, second_hop=hop, second_hop_head=2, dense_agree=0)
     for b, o in zip(base, out, strict=True):
         assert sorted(o.docs) == sorted(DOCS) and not o.used_fallback
         assert o.docs[:2] == b.docs[:2]
         assert all(np.diff(o.doc_scores) <= 0)
-    assert ranking(folder, second_hop=hop, second_hop_head=2)[0].docs == out[0].docs      # deterministic
+    assert ranking(folder, second_hop=hop, second_hop_head=2, dense_agree=0)[0].docs == out[0].docs  # deterministic
 
 
-def test_defaults_are_one_walk_and_dense_agree_moves_only_dense_best(folder):
-    base = ranking(folder)
-    same = ranking(folder, second_hop="none", dense_agree=0)
-    assert [s.docs for s in same] == [b.docs for b in base]
-    assert all(np.array_equal(s.doc_scores, b.doc_scores) for s, b in zip(same, base, strict=True))
+def test_auto_defaults_are_the_measured_configuration_on_a_ner_index(folder):
+    with HippoRAG(folder, show_progress=False) as rag:
+        cfg = rag.retriever.config
+        assert (rag.config.second_hop, rag.config.dense_agree) == ("auto", "auto")
+        assert (cfg.second_hop, cfg.second_hop_head, cfg.dense_agree) == ("wide", 2, 2)
+        default = rag.retrieve(QUESTIONS)
+    measured = ranking(folder, second_hop="wide", second_hop_head=2, dense_agree=2)
+    assert [d.docs for d in default] == [m.docs for m in measured]
+    assert all(np.array_equal(d.doc_scores, m.doc_scores) for d, m in zip(default, measured, strict=True))
+
+
+def test_dense_agree_moves_only_dense_best(folder):
+    base = ranking(folder, second_hop="none", dense_agree=0)
     with HippoRAG(folder, extractor="ner", show_progress=False) as rag:
         dense = rag.retrieve_dpr(QUESTIONS)
-    agreed = ranking(folder, dense_agree=len(DOCS))
+    agreed = ranking(folder, second_hop="none", dense_agree=len(DOCS))
     for a, b, d in zip(agreed, base, dense, strict=True):
         assert a.docs[0] == d.docs[0]
         assert [x for x in a.docs if x != d.docs[0]] == [x for x in b.docs if x != d.docs[0]]

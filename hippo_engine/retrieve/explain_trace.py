@@ -1,0 +1,59 @@
+"""What a search keeps for explanations (``search(..., explain=True)``): each query's trace, read by
+:mod:`.explain`. Nothing here changes a ranking."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hippo_engine.retrieve.scoring import top_k
+
+if TYPE_CHECKING:
+    from hippo_engine.retrieve.filtering import Restriction
+    from hippo_engine.retrieve.linking import Block
+    from hippo_engine.retrieve.retriever import RawResult
+    from hippo_engine.retrieve.second_hop import SecondHop
+
+
+def _nonzero(M: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+    nz = np.flatnonzero(M[:, c])
+    return nz, M[nz, c].copy()
+
+
+def keep_trace(block: Block, results: list[RawResult], graph_cols: np.ndarray, R: np.ndarray | None,
+               probs: np.ndarray | None, walks: dict[str, Any], hop: SecondHop | None, agree: int,
+               restriction: Restriction | None = None) -> None:
+    """Keep in each result's ``trace`` its dense scores (``dense``), candidate fact (rows, scores)
+    (``candidates``) and, when the query reached the graph (``graph_cols``), the walk that ranked it:
+    ``reset`` (nonzero nodes and weights) and ``ppr`` (its scores by passage row), ``ranked`` (the scores
+    the ranking was made from, ``probs``) and ``agree`` (``dense_agree``). With a second hop (``walks``
+    holds ``first``, ``second_reset`` and ``second``) that walk is the second: ``first`` then holds the
+    first walk's (reset, ppr), ``head`` the rows it kept in front (``second_hop_head``) and ``hop`` what
+    seeded the second walk, in words. Under a filter, scores are -inf on the passages outside it
+    (explanations rank among the allowed ones)."""
+    def kept(scores: np.ndarray) -> np.ndarray:
+        return scores.copy() if restriction is None else restriction.masked(scores)
+
+    traces: list[dict] = []
+    cands = block.candidates
+    for j in range(block.size):
+        traces.append({"dense": kept(block.dense[:, j]), "reset": None, "ppr": None, "ranked": None, "agree": agree,
+                       "first": None, "head": None, "hop": None,
+                       "candidates": None if cands is None else (cands[0][j].copy(), cands[1][j].copy())})
+        results[block.s + j].trace = traces[j]
+    if R is None or probs is None:
+        return
+    second = hop is not None and "second" in walks
+    for c, j in enumerate(graph_cols.tolist()):
+        tr = traces[j]
+        tr["ranked"] = kept(probs[:, c])
+        if not second:
+            tr.update(reset=_nonzero(R, c), ppr=tr["ranked"])
+            continue
+        assert hop is not None
+        first = kept(walks["first"][:, c])
+        tr.update(reset=_nonzero(walks["second_reset"], c), ppr=kept(walks["second"][:, c]),
+                  first=(_nonzero(R, c), first), head=top_k(first, hop.keep_head), hop=hop.describe())
+
+
+__all__ = ["keep_trace"]
