@@ -11,6 +11,9 @@ Exactly once: indexing an id with the text it already has is a no-op, so a worke
 index's commit and the status update leaves a claim that the next start resets (:meth:`Ingestor.recover`);
 indexing it again changes nothing and marks it indexed. Deletes: a document deleted while claimed is
 removed from the index by the worker after its batch (:meth:`Ingestor.purge`), under the writer lock.
+Another process's worker may index a version added again between the purge's check and its removal (it finds
+the old version still there, so its ``index`` call changes nothing); the purge then queues such documents again
+(:meth:`.jobstore.JobStore.requeue`), so none stays ``indexed`` while the index lacks it.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from hippo_engine.service.jobs import Owner, indexed_text, owner_alive
+from hippo_engine.service.jobs import DELETED, Owner, indexed_text, owner_alive
 from hippo_engine.service.jobstore import JobStore
 from hippo_engine.store.lock import IndexLockedError
 
@@ -197,19 +200,30 @@ class Ingestor:
 
     # ------------------------------------------------------------------ deletes
     def purge(self, ids: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
-        """Remove from the index the tombstones ``ids`` nobody claims (checked again under the writer lock,
-        so a document added again meanwhile stays) and the ids ``extra`` (unknown to the queue). Returns the
-        ``extra`` ids the index held."""
+        """Remove from the index the tombstones ``ids`` nobody claims and the ids ``extra`` the queue does not
+        know (or knows as deleted), both checked again under the writer lock, so a document added again
+        meanwhile stays. Returns the ``extra`` ids the index held.
+
+        A writer in another process takes its own lock, so a document may still be added again and judged
+        indexed (its old version was there) between this check and the removal; such documents are queued
+        again (:meth:`.jobstore.JobStore.requeue`)."""
         with self.lock, self.rag.index_state.lock.held():
             still = self.store.unpurged(ids)
-            gone = list(dict.fromkeys([*still, *extra]))
+            known = self.store.statuses(extra)
+            unknown = [d for d in dict.fromkeys(extra) if known.get(d, DELETED) == DELETED]
+            gone = list(dict.fromkeys([*still, *unknown]))
             removed: list[str] = []
             if gone:
                 report = self.rag.delete(ids=gone)
                 removed = list(report.get("documents", {}).get("removed", []))
             if still:
                 self.store.mark_purged(still)
-        return [d for d in extra if d in set(removed)]
+            again = self.store.requeue(gone) if gone else []
+            if again:
+                logger.info("%s: %d document(s) added again while being removed from the index are queued "
+                            "again: %s", self.store.location, len(again), ", ".join(again[:5]))
+                self.wake()
+        return [d for d in unknown if d in set(removed)]
 
 
 __all__ = ["STALE_CHECK_S", "Ingestor", "describe", "transient_errors"]

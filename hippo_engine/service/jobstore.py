@@ -15,7 +15,8 @@ Rules that make "nothing accepted is lost or indexed twice" hold (see :mod:`.ing
 * a document deleted while claimed becomes a tombstone that keeps its owner; the claim's end reports it so
   the worker removes it from the index; a tombstone whose removal from the index is not yet done has
   ``purged = 0`` (:meth:`JobStore.unpurged`);
-* claims of owners that are gone (:func:`.jobs.owner_alive`) are reset by :meth:`JobStore.reset_stale`.
+* claims of owners that are gone (:func:`.jobs.owner_alive`) are reset by :meth:`JobStore.reset_stale`;
+* a tombstone removed from the index after it was added again is indexed again (:meth:`JobStore.requeue`).
 """
 from __future__ import annotations
 
@@ -173,7 +174,7 @@ class JobStore(ABC):
         t, gone = now(), []
         with self._write() as c:
             for doc_id, rev, error in sorted(outcomes, key=lambda o: o[0]):
-                row = self._x(c, "SELECT status, rev, owner FROM {d} WHERE doc_id = ?" + self._row_lock,
+                row = self._x(c, "SELECT status, rev, owner, claimed_rev FROM {d} WHERE doc_id = ?" + self._row_lock,
                               (doc_id,)).fetchone()
                 if row is None or row[2] != owner:
                     continue
@@ -181,7 +182,7 @@ class JobStore(ABC):
                     gone.append(doc_id)
                     self._x(c, "UPDATE {d} SET owner = NULL, claimed_rev = NULL, purged = 0 WHERE doc_id = ?",
                             (doc_id,))
-                elif row[1] != rev:         # added again meanwhile: the new version waits its turn
+                elif row[1] != rev or row[3] != rev:    # added again, or requeued (:meth:`requeue`), meanwhile
                     self._x(c, "UPDATE {d} SET status = ?, owner = NULL, claimed_rev = NULL, updated = ? "
                                "WHERE doc_id = ?", (PENDING, t, doc_id))
                 else:
@@ -261,6 +262,26 @@ class JobStore(ABC):
             for doc_id in sorted(set(ids)):
                 self._x(c, "UPDATE {d} SET purged = 1 WHERE doc_id = ? AND status = ? AND owner IS NULL",
                         (doc_id, DELETED))
+
+    @_retried
+    def requeue(self, ids: Sequence[str]) -> list[str]:
+        """Index again those of ``ids`` that are no longer tombstones: called after removing the tombstones
+        ``ids`` from the index. A document added again after its tombstone was found and before the removal
+        committed may have been judged "already indexed" by a worker of another process (the old version was
+        still there), so its status must not stay ``indexed``: an indexed one is pending again, a claimed one
+        becomes pending when its claim ends (:meth:`finish`). Returns the ids requeued."""
+        t, out = now(), []
+        with self._write() as c:
+            for doc_id in sorted(set(ids)):
+                row = self._x(c, "SELECT status FROM {d} WHERE doc_id = ?" + self._row_lock, (doc_id,)).fetchone()
+                if row is None or row[0] not in (INDEXED, PROCESSING):
+                    continue
+                if row[0] == INDEXED:
+                    self._x(c, "UPDATE {d} SET status = ?, updated = ? WHERE doc_id = ?", (PENDING, t, doc_id))
+                else:
+                    self._x(c, "UPDATE {d} SET claimed_rev = 0, updated = ? WHERE doc_id = ?", (t, doc_id))
+                out.append(doc_id)
+        return out
 
     # ------------------------------------------------------------------ reading
     def job(self, job_id: str) -> dict | None:

@@ -128,3 +128,17 @@ def test_a_write_the_database_aborted_for_a_conflict_is_tried_again_whole(index_
     assert s.documents()["total"] == 3 and fails == [0]
     with s._read() as c:
         assert c.execute("SELECT COUNT(*) FROM service_jobs").fetchone()[0] == 1
+
+
+def test_requeue_makes_an_indexed_document_pending_and_a_claimed_one_pending_when_its_claim_ends(index_file):
+    s = SQLiteJobStore(index_file)
+    s.add(_docs(4))
+    s.finish("me", [(d["id"], d["rev"], None) for d in s.claim("me", 2)])      # d0, d1 indexed
+    s.claim("me", 1)                                                            # d2 claimed
+    s.delete(["d3"])
+    assert s.requeue(["d0", "d2", "d3", "nope"]) == ["d0", "d2"]               # tombstones and unknowns: left
+    assert s.document("d0")["status"] == "pending" and s.document("d1")["status"] == "indexed"
+    assert s.document("d2")["status"] == "pending"            # shown pending: the claim's end will not index it
+    assert s.finish("me", [("d2", 1, None)]) == []
+    assert s.document("d2")["status"] == "pending"
+    assert [d["id"] for d in s.claim("me", 5)] == ["d0", "d2"]

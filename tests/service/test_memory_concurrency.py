@@ -80,13 +80,7 @@ def check_agreement(mem) -> None:
     assert mem.store.unpurged() == []
 
 
-PG_RACE = pytest.mark.xfail(
-    strict=False, reason="known defect (issue 23, open): two memories over one PostgreSQL index adding, deleting "
-    "and re-adding the same ids at once can leave a document marked indexed that the index no longer holds "
-    "(seen once in a fresh-clone CI run: 2 of 48)")
-
-
-@pytest.mark.parametrize("storage,seed", [("sqlite", 5), ("sqlite", 6), pytest.param("postgres", 7, marks=PG_RACE)],
+@pytest.mark.parametrize("storage,seed", [("sqlite", 5), ("sqlite", 6), ("postgres", 7)],
                          ids=["sqlite-5", "sqlite-6", "postgres-7"])
 def test_concurrent_adds_deletes_and_queries_leave_statuses_and_index_in_agreement(tmp_path, request, storage, seed):
     """On PostgreSQL (an integration test by its id): two memories over one index, as two server processes

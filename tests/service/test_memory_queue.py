@@ -243,3 +243,64 @@ def test_metadata_goes_to_the_index_and_filters_queries(memory):
     assert memory.wait(timeout=60)
     assert memory.rag.document_metadata(["a"]) == {"a": {"user": "carol"}}
     assert memory.retrieve(["Ilse Marrow"], where={"user": "alice"})[0]["passages"] == []
+
+
+def test_a_re_add_judged_unchanged_by_another_process_while_its_old_version_is_purged_is_indexed_again(tmp_path):
+    """Two memories over one index, as two server processes: A finds d0's tombstone and removes it from the
+    index; between that check and the removal, d0 is added again with the same text and B's worker indexes it
+    (the old version is still there, so nothing changes and B marks it indexed). The purge must queue d0 again,
+    or the queue calls it indexed while the index no longer holds it."""
+    rag_a = make_rag(tmp_path / "m", use_filter=False)
+    rag_b = make_rag(tmp_path / "m", use_filter=False)
+    mem_a, mem_b = Memory(rag_a, worker=False), Memory(rag_b, worker=False)
+    try:
+        doc = _docs(1)[0]
+        mem_a.add([doc])
+        assert mem_a.ingestor.run_once() == 1
+        assert mem_a.store.delete(["d0"]) == (["d0"], [])
+        real_delete = rag_a.delete
+
+        def delete_after_a_re_add(**kw):
+            mem_b.add([doc])
+            assert mem_b.ingestor.run_once() == 1
+            assert mem_b.document("d0")["status"] == "indexed"          # judged unchanged: old version there
+            return real_delete(**kw)
+        rag_a.delete = delete_after_a_re_add
+        mem_a.ingestor.purge(["d0"])
+        assert "d0" not in rag_a.index_state.all_documents()
+        assert mem_a.document("d0")["status"] == "pending"              # queued again, not left "indexed"
+        assert mem_b.ingestor.run_once() == 1
+        assert mem_b.document("d0")["status"] == "indexed"
+        assert "d0" in rag_b.index_state.all_documents()
+        assert mem_a.store.unpurged() == []
+    finally:
+        mem_a.close()
+        mem_b.close()
+
+
+def test_deleting_again_an_id_re_added_by_another_process_meanwhile_queues_it_again(tmp_path):
+    """The ``extra`` path of a purge (ids the queue knows only as deleted): d0's tombstone is still in the index
+    when d0 is deleted again; between the purge's check and the removal, another process adds d0 again and
+    judges it indexed. The purge must queue d0 again."""
+    rag_a = make_rag(tmp_path / "m", use_filter=False)
+    rag_b = make_rag(tmp_path / "m", use_filter=False)
+    mem_a, mem_b = Memory(rag_a, worker=False), Memory(rag_b, worker=False)
+    try:
+        doc = _docs(1)[0]
+        mem_a.add([doc])
+        assert mem_a.ingestor.run_once() == 1
+        mem_a.store.delete(["d0"])                       # a tombstone whose purge has not run yet
+        real_delete = rag_a.delete
+
+        def delete_after_a_re_add(**kw):
+            mem_b.add([doc])
+            assert mem_b.ingestor.run_once() == 1 and mem_b.document("d0")["status"] == "indexed"
+            return real_delete(**kw)
+        rag_a.delete = delete_after_a_re_add
+        assert mem_a.delete(["d0"]) == {"deleted": ["d0"], "unknown": []}
+        assert mem_a.document("d0")["status"] == "pending"
+        assert mem_b.ingestor.run_once() == 1
+        assert mem_b.document("d0")["status"] == "indexed" and "d0" in rag_b.index_state.all_documents()
+    finally:
+        mem_a.close()
+        mem_b.close()
