@@ -107,6 +107,32 @@ def _make_rag(args, **extra):
 _OPENED: list = []
 
 
+def _ray_address(text: str) -> str:
+    """argparse type of ``--ray``: ``host:port`` (or ``ray://host:port``), ``auto`` or ``local``."""
+    if text in ("auto", "local") or (":" in text and not Path(text).exists()):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is not a Ray address (host:port, auto or local); to start Ray on "
+                                     f"this machine write --ray after the corpus paths, with no address")
+
+
+def ray_flag(sp) -> None:
+    """``--ray [ADDRESS]`` (the index command)."""
+    sp.add_argument("--ray", nargs="?", const="local", default=None, type=_ray_address, metavar="ADDRESS",
+                    help="split, extract and encode on a Ray cluster (pip install 'hippo-engine[ray]'): ADDRESS "
+                         "host:port of its head, or no address for RAY_ADDRESS or else a Ray started on this "
+                         "machine on 127.0.0.1; this process writes the index")
+
+
+def ray_executor(args) -> dict:
+    """``{"executor": RayExecutor(...)}`` with ``--ray``, else ``{}``; the executor leaves Ray when the command ends."""
+    if getattr(args, "ray", None) is None:
+        return {}
+    from hippo_engine.index.distributed import RayExecutor
+    executor = RayExecutor(None if args.ray == "local" else args.ray)
+    _OPENED.append(executor)
+    return {"executor": executor}
+
+
 def _llm_failures(sols) -> int:
     """Exit status 1, with the failing queries named on stderr, when any LLM call failed."""
     bad = [(i, s) for i, s in enumerate(sols) if s.errors]

@@ -50,7 +50,7 @@ def cmd_index(args) -> int:
         raise ValueError(f"no documents to index in {', '.join(map(str, args.corpus))}")
     if args.openie and args.extractor is None:
         args.extractor = "openie"         # OpenIE results are facts for the openie extractor
-    rag = cli._make_rag(args)
+    rag = cli._make_rag(args, **cli.ray_executor(args))
     if args.openie:
         n = rag.import_openie(args.openie)
         print(f"imported OpenIE results for {n} passages from {args.openie}")
@@ -63,6 +63,8 @@ def cmd_index(args) -> int:
           f"documents: {len(d.get('added', ()))} added, {len(d.get('replaced', ()))} replaced, "
           f"{d.get('unchanged', len(corpus.docs) if not d else 0)} unchanged")
     print(json.dumps(stats, indent=2))
+    if "ray" in report:
+        print(json.dumps({"ray": report["ray"]}, indent=2))
     return 0
 
 
@@ -146,6 +148,8 @@ def add_parsers(sub: Any, common: Callable) -> None:
     sp.add_argument("--openie", default=None, help="seed OpenIE results from this file (reference or v1 format); "
                     "passages it covers make no LLM call (implies --extractor openie)")
     common(sp, creates=True)
+    from hippo_engine.cli import ray_flag
+    ray_flag(sp)
     sp.set_defaults(func=cmd_index)
 
     sp = sub.add_parser("delete", help="remove documents from an index")

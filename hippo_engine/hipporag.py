@@ -57,6 +57,8 @@ class HippoRAG:
     ``storage="postgres"`` keeps the index in PostgreSQL + pgvector (an embedded server under
     ``save_dir``, started or joined here; the last user, in any process, stops it on ``close()``;
     ``dsn="postgresql://..."`` for a server of yours); the default is an SQLite file in ``save_dir``.
+    ``executor=RayExecutor(address)`` (:mod:`hippo_engine.index.distributed`, the ``ray`` extra) runs
+    ``index()``'s splitting, fact extraction and encodings on a Ray cluster; this process stays the writer.
 
     Models are loaded lazily, on first use: opening an index to read statistics costs nothing.
     Components: ``index_state`` (the ``IndexState``), ``hirag`` (the ``HiRAG`` component), ``searches``
@@ -67,7 +69,7 @@ class HippoRAG:
     def __init__(self, save_dir: str | Path, llm_model_name: str | None = None,
                  embedding_model_name: str | None = None, config: HippoConfig | None = None,
                  *, llm: LLMClient | None = None, encoder: Encoder | None = None, storage: str | None = None,
-                 dsn: str | None = None, **overrides):
+                 dsn: str | None = None, executor=None, **overrides):
         self.save_dir, config = open_save_dir(save_dir, config, storage, dsn, overrides)
         self.models = Models(config, self.save_dir, llm_model_name, embedding_model_name, llm, encoder)
         self.llm_model_name, self.embedding_model_name = self.models.llm_name, self.models.embedding_name
@@ -79,6 +81,7 @@ class HippoRAG:
             self.index_state.close()
             raise
         self._config = self.models.config = self.index_state.config = config
+        self.executor = executor   # None: index() works in this process; e.g. RayExecutor (index/distributed)
         self.ner = NERExtractor(show_progress=config.show_progress)   # spaCy, loaded on first use
         self.extractor = make_extractor(config.extractor, self.save_dir, self.llm_model_name, lambda: self.llm,
                                         max_new_tokens=config.max_new_tokens, show_progress=config.show_progress,
@@ -171,8 +174,11 @@ class HippoRAG:
         per-stage timings and ``documents``: ids added and replaced, how many unchanged (a call
         that changes nothing returns ``{"added": 0}``).
         """
-        report = index_documents(self.index_state, self.extractor, self._split(docs, ids, "index", metadata),
-                                 self.llm_model_name)
+        if self.executor is not None:     # splitting, extraction and encoding elsewhere, one writer here
+            report = self.executor.index(self, docs, ids, metadata)
+        else:
+            report = index_documents(self.index_state, self.extractor, self._split(docs, ids, "index", metadata),
+                                     self.llm_model_name)
         self.searches.invalidate()
         return report
 
