@@ -36,12 +36,24 @@ from pathlib import Path
 
 from .common import MUSIQUE_TRAIN_DIR, ForbiddenLLM, setup_logging
 from .modes_report import FOLDER, save_part, shown_command, write_readme
-from .rankings import _runner_args, engine_commit, machine, ranking_payload, rankings_hash, recall_at, uptime
+from .rankings import (
+    PAPER_WALK,
+    _runner_args,
+    engine_commit,
+    machine,
+    ranking_payload,
+    rankings_hash,
+    recall_at,
+    uptime,
+)
 
 #: the modes that return passages, in table order
 MODES = ("hipporag2", "naive", "hi_local", "hi_global", "hi_bridge", "hi", "graphrag_local", "graphrag_global",
          "kb_vector", "kb_graph", "kb_hybrid", "kb_global")
 KS = (2, 5)
+#: the row of hipporag2 with the engine's own defaults (``"auto"``: on a ner index a second walk and
+#: dense_agree=2, hippo_engine/auto.py); the ``hipporag2`` row is the paper's one walk (PAPER_WALK)
+AUTO_ROW = "hipporag2 (auto)"
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -154,8 +166,6 @@ def run(args: argparse.Namespace, argv: Sequence[str], *, encoder=None, llm=None
     the README from every part."""
     from hippo_engine.evaluation.datasets import load_dataset
 
-    from .tables.methods import hippo_method
-
     setup_logging(args.verbose)
     data = Path(args.data)
     if not (data.is_dir() and any(data.glob("*_corpus.json"))):
@@ -169,16 +179,7 @@ def run(args: argparse.Namespace, argv: Sequence[str], *, encoder=None, llm=None
         runner = _index(args, musique, variant, encoder)
         try:
             if not (args.qa_only and args.qa) and args.variant in (variant, "both"):
-                t0, load = time.perf_counter(), uptime()
-                rag = runner.open(hippo_method(False))
-                try:
-                    comm = _communities(rag)
-                    print(f"MuSiQue {variant}: {comm['communities']} communities ({comm['seconds']:.0f} s)", flush=True)
-                    entry = {"kind": "recall", "dataset": "MuSiQue", "variant": variant, "questions": len(musique),
-                             "passages": len(musique.docs), "comm": comm, "rows": recall_rows(rag, musique, MODES)}
-                finally:
-                    rag.close()
-                save_part(args.parts, _stamp(args, argv, entry, t0, load))
+                save_part(args.parts, _musique(args, argv, runner, musique, variant))
             if args.qa and variant == args.qa_variant:
                 save_part(args.parts, _qa(args, argv, runner, musique, llm))
         finally:
@@ -187,6 +188,25 @@ def run(args: argparse.Namespace, argv: Sequence[str], *, encoder=None, llm=None
         save_part(args.parts, _twowiki(args, argv, encoder))
     print(write_readme(args.parts, args.out))
     return 0
+
+
+def _musique(args, argv, runner, musique, variant: str) -> dict:
+    """The recall part of one MuSiQue index (communities built first when missing)."""
+    from .tables.methods import hippo_method
+
+    t0, load = time.perf_counter(), uptime()
+    rag = runner.open(hippo_method(False, **PAPER_WALK))
+    try:
+        comm = _communities(rag)
+        print(f"MuSiQue {variant}: {comm['communities']} communities ({comm['seconds']:.0f} s)", flush=True)
+        rows = recall_rows(rag, musique, MODES)
+    finally:
+        rag.close()
+    if variant == "ner":
+        rows = _with_auto(rows, lambda: runner.open(hippo_method(False)), musique)
+    entry = {"kind": "recall", "dataset": "MuSiQue", "variant": variant, "questions": len(musique),
+             "passages": len(musique.docs), "comm": comm, "rows": rows}
+    return _stamp(args, argv, entry, t0, load)
 
 
 def _qa(args, argv, runner, dataset, llm) -> dict:
@@ -198,7 +218,7 @@ def _qa(args, argv, runner, dataset, llm) -> dict:
     t0, load = time.perf_counter(), uptime()
     kw = {} if args.llm_base_url is None else {"llm_base_url": args.llm_base_url}
     rag = HippoRAG(runner.save_dir, llm_model_name=args.llm, llm=llm, encoder=runner.encoder,
-                   **{**runner._overrides, **hippo_method(False).config, **kw, "show_progress": False,
+                   **{**runner._overrides, **hippo_method(False, **PAPER_WALK).config, **kw, "show_progress": False,
                       "llm_cache": False, "llm_timeout": args.llm_timeout})
     try:
         comm = _communities(rag)
@@ -222,19 +242,38 @@ def _twowiki(args, argv, encoder) -> dict:
     work = args.work / "2wiki-ner" / "index"
     if not (work / "hippo-index.json").exists():
         shutil.copytree(args.twowiki_index, work, ignore=shutil.ignore_patterns("write.lock*"), dirs_exist_ok=True)
-    rag = HippoRAG(work, llm=ForbiddenLLM(), encoder=encoder, show_progress=False, use_filter=False)
+    def opened(**config):
+        return HippoRAG(work, llm=ForbiddenLLM(), encoder=encoder, show_progress=False, use_filter=False, **config)
+
+    rag = opened(**PAPER_WALK)
     sampled = [m for m in args.twowiki_sample_modes.split(",") if m]
     try:
         comm = _communities(rag)
         print(f"2Wiki ner: {comm['communities']} communities ({comm['seconds']:.0f} s)", flush=True)
-        entry = {"kind": "recall", "dataset": "2Wiki", "variant": "ner", "questions": len(ds),
-                 "passages": len(ds.docs), "comm": comm,
-                 "rows": recall_rows(rag, ds, MODES, args.twowiki_sample, sampled)}
-        if args.twowiki_sample is not None and sampled:
-            entry["sample"] = {"n": args.twowiki_sample, "modes": sampled, "reason": args.twowiki_sample_reason}
+        rows = recall_rows(rag, ds, MODES, args.twowiki_sample, sampled)
     finally:
         rag.close()
+    entry = {"kind": "recall", "dataset": "2Wiki", "variant": "ner", "questions": len(ds), "passages": len(ds.docs),
+             "comm": comm, "rows": _with_auto(rows, opened, ds, args.twowiki_sample)}
+    if args.twowiki_sample is not None and sampled:
+        entry["sample"] = {"n": args.twowiki_sample, "modes": sampled, "reason": args.twowiki_sample_reason}
     return _stamp(args, argv, entry, t0, load)
+
+
+def _with_auto(rows: dict, open_rag, dataset, sample: int | None = None) -> dict:
+    """``rows`` with :data:`AUTO_ROW` after ``hipporag2``: hipporag2 over a memory ``open_rag()`` opens
+    with the engine's defaults."""
+    rag = open_rag()
+    try:
+        auto = recall_rows(rag, dataset, ["hipporag2"], sample)["hipporag2"]
+    finally:
+        rag.close()
+    out = {}
+    for mode, row in rows.items():
+        out[mode] = row
+        if mode == "hipporag2":
+            out[AUTO_ROW] = auto
+    return out
 
 
 if __name__ == "__main__":

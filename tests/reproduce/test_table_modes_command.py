@@ -12,7 +12,7 @@ from openai_server import FakeOpenAIServer
 from test_table_recall_llm_free import make_data
 
 from reproduce.cli import main
-from reproduce.table_modes import MODES
+from reproduce.table_modes import AUTO_ROW, MODES
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "graphrag"))
 from peer_fakes import MAP_SYSTEM, PeerResponder  # noqa: E402
@@ -38,7 +38,8 @@ def test_table_modes_on_a_tiny_dataset(tmp_path):
     names = sorted(p.name for p in parts.glob("*.json"))
     assert names == ["2wiki-ner.json", "musique-ner.json", "qa-musique-ner.json"]
     recall = json.loads((parts / "musique-ner.json").read_text(encoding="utf-8"))
-    assert list(recall["rows"]) == list(MODES) and recall["comm"]["built"] and recall["comm"]["communities"] > 0
+    assert list(recall["rows"]) == ["hipporag2", AUTO_ROW, *MODES[1:]]
+    assert recall["comm"]["built"] and recall["comm"]["communities"] > 0
     assert all(r["llm_calls"] == 0 and r["questions"] == 2 for r in recall["rows"].values())
     two = json.loads((parts / "2wiki-ner.json").read_text(encoding="utf-8"))
     assert two["rows"]["graphrag_global"]["questions"] == 1 and two["rows"]["naive"]["questions"] == 2
@@ -48,5 +49,6 @@ def test_table_modes_on_a_tiny_dataset(tmp_path):
     g = qa["rows"]["graphrag_global"]
     assert len(maps) == sum(g["calls_each"]) - peer.calls["reduce"] and len(maps) > 0
     text = (parts / "README.md").read_text(encoding="utf-8")
+    assert two["rows"][AUTO_ROW]["questions"] == 2 and "hipporag2 (auto)" in text
     assert "## 2Wiki" in text and "graphrag_global *" in text and "## QA: the first 2 MuSiQue" in text
     assert str(tmp_path) not in text            # folder options are not shown
