@@ -1,8 +1,9 @@
 """Fast PPR on the MuSiQue subset (issue 26, point 1): Recall@1/2/5/10/20 and the rankings hash
 of the default PPR solver ("auto") beside forced push and forced exact, on the indexes of
-``python -m reproduce rankings`` (recognition filter off, no LLM call).
+``python -m reproduce rankings`` and with its walk (``PAPER_WALK``: one walk, no top-rank rule;
+recognition filter off, no LLM call), so the hashes compare with that command's.
 
-    python -m reproduce.ppr_musique [--work /tmp/rank_final] [--variant both] [--out FILE]
+    python -m reproduce.ppr_musique [--work /tmp/rank_final] [--variant both] [--r-max 1e-5] [--out FILE]
 
 ``--work`` is the rankings command's ``--work`` (its indexes are reused, or built there).
 """
@@ -14,8 +15,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from hippo_engine.retrieve.push import DEFAULT_R_MAX
+
 from .common import MUSIQUE_TRAIN_DIR, ForbiddenLLM, write_result
-from .rankings import KS, VARIANTS, _runner_args, ranking_payload, rankings_hash, recall_at, uptime
+from .rankings import KS, PAPER_WALK, VARIANTS, _runner_args, ranking_payload, rankings_hash, recall_at, uptime
 
 SOLVERS = ("auto", "exact", "push")
 
@@ -27,19 +30,22 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR)
     ap.add_argument("--embedder", default=None)
     ap.add_argument("--out", type=Path, default=None, help="markdown file (default: print only)")
+    ap.add_argument("--r-max", type=float, default=DEFAULT_R_MAX, help="ppr_push_r_max (the default's)")
 
 
-def solve_variant(args: argparse.Namespace, dataset, variant: str) -> list[dict]:
-    """Retrieve every question once per solver on ``variant``'s index."""
+def solve_variant(args: argparse.Namespace, dataset, variant: str, encoder=None) -> list[dict]:
+    """Retrieve every question once per solver on ``variant``'s index (``encoder``: the
+    tables' default embedder when None)."""
     from .tables.methods import hippo_method
     from .tables.runner import Runner
 
-    runner = Runner(_runner_args(args, variant), dataset, [], llm=ForbiddenLLM(), extractor=variant)
+    runner = Runner(_runner_args(args, variant), dataset, [], llm=ForbiddenLLM(), encoder=encoder,
+                    extractor=variant)
     rows = []
     try:
         runner.prepare_index()
         for solver in SOLVERS:
-            rag = runner.open(hippo_method(False, ppr_solver=solver))
+            rag = runner.open(hippo_method(False, ppr_solver=solver, ppr_push_r_max=args.r_max, **PAPER_WALK))
             try:
                 t = time.perf_counter()
                 sols = rag.retrieve(list(dataset.questions))
@@ -59,14 +65,14 @@ def solve_variant(args: argparse.Namespace, dataset, variant: str) -> list[dict]
     return rows
 
 
-def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
+def run(args: argparse.Namespace, argv: Sequence[str] = (), encoder=None) -> int:
     """Every variant and solver; prints the table and writes it to ``--out``."""
     from hippo_engine.evaluation.datasets import load_dataset
 
     dataset = load_dataset(Path(args.data))
     variants = VARIANTS if args.variant == "both" else (args.variant,)
     load_before = uptime()
-    rows = [r for v in variants for r in solve_variant(args, dataset, v)]
+    rows = [r for v in variants for r in solve_variant(args, dataset, v, encoder)]
     argv = list(argv)[1:] if list(argv)[:1] == ["ppr-musique"] else list(argv)
     lines = [f"Command: `python -m reproduce ppr-musique {' '.join(argv)}`; {len(dataset)} questions; "
              f"load before {load_before}, after {uptime()}.", "",
