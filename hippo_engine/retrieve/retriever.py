@@ -19,7 +19,6 @@ whatever the batch).
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +34,6 @@ from hippo_engine.index.graph import KIND_CONTEXT, GraphData
 from hippo_engine.retrieve.encoding import encode_queries  # noqa: F401 - re-exported (its old import path)
 from hippo_engine.retrieve.explain_trace import keep_trace
 from hippo_engine.retrieve.fact_search import FactRows
-from hippo_engine.retrieve.hop_index import HopIndex
 from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, resolve_linking
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.push import PushPPR
@@ -52,7 +50,8 @@ from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and d
     top_fact_rows,
     top_k,
 )
-from hippo_engine.retrieve.second_hop import HopContext, keep_head, make_second_hop
+from hippo_engine.retrieve.second_hop import make_second_hop
+from hippo_engine.retrieve.second_walk import SecondWalk
 from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds  # noqa: F401
 from hippo_engine.retrieve.top_rank import dense_agree
 from hippo_engine.retrieve.views import ReaderViews, reader_views
@@ -105,9 +104,7 @@ class Retriever(FactRows):
         self.second_hop = make_second_hop(str(config.second_hop), keep_head=int(config.second_hop_head))
         #: the dense_agree top-rank rule's N (resolved: an int)
         self.dense_agree = int(config.dense_agree)
-        self._hyperedges = hyperedges
-        self._hop_index: HopIndex | None = None
-        self._hop_checked = False     # a strategy without a hop index: the index was checked once
+        self.extractor = extractor
         #: the linking strategy in effect (see :mod:`.linking`)
         self.linking = linking or resolve_linking(config, None)
         if config.ppr_dtype == "float32" and config.ppr_backend == "power" and config.ppr_tol < 1e-7:
@@ -139,6 +136,7 @@ class Retriever(FactRows):
         self.link_graph = LinkGraph(graph, self.entity_search, self.fact_links, self.passage_nodes,
                                     self.passage_counts, config.linking_top_k, self._passage_weight(),
                                     self.seed_sources)
+        self._second = None if self.second_hop is None else SecondWalk(self.second_hop, self, hyperedges, extractor)
 
     def _passage_nodes(self, ids: np.ndarray) -> np.ndarray:
         g = self.graph
@@ -213,26 +211,6 @@ class Retriever(FactRows):
         return self.link_graph.reset_matrix(query, nodes, scores, dense, cols)
 
     # --- graph search ------------------------------------------------------------------------
-    def hop_context(self, g, restriction: Restriction | None = None, links=None) -> HopContext:
-        """What the second walk reads; its :class:`.hop_index.HopIndex` (for a strategy that reads one)
-        is built on first use. The index must hold hyperedges (``extractor="ner"``)."""
-        if self._hop_index is None and not self._hop_checked:
-            hyper = self._hyperedges() if self._hyperedges is not None else None
-            if not hyper:
-                raise ValueError(f"second_hop={self.config.second_hop!r} needs an index of hyperedges "
-                                 "(extractor='ner')")
-            self._hop_checked = self.second_hop is not None and not self.second_hop.needs_hop
-            if not self._hop_checked:
-                if self.fact_mat is None:
-                    raise ValueError(f"second_hop={self.config.second_hop!r} needs the fact vectors in memory "
-                                     "(postgres_search='memory' on PostgreSQL)")
-                self._hop_index = HopIndex.build(hyper, self.fact_ids, self.views.passage_ids, self.graph,
-                                                 self.passage_nodes)
-        search = self.top_facts if restriction is None else restriction.fact_search.top_normalised
-        fact_mat = self.fact_mat if self.fact_mat is not None else np.zeros((0, 1), np.float32)
-        return HopContext(self._hop_index, fact_mat, self.graph.num_entities, self.passage_counts, self.run_ppr,
-                          self.linking, g, search, links)
-
     def run_ppr(self, resets: np.ndarray) -> np.ndarray:
         """PPR for reset columns (n_nodes, b); returns passage scores (n_passages, b) by store row."""
         cfg = self.config
@@ -289,10 +267,16 @@ class Retriever(FactRows):
         spans = [(s, min(len(queries), s + bs)) for s in range(0, len(queries), bs)]
         cands: list[tuple[np.ndarray, np.ndarray]] = []
         kept: list[np.ndarray] = []
+        tops: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(spans)
         if self.linking.scores_facts:
             n_cand = self.linking.candidate_count(filter_many is not None)
-            cands = [self.top_facts(q_fact[s:e], n_cand) if restriction is None else
-                     restriction.fact_search.top_normalised(q_fact[s:e], n_cand) for s, e in spans]
+            # one search serves the first walk's candidates and the second walk's sentences (their first
+            # n_cand columns are exactly the n_cand best: same scores, same ties)
+            n_top = max(n_cand, self._second.facts_needed if self._second is not None else 0)
+            found = [self.top_facts(q_fact[s:e], n_top) if restriction is None else
+                     restriction.fact_search.top_normalised(q_fact[s:e], n_top) for s, e in spans]
+            cands = [(rows[:, :n_cand], scores[:, :n_cand]) for rows, scores in found]
+            tops = list(found)
             tim["scoring"] += time.perf_counter() - t0
             kept = self._filter(queries, spans, cands, results, filter_many, tim)
         for n, (s, e) in enumerate(spans):
@@ -302,7 +286,7 @@ class Retriever(FactRows):
                           None if ner_vectors is None else list(ner_vectors[s:e]),
                           [scores[:, s:e] for scores in extra])
             tim["scoring"] += time.perf_counter() - tb
-            self._search_block(block, k, results, tim, explain, restriction)
+            self._search_block(block, k, results, tim, explain, restriction, tops[n])
         tim["total"] = time.perf_counter() - t0
         return results, tim
 
@@ -344,8 +328,9 @@ class Retriever(FactRows):
             masks[n][i - starts[n], slots[i]] = [t in keep for t in results[i].candidate_facts]
 
     def _search_block(self, block: Block, k: int, results: list[RawResult], tim: dict, explain: bool = False,
-                      restriction: Restriction | None = None) -> None:
-        """Link, seed and walk one block; a query that reaches no entity gets the dense ranking."""
+                      restriction: Restriction | None = None, top: tuple | None = None) -> None:
+        """Link, seed and walk one block; a query that reaches no entity gets the dense ranking
+        (``top``: the block's best facts, for the second walk)."""
         t1 = time.perf_counter()
         s, dense = block.s, block.dense
         g = self.link_graph if restriction is None else restriction.link_graph(self.link_graph)
@@ -370,8 +355,8 @@ class Retriever(FactRows):
         walks: dict[str, Any] = {}
         if len(graph_cols):
             probs = walks["first"] = self.run_ppr(R)
-            if self.second_hop is not None:
-                probs = self._second_walk(g, block, graph_cols, R, probs, links, restriction, walks)
+            if self._second is not None:
+                probs = self._second.run(g, block, graph_cols, R, probs, links, restriction, walks, top)
             head, agree = self.config.dense_first, self.dense_agree
             for c, j in enumerate(graph_cols.tolist()):
                 if restriction is not None:
@@ -386,21 +371,6 @@ class Retriever(FactRows):
         if explain:
             keep_trace(block, results, graph_cols, R if len(graph_cols) else None, probs if len(graph_cols) else None,
                        walks, self.second_hop, self.dense_agree, restriction)
-
-    def _second_walk(self, g: LinkGraph, block: Block, cols: np.ndarray, R: np.ndarray, first: np.ndarray, links,
-                     restriction: Restriction | None, walks: dict) -> np.ndarray:
-        """The ranking scores after the second walk (``config.second_hop``): its scores with the first
-        walk's ``second_hop_head`` best passages in front (under a filter: seeds and head from allowed
-        passages only). ``walks`` gets the second walk's reset vectors and scores."""
-        hop = self.second_hop
-        assert hop is not None
-        hb = block if restriction is None else dataclasses.replace(block, dense=restriction.seed_dense(block.dense))
-        R2 = hop.second_resets(self.hop_context(g, restriction, links), hb, cols, R, first)
-        if restriction is not None:
-            restriction.block_seeds(R2, self.passage_nodes)
-        walks.update(second_reset=R2, second=self.run_ppr(R2))
-        blocked = None if restriction is None else restriction.blocked_rows
-        return keep_head(first, walks["second"], hop.keep_head, blocked)
 
     def _name_seeds(self, seeds: list, cols: np.ndarray, s: int, results: list[RawResult]) -> None:
         """Each query's seed entities as (name, weight)."""

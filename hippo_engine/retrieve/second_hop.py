@@ -102,10 +102,23 @@ def keep_head(first: np.ndarray, second: np.ndarray, head: int, blocked: np.ndar
         if k <= 0:
             return second
     out = np.asarray(second, np.float64).reshape(len(second), -1).copy()
-    top = np.argsort(-f, axis=0, kind="stable")[:k]             # (k, b): best first, ties to the lower row
+    top = _head_rows(f, k)
     vals = min_max(np.take_along_axis(f, top, axis=0), axis=0) + 2.0 if k > 1 else np.full(top.shape, 3.0)
     np.put_along_axis(out, top, vals, axis=0)
     return out.reshape(np.shape(second))
+
+
+def _head_rows(f: np.ndarray, k: int) -> np.ndarray:
+    """(k, b): each column's ``k`` largest rows of ``f``, best first, ties to the lower row (as
+    :func:`.scoring.top_k`), by ``k`` passes of argmax (which takes the first of equal maxima)."""
+    f = f.copy() if k > 1 else f
+    cols = np.arange(f.shape[1])
+    top = np.empty((k, f.shape[1]), np.int64)
+    for i in range(k):
+        top[i] = np.argmax(f, axis=0)
+        if i + 1 < k:
+            f[top[i], cols] = -np.inf
+    return top
 
 
 def _add_share(R: np.ndarray, c: int, weights: dict[int, float], mass: float) -> None:

@@ -17,7 +17,7 @@ def dense_agree(order: np.ndarray, scores: np.ndarray, dense: np.ndarray, within
     (scores stay non-increasing). ``within`` 0: unchanged."""
     if within <= 0 or len(order) == 0 or len(dense) == 0:
         return order, scores
-    best = int(np.lexsort((np.arange(len(dense)), -np.asarray(dense)))[0])
+    best = int(np.argmax(dense))         # the first of the largest: ties go to the lower row
     at = np.flatnonzero(np.asarray(order[:within]) == best)
     if len(at) == 0 or at[0] == 0:
         return order, scores

@@ -1,0 +1,105 @@
+"""The second walk of one :class:`~.retriever.Retriever` (``second_hop``, :mod:`.second_hop`): what it reads
+(:meth:`SecondWalk.context`, the :class:`~.hop_index.HopIndex` built on first use) and how a block's
+ranking scores come out of it (:meth:`SecondWalk.run`).
+
+Cost, all exact (rankings and scores as a plain second walk): the query's best facts are searched once
+for both walks (``top``); a query whose second reset vector equals its first keeps the first walk's
+scores instead of walking again (the PPR kernel's columns do not depend on their batch); the first walk's
+head is found for every query at once (:func:`.second_hop.keep_head`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hippo_engine.retrieve.hop_index import HopIndex
+from hippo_engine.retrieve.second_hop import HopContext, SecondHop, keep_head
+
+if TYPE_CHECKING:
+    from hippo_engine.retrieve.filtering import Restriction
+    from hippo_engine.retrieve.linking import Block, LinkGraph
+    from hippo_engine.retrieve.retriever import Retriever
+
+
+def reuse_top(top: tuple[np.ndarray, np.ndarray], search: Callable) -> Callable:
+    """``search(q, k)`` answered from ``top`` (rows, scores of the same queries, best first) while k
+    fits its width: the first k columns of a top-n search are exactly the top-k search's."""
+    rows, scores = top
+
+    def search_top(q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if k <= rows.shape[1] and len(q) == len(rows):
+            return rows[:, :k], scores[:, :k]
+        return search(q, k)
+    return search_top
+
+
+class SecondWalk:
+    """The strategy ``hop`` run on retriever ``r`` (``hyperedges``: a provider of the index's passage
+    hyperedges; ``extractor``: the index's, when known)."""
+
+    def __init__(self, hop: SecondHop, r: Retriever, hyperedges: Callable[[], Any] | None,
+                 extractor: str | None):
+        self.hop, self.r = hop, r
+        self._hyperedges, self._extractor = hyperedges, extractor
+        self._hop_index: HopIndex | None = None
+        self._checked = False
+
+    @property
+    def facts_needed(self) -> int:
+        """How many best facts per query the strategy reads (0: none)."""
+        return int(getattr(self.hop, "sentences", 0))
+
+    def _check(self) -> None:
+        """The index must hold hyperedges (``extractor="ner"``); a strategy that reads the hop index
+        gets it built here, once. A known ``ner`` index is not read for "wide" (a lazy reader loads nothing)."""
+        r, hop = self.r, self.hop
+        setting = r.config.second_hop
+        hyper: Any = self._extractor == "ner"
+        if self._hyperedges is not None and (hop.needs_hop or self._extractor is None):
+            hyper = self._hyperedges()
+        if not hyper:
+            raise ValueError(f"second_hop={setting!r} needs an index of hyperedges (extractor='ner')")
+        if hop.needs_hop:
+            if r.fact_mat is None:
+                raise ValueError(f"second_hop={setting!r} needs the fact vectors in memory "
+                                 "(postgres_search='memory' on PostgreSQL)")
+            self._hop_index = HopIndex.build(hyper, r.fact_ids, r.views.passage_ids, r.graph, r.passage_nodes)
+        self._checked = True
+
+    def context(self, g: LinkGraph, restriction: Restriction | None = None, links=None,
+                top: tuple[np.ndarray, np.ndarray] | None = None) -> HopContext:
+        """What the strategy reads for one block (``top``: the block's best facts already searched)."""
+        if not self._checked:
+            self._check()
+        r = self.r
+        search = r.top_facts if restriction is None else restriction.fact_search.top_normalised
+        if top is not None:
+            search = reuse_top(top, search)
+        fact_mat = r.fact_mat if r.fact_mat is not None else np.zeros((0, 1), np.float32)
+        return HopContext(self._hop_index, fact_mat, r.graph.num_entities, r.passage_counts, r.run_ppr,
+                          r.linking, g, search, links)
+
+    def run(self, g: LinkGraph, block: Block, cols: np.ndarray, R: np.ndarray, first: np.ndarray, links,
+            restriction: Restriction | None, walks: dict, top: tuple | None = None) -> np.ndarray:
+        """The ranking scores after the second walk: its scores with the first walk's ``keep_head`` best
+        passages in front (under a filter: seeds and head from allowed passages only). ``walks`` gets the
+        second walk's reset vectors (``second_reset``) and scores (``second``)."""
+        r, hop = self.r, self.hop
+        hb = block if restriction is None else dataclasses.replace(block, dense=restriction.seed_dense(block.dense))
+        R2 = hop.second_resets(self.context(g, restriction, links, top), hb, cols, R, first)
+        if restriction is not None:
+            restriction.block_seeds(R2, r.passage_nodes)
+        new = ~np.all(R2 == R, axis=0)        # a query whose seeds did not change keeps its first walk
+        second = np.array(first, copy=True)
+        if new.all():
+            second = r.run_ppr(R2)
+        elif new.any():
+            second[:, new] = r.run_ppr(R2[:, new])
+        walks.update(second_reset=R2, second=second)
+        return keep_head(first, second, hop.keep_head, None if restriction is None else restriction.blocked_rows)
+
+
+__all__ = ["SecondWalk", "reuse_top"]
