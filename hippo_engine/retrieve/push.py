@@ -105,17 +105,10 @@ class PushPPR:
         if len(rows):
             self.return2[rows] = np.add.reduceat(sq, self.indptr[rows].astype(np.int64))
         self.last_stats: list[PushStats] = []
-        self._thr: tuple[float, np.ndarray] | None = None
         self._local = threading.local()
         self._pset: PassageSet | None = None
         #: the sum over all nodes of ``run_parts``'s last unnormalised estimate (its scores x this)
         self.last_sum = 1.0
-
-    def _threshold(self, r_max: float) -> np.ndarray:
-        """r_max x s(v) for every node (kept for the last r_max)."""
-        if self._thr is None or self._thr[0] != r_max:
-            self._thr = (r_max, r_max * self.strength)
-        return self._thr[1]
 
     @staticmethod
     def _check(damping: float, r_max: float) -> None:
@@ -283,8 +276,9 @@ class PushPPR:
         try:
             idx = np.asarray(idx, dtype=np.int64)
             r[idx] = np.asarray(val, dtype=np.float64) / mass
-            thr = self._threshold(r_max)
-            front = idx[(np.abs(r[idx]) >= thr[idx]) & (r[idx] != 0)]
+            # (the threshold r_max x s(v) is formed for the nodes at hand: a vector of it over all
+            # nodes cost a pass over the graph whenever r_max changed)
+            front = idx[(np.abs(r[idx]) >= r_max * self.strength[idx]) & (r[idx] != 0)]
             seen = [idx]
             rounds = pushes = edges = 0
             sort_limit = max(1, self.n // _SORT_LIMIT_SHARE)
@@ -310,7 +304,7 @@ class PushPPR:
                     np.add.at(r, nbr, w)
                     touched = self._distinct(nbr, mark)
                 seen.append(touched)
-                front = touched[np.abs(r[touched]) >= thr[touched]]
+                front = touched[np.abs(r[touched]) >= r_max * self.strength[touched]]
             nodes = self._distinct(np.concatenate(seen), mark)
             residual = float(np.abs(r[nodes]).sum())
             est = (p[nodes] + alpha * r[nodes]) * mass
