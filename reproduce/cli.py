@@ -27,6 +27,7 @@ from . import (
     ppr_musique,
     ppr_scale,
     rankings,
+    ray_index,
 )
 from . import serve_fuzz as service_fuzz
 from . import serve_load as service_load
@@ -97,6 +98,7 @@ STORAGE: dict[str, tuple[ModuleType, str]] = {
 #: The indexing benchmarks (issue 20), same interface: name -> (module, help line).
 INDEXING: dict[str, tuple[ModuleType, str]] = {
     "index-scale": (index_scale, "indexing: seconds per 1k documents by stage, 10k to 100k tiny documents per call"),
+    "ray-index": (ray_index, "indexing: NarrativeQA on a local Ray cluster vs one process, with worker kills"),
 }
 #: The service benchmarks (issue 23), same interface: name -> (module, help line).
 SERVICE: dict[str, tuple[ModuleType, str]] = {

@@ -184,7 +184,8 @@ class RayExecutor:
         ds = ray.data.from_items(items).map_batches(
             ExtractEncodeWorker, fn_constructor_args=(*args, rag.extractor.name, claims, threads),
             batch_size=self.batch_size,
-            compute=ray.data.ActorPoolStrategy(size=min(self._slots(ray), -(-len(items) // self.batch_size))),
+            compute=ray.data.ActorPoolStrategy(size=min(self._slots(ray), -(-len(items) // self.batch_size)),
+                                               max_tasks_in_flight_per_actor=1),   # a batch goes to a free worker
             num_cpus=self.cpus_per_worker, batch_format="numpy")
         merge = _results_merger(rag.extractor)
         try:

@@ -139,6 +139,7 @@ class LocalCluster:
     def stop(self) -> None:
         """Stop every process the cluster started and remove its folder."""
         import psutil
+        self._disconnect()
         self.processes()                       # note the descendants before their parents go
         for node in [*self.nodes, self.head]:
             if node is None:
@@ -157,6 +158,19 @@ class LocalCluster:
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
             self.temp_dir = None
+
+    def _disconnect(self) -> None:
+        """Leave the cluster first if this process is its driver (a driver whose head is gone exits)."""
+        import sys
+        ray = sys.modules.get("ray")
+        if ray is None or self.head is None or not ray.is_initialized():
+            return
+        try:
+            mine = ray.get_runtime_context().gcs_address == self.address
+        except Exception:   # noqa: BLE001 - not connected the usual way: leave anyway
+            mine = True
+        if mine:
+            ray.shutdown()
 
     def __enter__(self) -> LocalCluster:
         return self.start()

@@ -152,19 +152,22 @@ class ExtractEncodeWorker:
 
     def __init__(self, config: Mapping[str, Any], llm_name: str, embedding_name: str, extractor: str,
                  claims=None, threads: int = 1):
+        from hippo_engine.index.ner import NERExtractor
         self._models = _Models(config, llm_name, embedding_name, threads)
         self.kind, self.claims, self.llm_name = extractor, claims, llm_name
         self._ner: Any = None
+        self._models.encoder()                     # loaded here, so a batch's busy time is its work
+        if extractor == "ner":
+            self._ner = NERExtractor(show_progress=False)
+            self._ner.pipeline(sentences=True)
 
     # ------------------------------------------------------------------ extraction
     def _extract(self, passages: dict[str, str]) -> tuple[Extraction, str]:
         """Facts of ``passages`` and, for the LLM extractors, the batch's results file (JSON text)."""
         from hippo_engine.index.extractors import make_extractor
-        from hippo_engine.index.ner import NERExtractor
         if not passages:
             return Extraction(triples={}, hyperedges={}), ""
         if self.kind == "ner":
-            self._ner = self._ner or NERExtractor(show_progress=False)
             ex = make_extractor("ner", self._models.cache, self.llm_name, self._models.llm, max_new_tokens=0,
                                 show_progress=False, ner=self._ner)
             return ex.extract(passages), ""

@@ -1,0 +1,174 @@
+"""Indexing on a real local Ray cluster (a head and 2 worker nodes on 127.0.0.1) into a real embedded
+PostgreSQL, with the real encoder and spaCy: the index equals a single-process one (stores, graph,
+synonymy, documents, rankings), a rerun skips what is committed, a worker killed mid-job loses and
+duplicates nothing, LLM extraction runs on the workers against an OpenAI-compatible server, the
+cluster listens on 127.0.0.1 only and leaves no process behind."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+from helpers import require_postgres
+
+pytest.importorskip("ray")
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+from hippo_engine import HippoRAG  # noqa: E402
+from hippo_engine.index.diagnostics import diff_snapshots, snapshot_index  # noqa: E402
+from hippo_engine.index.distributed import LocalCluster, RayExecutor  # noqa: E402
+
+NARRATIVEQA = Path(__file__).resolve().parents[4] / "shared" / "data" / "narrativeqa" / \
+    "narrativeqa_dev_10_doc_corpus.json"
+LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[str]:
+    if not NARRATIVEQA.exists():
+        pytest.skip(f"NarrativeQA corpus not found at {NARRATIVEQA}")
+    data = json.loads(NARRATIVEQA.read_text(encoding="utf-8"))[:40]
+    return [f"{d['title']}\n{d['text']}" for d in data]
+
+
+@pytest.fixture(scope="module")
+def pg_dsn():
+    """An embedded PostgreSQL server for this module (stopped and removed at the end)."""
+    require_postgres()
+    from hippo_engine.store.postgres.server import EmbeddedPostgres
+    base = Path(tempfile.mkdtemp(prefix="hippo-pgtest-"))
+    if os.geteuid() == 0:
+        base.chmod(0o711)      # the server's user must reach its data directory
+    server = EmbeddedPostgres(base / "pg")
+    try:
+        yield server.start()
+    finally:
+        server.stop(mode="immediate")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The local cluster; at the end every process it started must be gone."""
+    import ray
+    c = LocalCluster(2).start()
+    seen = c.processes()
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        seen += c.processes()
+        c.stop()
+        left = [p.pid for p in seen if p.is_running() and p.status() != "zombie"]
+        assert not left, f"cluster processes still running: {left}"
+
+
+def _rag(path: Path, dsn: str, **kw) -> HippoRAG:
+    return HippoRAG(path, dsn=dsn, extractor=kw.pop("extractor", "ner"), show_progress=False, **kw)
+
+
+def _reopened(path: Path, dsn: str, queries: list[str], **kw) -> tuple[dict, list]:
+    rag = _rag(path, dsn, **kw)
+    try:
+        sols = rag.retrieve(queries, num_to_retrieve=10)
+        return snapshot_index(rag), [(s.docs, [float(x).hex() for x in s.doc_scores]) for s in sols]
+    finally:
+        rag.close()
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory, pg_dsn, docs):
+    """The single-process index of ``docs`` (snapshot and rankings after a reopen)."""
+    path = tmp_path_factory.mktemp("single")
+    rag = _rag(path, pg_dsn)
+    rag.index(docs)
+    rag.close()
+    return _reopened(path, pg_dsn, _queries(docs))
+
+
+def _queries(docs: list[str]) -> list[str]:
+    return [d.split("\n", 1)[1].split(". ")[0] for d in docs[::8]]
+
+
+def test_cluster_listens_on_loopback_only(cluster):
+    found = cluster.listeners()
+    assert found and {ip for ip, _, _ in found} <= LOOPBACK
+    assert len(cluster.nodes) == 2
+
+
+def test_ray_index_equals_the_single_process_index_and_a_rerun_skips_it(tmp_path, pg_dsn, cluster, docs, single):
+    executor = RayExecutor(cluster.address, batch_size=8)
+    rag = _rag(tmp_path / "ray", pg_dsn, executor=executor)
+    report = rag.index(docs)
+    stats = report["ray"]
+    assert report["added"] == len(docs) and len(report["documents"]["added"]) == len(docs)
+    assert stats["committed_passages"] == len(docs) and stats["duplicates_ignored"] == 0
+    assert stats["driver_encoded"] == 0                     # every vector came from a worker
+    assert sum(w["passages"] for w in stats["per_worker"].values()) == len(docs)
+    assert stats["commits"] >= 1
+    assert rag.index(docs) == {"added": 0}                  # a rerun: everything is committed
+    rag.close()
+    snap, ranks = _reopened(tmp_path / "ray", pg_dsn, _queries(docs))
+    assert diff_snapshots(single[0], snap) == []
+    assert ranks == single[1]
+
+
+def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(tmp_path, pg_dsn, cluster, docs, single, monkeypatch):
+    from hippo_engine.index.distributed import committer as committer_module
+    killed: list[int] = []
+    arrive = committer_module.Committer.arrive
+
+    def arrive_then_kill(self, rows):
+        arrive(self, rows)
+        if not killed:                                     # after the first results: kill a busy worker
+            victims = cluster.worker_processes("ExtractEncodeWorker")
+            assert victims, "no indexing worker process found"
+            victims[0].send_signal(signal.SIGKILL)
+            killed.append(victims[0].pid)
+
+    monkeypatch.setattr(committer_module.Committer, "arrive", arrive_then_kill)
+    rag = _rag(tmp_path / "kill", pg_dsn, executor=RayExecutor(cluster.address, batch_size=4))
+    report = rag.index(docs)
+    rag.close()
+    assert killed and report["added"] == len(docs) and report["ray"]["committed_passages"] == len(docs)
+    snap, ranks = _reopened(tmp_path / "kill", pg_dsn, _queries(docs))
+    assert diff_snapshots(single[0], snap) == []
+    assert ranks == single[1]
+
+
+def test_llm_extraction_runs_on_the_workers_against_an_openai_compatible_server(tmp_path, pg_dsn, cluster, docs):
+    from helpers import toy_respond
+    from openai_server import FakeOpenAIServer
+    part = docs[:12]
+    with FakeOpenAIServer(responder=toy_respond, max_requests=200) as srv:
+        llm = {"extractor": "openie", "llm_model_name": "toy", "llm_base_url": srv.base_url, "use_filter": False}
+        one = _rag(tmp_path / "one", pg_dsn, **llm)
+        one.index(part)
+        one.close()
+        calls = len(srv.requests)
+        assert calls == 2 * len(part)                            # NER + triples per passage
+        rag = _rag(tmp_path / "ray", pg_dsn, executor=RayExecutor(cluster.address, batch_size=4), **llm)
+        report = rag.index(part)
+        assert report["openie_llm_passages"] == len(part) and len(srv.requests) == 2 * calls
+        assert len(json.loads(rag.openie_path.read_text())["docs"]) == len(part)   # saved by the driver
+        rag.close()
+    a = _reopened(tmp_path / "one", pg_dsn, _queries(part), **llm)
+    b = _reopened(tmp_path / "ray", pg_dsn, _queries(part), **llm)
+    assert diff_snapshots(a[0], b[0]) == [] and a[1] == b[1]
+
+
+def test_the_cli_indexes_on_the_cluster(tmp_path, pg_dsn, cluster, docs, single, capsys):
+    from hippo_engine.cli import main
+    corpus = tmp_path / "c.json"
+    corpus.write_text(json.dumps([{"title": d.split("\n", 1)[0], "text": d.split("\n", 1)[1]} for d in docs]))
+    out = tmp_path / "cli"
+    assert main(["index", str(corpus), "--save-dir", str(out), "--dsn", pg_dsn, "--extractor", "ner", "--quiet",
+                 "--ray", cluster.address]) == 0
+    printed = capsys.readouterr().out
+    assert f"indexed {len(docs)} new passage(s)" in printed and '"per_worker"' in printed
+    snap, ranks = _reopened(out, pg_dsn, _queries(docs))
+    assert diff_snapshots(single[0], snap) == [] and ranks == single[1]
