@@ -7,10 +7,12 @@ wall time and ``uptime`` before and after.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from .common import RESULTS_DIR, write_result
+from .rankings import engine_commit, machine, uptime
 
 FOLDER = RESULTS_DIR / "modes"
 REFERENCE = {"openie": "11059dbcf6e65b26", "ner": "f6e4b2e08f47bba9"}
@@ -59,6 +61,12 @@ def write_readme(folder: Path, out: Path | None = None) -> Path:
     notes = Path(folder) / "notes.md"
     text = render(load_parts(folder), notes.read_text(encoding="utf-8") if notes.exists() else "")
     return write_result(out or Path(folder) / "README.md", text)
+
+
+def stamp(argv: Sequence[str], entry: dict, t0: float, load_before: str) -> dict:
+    """``entry`` with the run's command, engine commit, machine, wall time since ``t0`` and load."""
+    return {**entry, "command": shown_command(argv), "commit": engine_commit(), "machine": machine(),
+            "wall_s": time.perf_counter() - t0, "load_before": load_before, "load_after": uptime()}
 
 
 def save_part(folder: Path, entry: dict) -> Path:
@@ -129,16 +137,27 @@ def recall_section(e: dict) -> list[str]:
 def qa_section(e: dict) -> list[str]:
     """One QA part as markdown: EM/F1, LLM calls and tokens per query, and what makes them."""
     lines = [f"## QA: the first {e['questions']} {e['dataset']} questions, index `{e['variant']}`, "
-             f"reader LLM `{e['llm']}`", "", *_header(e),
+             f"reader LLM `{e['llm']}` ({e['llm_client']})", ""]
+    for s in e["sessions"]:
+        lines += ["```bash", s["command"], "```", "",
+                  f"Modes {', '.join(s['modes']) or 'none'}: engine commit `{s['commit']}`; wall "
+                  f"{s.get('wall_s', 0):.0f} s; load (`uptime`) before: `{s['load_before']}`; after: "
+                  f"`{s.get('load_after', '?')}`.", ""]
+    lines += [
              f"Packaged reader prompt, top {e['qa_top_k']} passages for the passage modes, recognition filter off, "
              f"LLM response cache off (every call made). {e.get('note', '')}".rstrip(), "",
              "| mode | EM | F1 | LLM calls / query | prompt tokens / query | completion tokens / query | "
              "s / query | errors | LLM use when answering |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for mode, q in e["rows"].items():
+    for mode in [m for m in ANSWERING if m in e["rows"]] + [m for m in e["rows"] if m not in ANSWERING]:
+        q = e["rows"][mode]
         lines.append(f"| {mode} | {q['em']:.1f} | {q['f1']:.1f} | {q['calls']:.2f} | {q['prompt_tokens']:.0f} | "
                      f"{q['completion_tokens']:.0f} | {q['seconds'] / e['questions']:.1f} | {q['errors']} | "
                      f"{ANSWERING.get(mode, '')} |")
+    errors = {m: q["error_messages"] for m, q in e["rows"].items() if q.get("error_messages")}
+    if errors:
+        lines += ["", "Errors (distinct messages):", ""]
+        lines += [f"* `{m}`: " + "; ".join(f"`{x}`" for x in msgs) for m, msgs in errors.items()]
     return lines + [""]
 
 

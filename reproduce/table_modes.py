@@ -35,12 +35,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .common import MUSIQUE_TRAIN_DIR, ForbiddenLLM, setup_logging
-from .modes_report import FOLDER, save_part, shown_command, write_readme
+from .modes_qa import run_qa
+from .modes_report import FOLDER, save_part, stamp, write_readme
 from .rankings import (
     PAPER_WALK,
     _runner_args,
-    engine_commit,
-    machine,
     ranking_payload,
     rankings_hash,
     recall_at,
@@ -73,6 +72,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--twowiki-sample-modes", default="", help="the modes sampled (comma-separated)")
     ap.add_argument("--twowiki-sample-reason", default="slow on this machine", help="said beside the sample")
     ap.add_argument("--qa", type=int, default=0, help="answer the first N MuSiQue questions in every mode (0: no QA)")
+    ap.add_argument("--qa-redo", action="store_true", help="answer again the modes a saved QA part already has")
     ap.add_argument("--qa-only", action="store_true", help="with --qa: skip the MuSiQue recall tables")
     ap.add_argument("--qa-variant", choices=("openie", "ner"), default="openie", help="the index answered from")
     ap.add_argument("--qa-modes", default=",".join(MODES), help="modes answered with --qa (comma-separated)")
@@ -134,33 +134,6 @@ def recall_rows(rag, dataset, modes: Sequence[str], sample: int | None = None,
     return out
 
 
-def qa_rows(rag, dataset, n: int, modes: Sequence[str]) -> dict[str, dict]:
-    """Per mode: EM/F1 (%) on the first ``n`` questions, LLM calls and tokens per query, seconds, errors,
-    and each question's predicted answer."""
-    from hippo_engine.config import QueryParam
-
-    qs, gold, answers = list(dataset.questions[:n]), dataset.gold_docs[:n], dataset.gold_answers[:n]
-    out = {}
-    for mode in modes:
-        t = time.perf_counter()
-        sols, _, meta, _, qa = rag.rag_qa(qs, gold_docs=gold, gold_answers=answers, param=QueryParam(mode=mode))
-        tok = {k: sum(int(m.get(k) or 0) for m in meta) / n for k in ("prompt_tokens", "completion_tokens")}
-        out[mode] = {"f1": 100 * qa["F1"], "em": 100 * qa["ExactMatch"],
-                     "calls": sum(m.get("llm_calls", 1) for m in meta) / n, **tok,
-                     "tokens": tok["prompt_tokens"] + tok["completion_tokens"],
-                     "seconds": time.perf_counter() - t, "errors": sum(bool(m.get("error")) for m in meta),
-                     "answers": [s.answer for s in sols], "calls_each": [m.get("llm_calls", 1) for m in meta]}
-        print(f"  {mode:16s} EM {out[mode]['em']:5.1f} F1 {out[mode]['f1']:5.1f}  calls/q {out[mode]['calls']:.2f}"
-              f"  tokens/q {out[mode]['tokens']:.0f}  {out[mode]['seconds']:.0f} s", flush=True)
-    return out
-
-
-def _stamp(args, argv, entry: dict, t0: float, load_before: str) -> dict:
-    """``entry`` with the run's command, commit, machine, wall time and load."""
-    return {**entry, "command": shown_command(argv), "commit": engine_commit(), "machine": machine(),
-            "wall_s": time.perf_counter() - t0, "load_before": load_before, "load_after": uptime()}
-
-
 def run(args: argparse.Namespace, argv: Sequence[str], *, encoder=None, llm=None) -> int:
     """Recall of every mode per index, the hash check, QA when asked; one JSON part per piece, then
     the README from every part."""
@@ -181,7 +154,7 @@ def run(args: argparse.Namespace, argv: Sequence[str], *, encoder=None, llm=None
             if not (args.qa_only and args.qa) and args.variant in (variant, "both"):
                 save_part(args.parts, _musique(args, argv, runner, musique, variant))
             if args.qa and variant == args.qa_variant:
-                save_part(args.parts, _qa(args, argv, runner, musique, llm))
+                run_qa(args, argv, runner, musique, llm)
         finally:
             runner.close()
     if args.twowiki_index is not None and args.twowiki_data is not None:
@@ -206,30 +179,7 @@ def _musique(args, argv, runner, musique, variant: str) -> dict:
         rows = _with_auto(rows, lambda: runner.open(hippo_method(False)), musique)
     entry = {"kind": "recall", "dataset": "MuSiQue", "variant": variant, "questions": len(musique),
              "passages": len(musique.docs), "comm": comm, "rows": rows}
-    return _stamp(args, argv, entry, t0, load)
-
-
-def _qa(args, argv, runner, dataset, llm) -> dict:
-    """The QA part: every mode answers the first ``args.qa`` questions."""
-    from hippo_engine import HippoRAG
-
-    from .tables.methods import hippo_method
-
-    t0, load = time.perf_counter(), uptime()
-    kw = {} if args.llm_base_url is None else {"llm_base_url": args.llm_base_url}
-    rag = HippoRAG(runner.save_dir, llm_model_name=args.llm, llm=llm, encoder=runner.encoder,
-                   **{**runner._overrides, **hippo_method(False, **PAPER_WALK).config, **kw, "show_progress": False,
-                      "llm_cache": False, "llm_timeout": args.llm_timeout})
-    try:
-        comm = _communities(rag)
-        rows = qa_rows(rag, dataset, args.qa, [m for m in args.qa_modes.split(",") if m])
-        entry = {"kind": "qa", "dataset": "MuSiQue", "variant": args.qa_variant, "questions": args.qa,
-                 "llm": rag.llm_model_name, "qa_top_k": rag.config.qa_top_k, "comm": comm, "rows": rows,
-                 "gold_answers": [list(a) for a in dataset.gold_answers[:args.qa]],
-                 "questions_text": list(dataset.questions[:args.qa])}
-    finally:
-        rag.close()
-    return _stamp(args, argv, entry, t0, load)
+    return stamp(argv, entry, t0, load)
 
 
 def _twowiki(args, argv, encoder) -> dict:
@@ -257,7 +207,7 @@ def _twowiki(args, argv, encoder) -> dict:
              "comm": comm, "rows": _with_auto(rows, opened, ds, args.twowiki_sample)}
     if args.twowiki_sample is not None and sampled:
         entry["sample"] = {"n": args.twowiki_sample, "modes": sampled, "reason": args.twowiki_sample_reason}
-    return _stamp(args, argv, entry, t0, load)
+    return stamp(argv, entry, t0, load)
 
 
 def _with_auto(rows: dict, open_rag, dataset, sample: int | None = None) -> dict:

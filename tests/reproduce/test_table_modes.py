@@ -9,8 +9,9 @@ from pathlib import Path
 from fakes import ScriptedLLM
 
 from hippo_engine.evaluation.datasets import Dataset
+from reproduce.modes_qa import qa_rows
 from reproduce.modes_report import load_parts, render, save_part, shown_command
-from reproduce.table_modes import MODES, qa_rows, recall_rows
+from reproduce.table_modes import MODES, recall_rows
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "graphrag"))
 from peer_fakes import PeerResponder, built_rag  # noqa: E402
@@ -41,7 +42,8 @@ def test_rows_parts_and_readme_of_every_mode(tmp_path):
 
     save_part(tmp_path / "parts", _entry("recall", rows, sample={"n": 1, "modes": ["graphrag_global"],
                                                                   "reason": "slow"}))
-    save_part(tmp_path / "parts", _entry("qa", qa, llm="x", qa_top_k=5))
+    session = {"command": "c", "commit": "abc", "load_before": "a", "load_after": "b", "wall_s": 2, "modes": list(qa)}
+    save_part(tmp_path / "parts", _entry("qa", qa, llm="x", llm_client="Scripted", qa_top_k=5, sessions=[session]))
     parts = load_parts(tmp_path / "parts")
     assert [p["kind"] for p in parts] == ["recall", "qa"] and parts[0]["rows"]["naive"]["recall"].keys() == {2, 5}
     text = render(parts, "## Notes\n\nhand-written")

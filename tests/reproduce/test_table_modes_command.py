@@ -35,6 +35,12 @@ def test_table_modes_on_a_tiny_dataset(tmp_path):
                 "--llm", "scripted", "--llm-base-url", srv.base_url]
         assert main(argv) == 0
         maps = [r for r in srv.requests if r["body"]["messages"][0]["content"] == MAP_SYSTEM]
+        before = len(srv.requests)
+        again = ["table-modes", "--variant", "none", "--work", str(work), "--data", str(data), "--parts", str(parts),
+                 "--qa", "2", "--qa-only", "--qa-variant", "ner", "--qa-modes", "naive,kb_vector",
+                 "--llm", "scripted", "--llm-base-url", srv.base_url]
+        assert main(again) == 0
+        assert len(srv.requests) - before == 2       # kb_vector's two questions; naive's rows kept
     names = sorted(p.name for p in parts.glob("*.json"))
     assert names == ["2wiki-ner.json", "musique-ner.json", "qa-musique-ner.json"]
     recall = json.loads((parts / "musique-ner.json").read_text(encoding="utf-8"))
@@ -48,6 +54,8 @@ def test_table_modes_on_a_tiny_dataset(tmp_path):
     assert qa["rows"]["naive"]["calls"] == 1 and qa["rows"]["naive"]["answers"] == ["Nice", "Nice"]
     g = qa["rows"]["graphrag_global"]
     assert len(maps) == sum(g["calls_each"]) - peer.calls["reduce"] and len(maps) > 0
+    assert list(qa["rows"]) == ["naive", "graphrag_global", "kb_vector"] and len(qa["sessions"]) == 2
+    assert qa["sessions"][1]["modes"] == ["kb_vector"] and qa["llm_client"] == "OpenAIClient"
     text = (parts / "README.md").read_text(encoding="utf-8")
     assert two["rows"][AUTO_ROW]["questions"] == 2 and "hipporag2 (auto)" in text
     assert "## 2Wiki" in text and "graphrag_global *" in text and "## QA: the first 2 MuSiQue" in text

@@ -1,0 +1,102 @@
+"""QA of ``python -m reproduce table-modes --qa N``: every mode answers the first N MuSiQue questions with
+the packaged reader prompt and the reader LLM (default: the engine's default local LLM, response cache
+off so every call is made and counted). The part (``qa-musique-<variant>.json``) is saved after each mode
+and a later run with the same questions and LLM keeps the modes already answered (``--qa-redo`` answers
+them again), so a long run on a slow machine can be resumed and done in pieces; each piece is recorded
+(command, commit, wall time, load) in the part's ``sessions``.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+
+from .modes_report import part_name, save_part, shown_command
+from .rankings import PAPER_WALK, engine_commit, machine, uptime
+
+
+def qa_rows(rag, dataset, n: int, modes: Sequence[str],
+            on_row: Callable[[str, dict], None] | None = None) -> dict[str, dict]:
+    """Per mode: EM/F1 (%) on the first ``n`` questions, LLM calls and tokens per query, seconds, errors,
+    each question's predicted answer and LLM calls, and the load when the mode finished; ``on_row(mode,
+    row)`` after each mode."""
+    from hippo_engine.config import QueryParam
+
+    qs, gold, answers = list(dataset.questions[:n]), dataset.gold_docs[:n], dataset.gold_answers[:n]
+    out = {}
+    for mode in modes:
+        t = time.perf_counter()
+        sols, _, meta, _, qa = rag.rag_qa(qs, gold_docs=gold, gold_answers=answers, param=QueryParam(mode=mode))
+        tok = {k: sum(int(m.get(k) or 0) for m in meta) / n for k in ("prompt_tokens", "completion_tokens")}
+        row = {"f1": 100 * qa["F1"], "em": 100 * qa["ExactMatch"],
+               "calls": sum(m.get("llm_calls", 1) for m in meta) / n, **tok,
+               "tokens": tok["prompt_tokens"] + tok["completion_tokens"],
+               "seconds": time.perf_counter() - t, "errors": sum(bool(m.get("error")) for m in meta),
+               "error_messages": sorted({str(m["error"])[:200] for m in meta if m.get("error")}),
+               "answers": [s.answer for s in sols], "calls_each": [m.get("llm_calls", 1) for m in meta],
+               "uptime": uptime()}
+        out[mode] = row
+        print(f"  {mode:16s} EM {row['em']:5.1f} F1 {row['f1']:5.1f}  calls/q {row['calls']:.2f}"
+              f"  tokens/q {row['tokens']:.0f}  {row['seconds']:.0f} s  errors {row['errors']}", flush=True)
+        if on_row is not None:
+            on_row(mode, row)
+    return out
+
+
+def _previous(args, entry: dict) -> dict:
+    """The saved QA part this run continues (same questions, index and LLM), else {}."""
+    path = args.parts / part_name(entry)
+    if not path.exists() or getattr(args, "qa_redo", False):
+        return {}
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"table-modes: cannot read the QA part {path}: {exc}") from exc
+    same = all(old.get(k) == entry[k] for k in ("questions", "variant", "llm", "llm_client", "qa_top_k"))
+    return old if same else {}
+
+
+def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
+    """Answer the first ``args.qa`` questions in each of ``args.qa_modes`` over ``runner``'s index; the
+    QA part saved after each mode (modes already in a matching saved part are kept, not run again)."""
+    from hippo_engine import HippoRAG
+
+    from .table_modes import _communities
+    from .tables.methods import hippo_method
+
+    t0, load = time.perf_counter(), uptime()
+    kw = {} if args.llm_base_url is None else {"llm_base_url": args.llm_base_url}
+    rag = HippoRAG(runner.save_dir, llm_model_name=args.llm, llm=llm, encoder=runner.encoder,
+                   **{**runner._overrides, **hippo_method(False, **PAPER_WALK).config, **kw, "show_progress": False,
+                      "llm_cache": False, "llm_timeout": args.llm_timeout})
+    try:
+        entry = {"kind": "qa", "dataset": "MuSiQue", "variant": args.qa_variant, "questions": args.qa,
+                 "llm": rag.llm_model_name, "llm_client": _client(rag), "qa_top_k": rag.config.qa_top_k,
+                 "comm": _communities(rag), "gold_answers": [list(a) for a in dataset.gold_answers[:args.qa]],
+                 "questions_text": list(dataset.questions[:args.qa])}
+        old = _previous(args, entry)
+        wanted = [m for m in args.qa_modes.split(",") if m]
+        rows = {m: r for m, r in old.get("rows", {}).items()}
+        todo = [m for m in wanted if m not in rows]
+        session = {"command": shown_command(argv), "commit": engine_commit(), "load_before": load, "modes": todo}
+        entry.update(rows=rows, sessions=[*old.get("sessions", []), session], machine=machine())
+
+        def save(mode: str, row: dict) -> None:
+            rows[mode] = row
+            session.update(wall_s=time.perf_counter() - t0, load_after=uptime())
+            save_part(args.parts, entry)
+
+        if old:
+            print(f"QA: continuing {args.parts / part_name(entry)}; kept {', '.join(rows) or 'none'}", flush=True)
+        qa_rows(rag, dataset, args.qa, todo, save)
+        save_part(args.parts, entry)
+    finally:
+        rag.close()
+    return entry
+
+
+def _client(rag) -> str:
+    """The reader client as it describes itself (backend, threads), without loading it where possible."""
+    inner = getattr(rag.llm, "inner", rag.llm)
+    threads = getattr(inner, "num_threads", None)
+    return type(inner).__name__ + (f" ({threads} threads)" if threads else "")
