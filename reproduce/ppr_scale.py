@@ -2,7 +2,7 @@
 kernel (``retrieve/ppr.py``) on synthetic graphs with MuSiQue's ratios.
 
     python -m reproduce ppr-scale [--passages 100000 1000000] [--queries 200] [--exact-queries 200]
-        [--r-max 1e-5 1e-6] [--head 100] [--out-dir DIR] [--name README]
+        [--r-max 1e-5 1e-6] [--head 100] [--refine 64 0] [--depth 2] [--out-dir DIR] [--name README]
 
 Graph (arrays only, no index): per passage 8.6 entities and 9 facts (the ratios of the MuSiQue
 subset as indexed by pg-scale: 16,228 entities and 17,033 facts over 1,890 passages); every
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from hippo_engine.retrieve.ppr import PPRKernel
-from hippo_engine.retrieve.push import DEFAULT_HEAD, DEFAULT_R_MAX, PushPPR
+from hippo_engine.retrieve.push import DEFAULT_DEPTH, DEFAULT_HEAD, DEFAULT_R_MAX, DEFAULT_REFINE, PushPPR
 
 from .common import RESULTS_DIR, git_head, load_average, peak_rss_mb, rss_mb, write_result
 
@@ -108,7 +108,7 @@ def split_reset(r: np.ndarray, entities: int) -> tuple[np.ndarray, np.ndarray, n
 
 
 def bench_size(passages: int, queries: int, exact_queries: int, r_maxes: Sequence[float], heads: Sequence[int],
-               log=print) -> dict:
+               log=print, refines: Sequence[int] = (DEFAULT_REFINE,), depth: int = DEFAULT_DEPTH) -> dict:
     """One graph size: build, then for every query push by parts (each variant) and on the whole reset
     (the first variant: the retriever's call), and exact for the first ``exact_queries``."""
     t = time.perf_counter()
@@ -130,9 +130,12 @@ def bench_size(passages: int, queries: int, exact_queries: int, r_maxes: Sequenc
                  "kernel_mib": round(kernel.nbytes / 2 ** 20, 1), "load_start": load_average(), "push": {}}
     for key in ("src", "dst", "w"):
         del g[key]
-    variants = [(rm, h) for rm in r_maxes for h in heads]
-    names = [f"r_max {rm:g}, head {h}" for rm, h in variants] + [f"r_max {variants[0][0]:g}, head "
-                                                                  f"{variants[0][1]}, whole reset"]
+    variants = [(rm, h, rf) for rf in refines for rm in r_maxes for h in heads]
+
+    def label(rm: float, h: int, rf: int) -> str:
+        return f"r_max {rm:g}, head {h}, " + (f"refine {rf} x {depth} steps" if rf > 0 and depth > 0 else "no refine")
+
+    names = [label(*v) for v in variants] + [label(*variants[0]) + ", whole reset"]
     times: dict[str, list[float]] = {k: [] for k in names}
     tops: dict[str, list[np.ndarray]] = {k: [] for k in names}
     work: dict[str, list] = {k: [] for k in names}
@@ -140,16 +143,17 @@ def bench_size(passages: int, queries: int, exact_queries: int, r_maxes: Sequenc
     exact_top: list[np.ndarray] = []
     for i, r in enumerate(query_resets(g, queries)):
         seed_idx, seed_val, prior = split_reset(r, ne)
-        for name, (rm, h) in zip(names, [*variants, variants[0]], strict=True):
+        for name, (rm, h, rf) in zip(names, [*variants, variants[0]], strict=True):
             t = time.perf_counter()
             if name.endswith("whole reset"):
-                s, bound = pusher.run_split(r, pnodes, DAMPING, rm, h)
+                s, bound = pusher.run_split(r, pnodes, DAMPING, rm, h, rf, depth)
             else:
-                s, bound = pusher.run_parts(seed_idx, seed_val, prior, pnodes, DAMPING, rm, h)
+                s, bound = pusher.run_parts(seed_idx, seed_val, prior, pnodes, DAMPING, rm, h, rf, depth)
             times[name].append(time.perf_counter() - t)
             tops[name].append(ne + top10(s, 0))
             st = pusher.last_stats
-            work[name].append((sum(x.pushes for x in st), sum(x.edges for x in st), bound))
+            work[name].append((sum(x.pushes for x in st), sum(x.edges for x in st), bound,
+                               pusher.last_candidate_bound))
         if i < exact_queries:
             t = time.perf_counter()
             x = kernel.run(r, DAMPING, 1e-6, 200, "chebyshev", None, 1)
@@ -162,7 +166,8 @@ def bench_size(passages: int, queries: int, exact_queries: int, r_maxes: Sequenc
         st = np.array(work[name])
         res["push"][name] = {**_pct(times[name]), **agreement(tops[name][:k], exact_top), "compared": k,
                              "mean_pushes": round(float(st[:, 0].mean())), "mean_edges": round(float(st[:, 1].mean())),
-                             "node_bound": float(f"{st[:, 2].max():.3g}")}
+                             "node_bound": float(f"{st[:, 2].max():.3g}"),
+                             "candidate_bound": float(f"{st[:, 3].max():.3g}")}
         if name == names[-1]:     # the whole reset gives the parts' answer (same parts, same pushes)
             res["push"][name]["same_as_parts"] = all(np.array_equal(a, b) for a, b in
                                                      zip(tops[name], tops[names[0]], strict=True))
@@ -189,16 +194,18 @@ def render(results: list[dict], argv: Sequence[str]) -> str:
              "version) is timed apart (\"all-passages PPR s\"). Single-query latency of the PPR call alone; "
              "agreement against exact on the first `compared` queries.", "",
              "| passages | nodes | method | variant | p50 ms | p95 ms | queries | identical top-10 (ordered) | "
-             "identical top-10 (set) | recall@10 | pushes | edges read | bound B, max over queries (×s(v)) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "identical top-10 (set) | recall@10 | pushes | edges read | bound B, max over queries (×s(v)) "
+             "| bound at the refined candidates |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         e = r["exact"]
         lines.append(f"| {r['passages']:,} | {r['nodes']:,} | exact | - | {e['p50_ms']} | {e['p95_ms']} | {e['n']} "
-                     "| - | - | - | - | - | - |")
+                     "| - | - | - | - | - | - | - |")
         for name, p in r["push"].items():
             lines.append(f"| {r['passages']:,} | {r['nodes']:,} | push | {name} | {p['p50_ms']} | {p['p95_ms']} "
                          f"| {p['n']} | {p['identical_top10_ordered']} ({p['compared']}) | {p['identical_top10_set']} "
-                         f"| {p['recall_at_10']} | {p['mean_pushes']:,} | {p['mean_edges']:,} | {p['node_bound']:g} |")
+                         f"| {p['recall_at_10']} | {p['mean_pushes']:,} | {p['mean_edges']:,} | {p['node_bound']:g} "
+                         f"| {p['candidate_bound']:g} |")
     lines += ["", "Per size: graph and kernel build, the all-passages PPR, memory, load:", "",
               "| passages | edges (fact/context/synonymy) | graph s | kernel s | all-passages PPR s | kernel MiB "
               "| RSS MiB | peak RSS MiB | load start | load end |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -219,6 +226,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--r-max", type=float, nargs="+", default=[DEFAULT_R_MAX])
     ap.add_argument("--head", type=int, nargs="+", default=[DEFAULT_HEAD],
                     help="prior passages pushed (the rest settled with their two-step return)")
+    ap.add_argument("--refine", type=int, nargs="+", default=[DEFAULT_REFINE],
+                    help="candidate passages given the walk's next --depth steps (0: none)")
+    ap.add_argument("--depth", type=int, default=DEFAULT_DEPTH)
     ap.add_argument("--out-dir", default=str(OUT_DIR))
     ap.add_argument("--name", default="README")
 
@@ -232,7 +242,8 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     results = []
     for i, n in enumerate(args.passages):
         ex = args.exact_queries[min(i, len(args.exact_queries) - 1)]
-        results.append(bench_size(n, args.queries, min(ex, args.queries), args.r_max, args.head))
+        results.append(bench_size(n, args.queries, min(ex, args.queries), args.r_max, args.head,
+                                  refines=args.refine, depth=args.depth))
         (out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
         write_result(out / f"{args.name}.md", render(results, argv))
     return 0

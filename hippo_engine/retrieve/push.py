@@ -29,9 +29,11 @@ unnormalised pi of a reset summing to 1.
 HippoRAG 2's reset. PPR is linear in the reset, so :meth:`PushPPR.run_parts` answers a query's
 entity seeds and its passage prior (a weight on every passage) apart and adds them: the seeds
 by push, the prior's mean by one exact solve per passage set (``push_prior``), the prior's
-largest deviations from the mean by push and the rest settled in closed form; it reads no
-array over all graph nodes, only the passages' and what the pushes touch (:meth:`PushPPR.run_split`
-takes the whole reset vector instead and costs one more scan of it).
+largest deviations from the mean by push and the rest settled in closed form, then the walk's
+next two steps from everything left at the 64 passages of largest estimate (``push_refine``: their
+bound shrinks by damping^2, which is what makes the top 10 agree with the exact kernel); it reads
+no array over all graph nodes, only the passages' and what the pushes touch
+(:meth:`PushPPR.run_split` takes the whole reset vector instead and costs one more scan of it).
 """
 from __future__ import annotations
 
@@ -42,11 +44,16 @@ import numpy as np
 
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.push_prior import PassageSet, top_entries
+from hippo_engine.retrieve.push_refine import LocalSteps, distinct, gather
 
 #: default residual threshold per unit of strength (measured, see reproduce/results/ppr_scale)
 DEFAULT_R_MAX = 1e-5
 #: default number of prior passages pushed by ``run_split`` (the rest settled to order zero)
 DEFAULT_HEAD = 100
+#: default number of candidate passages whose estimate gets the walk's next steps (``push_refine``)
+DEFAULT_REFINE = 64
+#: default number of those steps
+DEFAULT_DEPTH = 2
 #: below this many edge entries a round accumulates by sorting the touched nodes; above it, by a
 #: dense bincount over all nodes (cheaper once a frontier reaches a good share of the graph)
 _SORT_LIMIT_SHARE = 8
@@ -70,22 +77,12 @@ def _clean(r: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(r) | (r < 0), 0.0, r)
 
 
-def _gather(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the CSR entries of ``rows`` (concatenated) and each entry's row position."""
-    starts = indptr[rows].astype(np.int64)
-    lens = indptr[rows + 1].astype(np.int64) - starts
-    total = int(lens.sum())
-    owner = np.repeat(np.arange(len(rows)), lens)
-    offsets = np.cumsum(lens) - lens
-    pos = np.arange(total, dtype=np.int64) - np.repeat(offsets - starts, lens)
-    return pos, owner
-
-
 class PushPPR:
     """Forward push over a :class:`PPRKernel`'s operator (no copy of the graph).
 
-    ``run(reset, damping, r_max)`` pushes a whole reset; ``run_split(reset, passage_nodes, ...)``
-    answers HippoRAG 2's reset by parts and returns passage scores. ``last_stats`` holds the
+    ``run(reset, damping, r_max)`` pushes a whole reset; ``run_parts(seeds, weights, prior,
+    passage_nodes, ...)`` answers HippoRAG 2's reset by parts and returns passage scores
+    (``run_split`` the same from the whole reset vector). ``last_stats`` holds the
     :class:`PushStats` of the last call's pushes."""
 
     def __init__(self, kernel: PPRKernel):
@@ -109,6 +106,8 @@ class PushPPR:
         self._pset: PassageSet | None = None
         #: the sum over all nodes of ``run_parts``'s last unnormalised estimate (its scores x this)
         self.last_sum = 1.0
+        self.last_candidate_bound = 0.0
+        self._steps = LocalSteps(self.indptr, self.indices, self.data, self.sqrt_s, self.inv_sqrt)
 
     @staticmethod
     def _check(damping: float, r_max: float) -> None:
@@ -155,7 +154,8 @@ class PushPPR:
         return ps
 
     def run_split(self, reset: np.ndarray, passage_nodes: np.ndarray, damping: float = 0.5,
-                  r_max: float = DEFAULT_R_MAX, head: int = DEFAULT_HEAD) -> tuple[np.ndarray, float]:
+                  r_max: float = DEFAULT_R_MAX, head: int = DEFAULT_HEAD, refine: int = DEFAULT_REFINE,
+                  depth: int = DEFAULT_DEPTH) -> tuple[np.ndarray, float]:
         """:meth:`run_parts` of a whole reset vector of shape (n,): its entries off the passage
         nodes are the seeds, those on them the prior (one scan of the nonzeros, as a mask)."""
         self._check(damping, r_max)
@@ -173,11 +173,11 @@ class PushPPR:
             seed_idx = np.flatnonzero(np.not_equal(reset, 0, out=mask))
             seed_idx = seed_idx[ps.pos[seed_idx] < 0]
             prior = reset[ps.nodes]
-        return self.run_parts(seed_idx, reset[seed_idx], prior, passage_nodes, damping, r_max, head)
+        return self.run_parts(seed_idx, reset[seed_idx], prior, passage_nodes, damping, r_max, head, refine, depth)
 
     def run_parts(self, seed_idx: np.ndarray, seed_val: np.ndarray, prior: np.ndarray, passage_nodes: np.ndarray,
-                  damping: float = 0.5, r_max: float = DEFAULT_R_MAX, head: int = DEFAULT_HEAD
-                  ) -> tuple[np.ndarray, float]:
+                  damping: float = 0.5, r_max: float = DEFAULT_R_MAX, head: int = DEFAULT_HEAD,
+                  refine: int = DEFAULT_REFINE, depth: int = DEFAULT_DEPTH) -> tuple[np.ndarray, float]:
         """PPR scores of one query's passages (in ``passage_nodes`` order) for the reset made of
         ``seed_val`` at nodes ``seed_idx`` (distinct, off the passages: the entity seeds) plus
         ``prior`` on the passages (one weight per passage), by parts (linearity). With m the mean
@@ -187,7 +187,10 @@ class PushPPR:
         - m x (1 on every passage): ``passage_ppr`` (exact, once per passage set);
         - prior - m on the ``head`` passages of largest prior: pushed (signed residuals);
         - prior - m on the other passages (the tail, close to the mean): settled to order zero
-          plus its two-step return to itself, alpha (1 + d^2 P^2(v, v)) (prior(v) - m).
+          plus its two-step return to itself, alpha (1 + d^2 P^2(v, v)) (prior(v) - m);
+        - at the ``refine`` passages of largest estimate: the walk's next ``depth`` steps from the
+          whole residual left (``push_refine``), which divides their bound by damping^depth
+          (``last_candidate_bound``).
 
         Nothing here reads all graph nodes: the passages' arrays and what the pushes touch.
         Scores are scaled as the exact kernel's (the whole vector would sum to 1). Returns them
@@ -222,26 +225,67 @@ class PushPPR:
         out_sum = m * ps.uniform_sum - alpha * float(dev_top.sum())   # (tail deviations sum to -head's)
         pushed = 0.0
         stats = []
+        left = []                      # (nodes, residual) of each push
         for idx, val in ((seed_idx, seed_val), (ps.nodes[top], dev_top)):
             mass = float(np.abs(val).sum())
             if mass > 0:
-                nodes, est, st = self.push(idx, val, damping, r_max)
+                nodes, est, res, st = self.push_residual(idx, val, damping, r_max)
                 out_sum += float(est.sum())
                 hit = ps.pos[nodes]
                 ok = hit >= 0
                 out[hit[ok]] += est[ok]
                 pushed += mass
                 stats.append(st)
+                left.append((nodes, res))
+        out_sum += self._refine(out, prior, m, top, dev_top, left, ps, damping, refine, depth)
         self.last_stats = stats
         self.last_sum = out_sum / total
-        bound = damping * (r_max * pushed + ps.tail_ratio(prior, m, top, tmp)) / total
+        rho = (r_max * pushed + ps.tail_ratio(prior, m, top, tmp)) / total
+        bound = damping * rho
+        #: the bound factor at the ``refine`` candidate passages (their next ``depth`` steps added)
+        self.last_candidate_bound = damping ** (max(0, depth) + 1) * rho if refine > 0 else bound
         out /= out_sum
         return out, bound
+
+    def _refine(self, out: np.ndarray, prior: np.ndarray, m: float, top: np.ndarray, dev_top: np.ndarray,
+                left: list, ps: PassageSet, damping: float, refine: int, depth: int) -> float:
+        """Add the walk's next ``depth`` steps from the whole residual (the pushes' and the settled
+        tail's) at the ``refine`` passages of largest estimate (``push_refine``); returns the mass added."""
+        if refine <= 0 or depth <= 0:
+            return 0.0
+        alpha = 1.0 - damping
+        cand = top_entries(out, refine)
+        p, g, mark = self._scratch()
+        # q = pushed residuals + (prior - m) on every passage, less the head's (pushed, not settled)
+        head_nodes = ps.nodes[top]
+        try:
+            for nodes, res in left:
+                p[nodes] += res
+            p[head_nodes] -= dev_top
+
+            def q_of(x: np.ndarray) -> np.ndarray:
+                pos = ps.pos[x]
+                on = pos >= 0
+                q = p[x]
+                q[on] += prior[pos[on]] - m
+                return q
+
+            steps = self._steps.terms(ps.nodes[cand], q_of, damping, depth, mark, g)
+        finally:
+            for nodes, _ in left:
+                p[nodes] = 0.0
+            p[head_nodes] = 0.0
+        # the tail's settled value already holds its two-step return to itself: taken out here
+        tail = prior[cand] - m
+        tail[np.isin(cand, top)] = 0.0
+        corr = alpha * steps - (ps.c1[cand] - alpha) * tail
+        out[cand] += corr
+        return float(corr.sum())
 
     def _scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """This thread's work vectors over the nodes: estimate and residual (zero; kept between
         pushes: a fresh pair per push cost a page fault per touched page, most of a push's time on
-        a large graph) and a mark array for :meth:`_distinct` (any content)."""
+        a large graph) and a mark array for ``push_refine.distinct`` (any content)."""
         local = self._local
         if getattr(local, "pr", None) is None:
             local.pr = (np.zeros(self.n), np.zeros(self.n), np.zeros(self.n, np.int32))
@@ -254,24 +298,21 @@ class PushPPR:
             mask = self._local.mask = np.empty(self.n, bool)
         return mask
 
-    @staticmethod
-    def _distinct(nodes: np.ndarray, mark: np.ndarray) -> np.ndarray:
-        """``nodes`` without repeats (each kept at its last place): every entry writes its place into
-        ``mark`` and keeps the node where its own place survived (measured 4-10x faster than
-        ``np.unique`` on 3k-20k nodes of a 9.6M-node graph)."""
-        place = np.arange(len(nodes), dtype=np.int32)
-        mark[nodes] = place
-        return nodes[mark[nodes] == place]
-
     def push(self, idx: np.ndarray, val: np.ndarray, damping: float, r_max: float
              ) -> tuple[np.ndarray, np.ndarray, PushStats]:
         """Push the residual ``val`` at nodes ``idx`` (distinct; signed values allowed).
         Returns the nodes touched, the estimate p_hat there (zero elsewhere) and the stats:
         |pi(v) - p_hat(v)| <= damping r_max s(v) x (L1 mass of val)."""
+        nodes, est, _, stats = self.push_residual(idx, val, damping, r_max)
+        return nodes, est, stats
+
+    def push_residual(self, idx: np.ndarray, val: np.ndarray, damping: float, r_max: float
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, PushStats]:
+        """:meth:`push`, also returning the residual left at the nodes touched (in val's units)."""
         alpha = 1.0 - damping
         mass = float(np.abs(val).sum())
         if not mass > 0:
-            return np.zeros(0, np.int64), np.zeros(0), PushStats(0, 0, 0, 0.0, damping * r_max, 0.0)
+            return np.zeros(0, np.int64), np.zeros(0), np.zeros(0), PushStats(0, 0, 0, 0.0, damping * r_max, 0.0)
         p, r, mark = self._scratch()   # p, r all zero; the entries touched are zeroed again on return
         try:
             idx = np.asarray(idx, dtype=np.int64)
@@ -288,7 +329,7 @@ class PushPPR:
                 q = r[front]
                 r[front] = 0.0
                 p[front] += alpha * q
-                pos, owner = _gather(self.indptr, front)
+                pos, owner = gather(self.indptr, front)
                 edges += len(pos)
                 if not len(pos):           # isolated nodes: their damping share leaves the walk
                     break
@@ -302,18 +343,19 @@ class PushPPR:
                 else:
                     w *= self.sqrt_s[nbr]
                     np.add.at(r, nbr, w)
-                    touched = self._distinct(nbr, mark)
+                    touched = distinct(nbr, mark)
                 seen.append(touched)
                 front = touched[np.abs(r[touched]) >= r_max * self.strength[touched]]
-            nodes = self._distinct(np.concatenate(seen), mark)
+            nodes = distinct(np.concatenate(seen), mark)
             residual = float(np.abs(r[nodes]).sum())
             est = (p[nodes] + alpha * r[nodes]) * mass
+            res = r[nodes] * mass
             p[nodes] = 0.0
             r[nodes] = 0.0
         except BaseException:
             self._local.pr = None   # (possibly dirty: the next push starts afresh)
             raise
-        return nodes, est, PushStats(rounds, pushes, edges, residual, damping * r_max, damping * residual)
+        return nodes, est, res, PushStats(rounds, pushes, edges, residual, damping * r_max, damping * residual)
 
 
 def combine(parts: list[np.ndarray], weights: list[float]) -> np.ndarray:

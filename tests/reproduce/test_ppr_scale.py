@@ -17,13 +17,16 @@ def test_synthetic_graph_has_musique_ratios():
 
 
 def test_bench_size_and_report(tmp_path):
-    res = ppr_scale.bench_size(2000, 6, 6, [1e-6], [100], log=lambda *_: None)
-    push = res["push"]["r_max 1e-06, head 100"]
-    whole = res["push"]["r_max 1e-06, head 100, whole reset"]
+    res = ppr_scale.bench_size(2000, 6, 6, [1e-6], [100], log=lambda *_: None, refines=[64, 0], depth=2)
+    push = res["push"]["r_max 1e-06, head 100, refine 64 x 2 steps"]
+    plain = res["push"]["r_max 1e-06, head 100, no refine"]
+    whole = res["push"]["r_max 1e-06, head 100, refine 64 x 2 steps, whole reset"]
+    assert np.isclose(push["candidate_bound"], push["node_bound"] / 4, rtol=0.01)
+    assert plain["candidate_bound"] == plain["node_bound"]
     assert res["exact"]["n"] == 6 and push["n"] == 6 and push["compared"] == 6 and whole["n"] == 6
     assert 0.0 <= push["recall_at_10"] <= 1.0 and push["node_bound"] > 0
     assert whole["same_as_parts"] and whole["recall_at_10"] == push["recall_at_10"]
     assert res["prior_ppr_s"] >= 0
     text = ppr_scale.render([res], ["--passages", "2000"])
-    assert "| 2,000 | 19,200 | exact |" in text and "| push | r_max 1e-06, head 100 |" in text
-    assert "| push | r_max 1e-06, head 100, whole reset |" in text
+    assert "| 2,000 | 19,200 | exact |" in text and "| push | r_max 1e-06, head 100, no refine |" in text
+    assert "| push | r_max 1e-06, head 100, refine 64 x 2 steps, whole reset |" in text
