@@ -23,6 +23,7 @@ from . import (
     citations_bench,
     communities,
     explain_bench,
+    index_cost,
     index_scale,
     ppr_musique,
     ppr_scale,
@@ -99,6 +100,7 @@ STORAGE: dict[str, tuple[ModuleType, str]] = {
 INDEXING: dict[str, tuple[ModuleType, str]] = {
     "index-scale": (index_scale, "indexing: seconds per 1k documents by stage, 10k to 100k tiny documents per call"),
     "ray-index": (ray_index, "indexing: NarrativeQA on a local Ray cluster vs one process, with worker kills"),
+    "index-cost": (index_cost, "indexing: ner index time over a dense-only index's (MuSiQue, 2Wiki, NarrativeQA)"),
 }
 #: The service benchmarks (issue 23), same interface: name -> (module, help line).
 SERVICE: dict[str, tuple[ModuleType, str]] = {
