@@ -80,10 +80,27 @@ def query_resets(g: dict, queries: int, seed: int = 1):
         yield r
 
 
-def _pct(xs: list[float]) -> dict:
-    a = np.asarray(xs) * 1000
-    return {"p50_ms": round(float(np.percentile(a, 50)), 1), "p95_ms": round(float(np.percentile(a, 95)), 1),
-            "mean_ms": round(float(a.mean()), 1), "n": len(xs)}
+def _pct(xs: list[tuple[float, float]]) -> dict:
+    """p50/p95/mean of the wall times and p50/p95 of the CPU times (ms) of (wall, cpu) pairs."""
+    a = np.asarray(xs).reshape(-1, 2) * 1000
+
+    def q(col: int, pct: float) -> float:
+        return round(float(np.percentile(a[:, col], pct)), 1)
+
+    return {"p50_ms": q(0, 50), "p95_ms": q(0, 95), "mean_ms": round(float(a[:, 0].mean()), 1),
+            "cpu_p50_ms": q(1, 50), "cpu_p95_ms": q(1, 95), "n": len(xs)}
+
+
+class _Clock:
+    """Wall and CPU time (this thread's) of a block: on a shared machine the CPU time is what the
+    call costs on a core of its own, the wall time what it took beside the other processes."""
+
+    def __enter__(self):
+        self.t, self.c = time.perf_counter(), time.thread_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.took = (time.perf_counter() - self.t, time.thread_time() - self.c)
 
 
 def top10(scores: np.ndarray, first_passage: int) -> np.ndarray:
@@ -136,28 +153,28 @@ def bench_size(passages: int, queries: int, exact_queries: int, r_maxes: Sequenc
         return f"r_max {rm:g}, head {h}, " + (f"refine {rf} x {depth} steps" if rf > 0 and depth > 0 else "no refine")
 
     names = [label(*v) for v in variants] + [label(*variants[0]) + ", whole reset"]
-    times: dict[str, list[float]] = {k: [] for k in names}
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in names}
     tops: dict[str, list[np.ndarray]] = {k: [] for k in names}
     work: dict[str, list] = {k: [] for k in names}
-    exact_t: list[float] = []
+    exact_t: list[tuple[float, float]] = []
     exact_top: list[np.ndarray] = []
     for i, r in enumerate(query_resets(g, queries)):
         seed_idx, seed_val, prior = split_reset(r, ne)
         for name, (rm, h, rf) in zip(names, [*variants, variants[0]], strict=True):
-            t = time.perf_counter()
-            if name.endswith("whole reset"):
-                s, bound = pusher.run_split(r, pnodes, DAMPING, rm, h, rf, depth)
-            else:
-                s, bound = pusher.run_parts(seed_idx, seed_val, prior, pnodes, DAMPING, rm, h, rf, depth)
-            times[name].append(time.perf_counter() - t)
+            with _Clock() as clock:
+                if name.endswith("whole reset"):
+                    s, bound = pusher.run_split(r, pnodes, DAMPING, rm, h, rf, depth)
+                else:
+                    s, bound = pusher.run_parts(seed_idx, seed_val, prior, pnodes, DAMPING, rm, h, rf, depth)
+            times[name].append(clock.took)
             tops[name].append(ne + top10(s, 0))
             st = pusher.last_stats
             work[name].append((sum(x.pushes for x in st), sum(x.edges for x in st), bound,
                                pusher.last_candidate_bound))
         if i < exact_queries:
-            t = time.perf_counter()
-            x = kernel.run(r, DAMPING, 1e-6, 200, "chebyshev", None, 1)
-            exact_t.append(time.perf_counter() - t)
+            with _Clock() as clock:
+                x = kernel.run(r, DAMPING, 1e-6, 200, "chebyshev", None, 1)
+            exact_t.append(clock.took)
             exact_top.append(top10(x, ne))
         if (i + 1) % 25 == 0:
             log(f"  {i + 1} queries (load {load_average()})")
@@ -191,19 +208,24 @@ def render(results: list[dict], argv: Sequence[str]) -> str:
              "one thread). Push: `PushPPR.run_parts` (entity seeds and passage prior handed apart), and "
              "`PushPPR.run_split` on the whole reset vector (\"whole reset\": what `Retriever.run_ppr` calls), "
              "on the same operator, every query; the exact PPR of the all-passages reset (once per graph "
-             "version) is timed apart (\"all-passages PPR s\"). Single-query latency of the PPR call alone; "
-             "agreement against exact on the first `compared` queries.", "",
-             "| passages | nodes | method | variant | p50 ms | p95 ms | queries | identical top-10 (ordered) | "
+             "version) is timed apart (\"all-passages PPR s\"). Single-query latency of the PPR call alone, "
+             "wall clock and this thread's CPU time (what the call costs on a core of its own; the wall time "
+             "is what it took beside the other processes on the machine); agreement against exact on the "
+             "first `compared` queries.", "",
+             "| passages | nodes | method | variant | p50 ms | p95 ms | CPU p50 ms | CPU p95 ms | queries "
+             "| identical top-10 (ordered) | "
              "identical top-10 (set) | recall@10 | pushes | edges read | bound B, max over queries (×s(v)) "
              "| bound at the refined candidates |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         e = r["exact"]
-        lines.append(f"| {r['passages']:,} | {r['nodes']:,} | exact | - | {e['p50_ms']} | {e['p95_ms']} | {e['n']} "
+        lines.append(f"| {r['passages']:,} | {r['nodes']:,} | exact | - | {e['p50_ms']} | {e['p95_ms']} "
+                     f"| {e['cpu_p50_ms']} | {e['cpu_p95_ms']} | {e['n']} "
                      "| - | - | - | - | - | - | - |")
         for name, p in r["push"].items():
             lines.append(f"| {r['passages']:,} | {r['nodes']:,} | push | {name} | {p['p50_ms']} | {p['p95_ms']} "
-                         f"| {p['n']} | {p['identical_top10_ordered']} ({p['compared']}) | {p['identical_top10_set']} "
+                         f"| {p['cpu_p50_ms']} | {p['cpu_p95_ms']} | {p['n']} "
+                         f"| {p['identical_top10_ordered']} ({p['compared']}) | {p['identical_top10_set']} "
                          f"| {p['recall_at_10']} | {p['mean_pushes']:,} | {p['mean_edges']:,} | {p['node_bound']:g} "
                          f"| {p['candidate_bound']:g} |")
     lines += ["", "Per size: graph and kernel build, the all-passages PPR, memory, load:", "",
