@@ -74,11 +74,12 @@ def test_the_stream_hands_over_everything_that_arrived_and_then_the_error():
             yield Table([{"pid": "b"}])
             raise RuntimeError("worker lost")
 
-    seen = []
+    stream, seen = ex_module._Stream(Dataset()), []
     with pytest.raises(RuntimeError, match="worker lost"):
-        for rows in ex_module._drained(Dataset()):
-            seen.extend(r["pid"] for r in rows)
+        while True:
+            seen.extend(r["pid"] for r in stream.next())
     assert seen == ["a", "b"]
+    stream.close()
 
 
 def test_reports_of_the_commits_add_up():

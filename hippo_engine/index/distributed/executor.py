@@ -25,7 +25,8 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from hippo_engine.index.distributed.committer import Committer, merge_reports
 from hippo_engine.index.distributed.worker import Claims, ExtractEncodeWorker, SplitWorker
@@ -131,6 +132,7 @@ class RayExecutor:
         work_s = time.perf_counter() - work_s
         report = merge_reports(committer.reports)
         self.stats = _stats(committer, split_s, work_s, time.perf_counter() - t0, self._slots(ray))
+        self.stats["node_ip"] = ray.util.get_node_ip_address()     # this (the driver's) node's address
         report["ray"] = self.stats
         report["openie_llm_passages"] = committer.llm_passages
         if stream_error is not None:
@@ -188,16 +190,21 @@ class RayExecutor:
                                                max_tasks_in_flight_per_actor=1),   # a batch goes to a free worker
             num_cpus=self.cpus_per_worker, batch_format="numpy")
         merge = _results_merger(rag.extractor)
+        stream = _Stream(ds)
         try:
-            for rows in _drained(ds):
+            while True:
+                try:
+                    rows = stream.next()
+                except StopIteration:
+                    return None
+                except Exception as e:   # noqa: BLE001 - the job failed: what is committed stays
+                    return e
                 merge(rows)
                 committer.arrive(rows)
-                committer.commit_ready()
-        except Exception as e:   # noqa: BLE001 - the committed part stays; reported to the caller
-            return e
+                committer.commit_ready()      # a failed commit raises (the job is stopped below)
         finally:
+            stream.close()
             ray.kill(claims)
-        return None
 
     @staticmethod
     def _quiet_progress(ray, show: bool) -> None:
@@ -268,39 +275,51 @@ def _here(ray):
     return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
 
 
-def _drained(ds) -> Iterator[list[dict]]:
-    """The job's result rows as they arrive: each item is every row that arrived while the caller
-    was busy (a slow commit takes the next ones together). Ray runs the job in a reader thread."""
-    q: queue.Queue = queue.Queue()
-    done = object()
+class _Stream:
+    """The job's result rows as they arrive, read by a thread: :meth:`next` returns every row that
+    arrived while the caller was busy (a slow commit takes the next ones together), raises
+    ``StopIteration`` at the end and the job's error if it failed; :meth:`close` stops the job."""
 
-    def read() -> None:
+    _END = object()
+
+    def __init__(self, ds):
+        self._q: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(ds,), name="hippo-ray-reader", daemon=True)
+        self._held: Any = None
+        self._thread.start()
+
+    def _read(self, ds) -> None:
         try:
             for b in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-                q.put(b.to_pylist())
+                if self._stop.is_set():
+                    break                      # leaving the iterator shuts the job down
+                self._q.put(b.to_pylist())
         except BaseException as e:   # noqa: BLE001 - handed to the consumer
-            q.put(e)
-        q.put(done)
+            self._q.put(e)
+        self._q.put(self._END)
 
-    threading.Thread(target=read, name="hippo-ray-reader", daemon=True).start()
-    while True:
-        item = q.get()
+    def next(self) -> list[dict]:
         rows: list[dict] = []
+        item = self._held if self._held is not None else self._q.get()
+        self._held = None
         while True:
-            if item is done:
-                if rows:
-                    yield rows
-                return
-            if isinstance(item, BaseException):
-                if rows:
-                    yield rows
-                raise item
+            if item is self._END or isinstance(item, BaseException):
+                if rows:                       # hand over what came first; the end or the error next time
+                    self._held = item
+                    return rows
+                self._held = item              # stays the answer to every later call
+                if isinstance(item, BaseException):
+                    raise item
+                raise StopIteration
             rows.extend(item)
             try:
-                item = q.get_nowait()
+                item = self._q.get_nowait()
             except queue.Empty:
-                break
-        yield rows
+                return rows
+
+    def close(self) -> None:
+        self._stop.set()
 
 
 def _stats(c: Committer, split_s: float, work_s: float, total_s: float, slots: int) -> dict:

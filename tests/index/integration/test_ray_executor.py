@@ -172,3 +172,47 @@ def test_the_cli_indexes_on_the_cluster(tmp_path, pg_dsn, cluster, docs, single,
     assert f"indexed {len(docs)} new passage(s)" in printed and '"per_worker"' in printed
     snap, ranks = _reopened(out, pg_dsn, _queries(docs))
     assert diff_snapshots(single[0], snap) == [] and ranks == single[1]
+
+
+def test_a_call_stopped_after_a_commit_keeps_it_and_a_rerun_does_the_rest(tmp_path, pg_dsn, cluster, docs, single,
+                                                                         monkeypatch):
+    from hippo_engine.index.distributed import committer as committer_module
+    commit = committer_module.Committer._commit
+    done: list[int] = []
+
+    def commit_once(self, ids):                            # 4 documents are committed, then the writer fails
+        commit(self, ids[:4])
+        done.append(4)
+        raise OSError("the writer's disk is full")
+
+    monkeypatch.setattr(committer_module.Committer, "_commit", commit_once)
+    path = tmp_path / "resume"
+    rag = _rag(path, pg_dsn, executor=RayExecutor(cluster.address, batch_size=8))
+    with pytest.raises(OSError, match="disk is full"):
+        rag.index(docs)
+    rag.close()
+    monkeypatch.undo()
+    kept = _rag(path, pg_dsn)
+    assert len(kept.index_state) == 4 and done == [4]               # the commit stays, nothing else
+    kept.close()
+    rag = _rag(path, pg_dsn, executor=RayExecutor(cluster.address, batch_size=8))
+    report = rag.index(docs)
+    rag.close()
+    assert report["added"] == len(docs) - 4                        # only what was not committed
+    snap, ranks = _reopened(path, pg_dsn, _queries(docs))
+    assert diff_snapshots(single[0], snap) == [] and ranks == single[1]
+
+
+def test_the_cli_without_an_address_starts_ray_on_this_machine_and_stops_it(tmp_path, docs):
+    """``--ray`` alone (no RAY_ADDRESS): a Ray of its own on 127.0.0.1 in the command's process, gone after it."""
+    import subprocess
+    import sys
+    corpus = tmp_path / "c.json"
+    corpus.write_text(json.dumps(docs[:6]))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    run = subprocess.run([sys.executable, "-m", "hippo_engine.cli", "index", str(corpus), "--save-dir",
+                          str(tmp_path / "idx"), "--extractor", "ner", "--quiet", "--ray"],
+                         capture_output=True, text=True, env=env, timeout=580)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "indexed 6 new passage(s)" in run.stdout and '"per_worker"' in run.stdout
+    assert '"node_ip": "127.0.0.1"' in run.stdout
