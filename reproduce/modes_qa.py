@@ -15,21 +15,22 @@ from .modes_report import part_name, save_part, shown_command
 from .rankings import PAPER_WALK, engine_commit, machine, uptime
 
 
-def qa_rows(rag, dataset, n: int, modes: Sequence[str],
-            on_row: Callable[[str, dict], None] | None = None) -> dict[str, dict]:
-    """Per mode: EM/F1 (%) on the first ``n`` questions, LLM calls and tokens per query, seconds, errors,
-    each question's predicted answer and LLM calls, and the load when the mode finished; ``on_row(mode,
-    row)`` after each mode."""
+def qa_rows(rag, dataset, n: int, modes: Sequence[str], on_row: Callable[[str, dict], None] | None = None,
+            sample: int | None = None, sampled: Sequence[str] = ()) -> dict[str, dict]:
+    """Per mode: EM/F1 (%) on the first ``n`` questions (the first ``sample`` for the modes in ``sampled``),
+    LLM calls and tokens per query, seconds, errors, each question's predicted answer and LLM calls, and
+    the load when the mode finished; ``on_row(mode, row)`` after each mode."""
     from hippo_engine.config import QueryParam
 
-    qs, gold, answers = list(dataset.questions[:n]), dataset.gold_docs[:n], dataset.gold_answers[:n]
     out = {}
     for mode in modes:
+        k = min(n, sample) if sample is not None and mode in sampled else n
+        qs, gold, answers = list(dataset.questions[:k]), dataset.gold_docs[:k], dataset.gold_answers[:k]
         t = time.perf_counter()
         sols, _, meta, _, qa = rag.rag_qa(qs, gold_docs=gold, gold_answers=answers, param=QueryParam(mode=mode))
-        tok = {k: sum(int(m.get(k) or 0) for m in meta) / n for k in ("prompt_tokens", "completion_tokens")}
-        row = {"f1": 100 * qa["F1"], "em": 100 * qa["ExactMatch"],
-               "calls": sum(m.get("llm_calls", 1) for m in meta) / n, **tok,
+        tok = {f: sum(int(m.get(f) or 0) for m in meta) / k for f in ("prompt_tokens", "completion_tokens")}
+        row = {"f1": 100 * qa["F1"], "em": 100 * qa["ExactMatch"], "questions": k,
+               "calls": sum(m.get("llm_calls", 1) for m in meta) / k, **tok,
                "tokens": tok["prompt_tokens"] + tok["completion_tokens"],
                "seconds": time.perf_counter() - t, "errors": sum(bool(m.get("error")) for m in meta),
                "error_messages": sorted({str(m["error"])[:200] for m in meta if m.get("error")}),
@@ -88,7 +89,10 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
 
         if old:
             print(f"QA: continuing {args.parts / part_name(entry)}; kept {', '.join(rows) or 'none'}", flush=True)
-        qa_rows(rag, dataset, args.qa, todo, save)
+        sampled = [m for m in args.qa_sample_modes.split(",") if m]
+        if args.qa_sample is not None and sampled:
+            entry["sample"] = {"n": args.qa_sample, "modes": sampled, "reason": args.qa_sample_reason}
+        qa_rows(rag, dataset, args.qa, todo, save, args.qa_sample, sampled)
         save_part(args.parts, entry)
     finally:
         rag.close()

@@ -143,22 +143,40 @@ def qa_section(e: dict) -> list[str]:
                   f"Modes {', '.join(s['modes']) or 'none'}: engine commit `{s['commit']}`; wall "
                   f"{s.get('wall_s', 0):.0f} s; load (`uptime`) before: `{s['load_before']}`; after: "
                   f"`{s.get('load_after', '?')}`.", ""]
-    lines += [
-             f"Packaged reader prompt, top {e['qa_top_k']} passages for the passage modes, recognition filter off, "
-             f"LLM response cache off (every call made). {e.get('note', '')}".rstrip(), "",
-             "| mode | EM | F1 | LLM calls / query | prompt tokens / query | completion tokens / query | "
-             "s / query | errors | LLM use when answering |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    sample = e.get("sample")
+    lines += [f"Packaged reader prompt, top {e['qa_top_k']} passages for the passage modes, recognition filter off, "
+              "LLM response cache off (every call made).", ""]
+    head = ["mode", "questions", "EM", "F1"]
+    if sample:
+        lines += [f"Modes marked * answered the first {sample['n']} questions only ({sample['reason']}); every row "
+                  f"also shows EM/F1 on those {sample['n']} questions.", ""]
+        head += [f"EM (first {sample['n']})", f"F1 (first {sample['n']})"]
+    head += ["LLM calls / query", "prompt tokens / query", "completion tokens / query", "s / query", "errors",
+             "LLM use when answering"]
+    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for mode in [m for m in ANSWERING if m in e["rows"]] + [m for m in e["rows"] if m not in ANSWERING]:
         q = e["rows"][mode]
-        lines.append(f"| {mode} | {q['em']:.1f} | {q['f1']:.1f} | {q['calls']:.2f} | {q['prompt_tokens']:.0f} | "
-                     f"{q['completion_tokens']:.0f} | {q['seconds'] / e['questions']:.1f} | {q['errors']} | "
-                     f"{ANSWERING.get(mode, '')} |")
+        n = q.get("questions", e["questions"])
+        cells = [f"{mode}{' *' if n < e['questions'] else ''}", str(n), f"{q['em']:.1f}", f"{q['f1']:.1f}"]
+        if sample:
+            em, f1 = _scores(q["answers"][:sample["n"]], e["gold_answers"][:sample["n"]])
+            cells += [f"{em:.1f}", f"{f1:.1f}"]
+        cells += [f"{q['calls']:.2f}", f"{q['prompt_tokens']:.0f}", f"{q['completion_tokens']:.0f}",
+                  f"{q['seconds'] / n:.0f}", str(q["errors"]), ANSWERING.get(mode, "")]
+        lines.append("| " + " | ".join(cells) + " |")
     errors = {m: q["error_messages"] for m, q in e["rows"].items() if q.get("error_messages")}
     if errors:
         lines += ["", "Errors (distinct messages):", ""]
         lines += [f"* `{m}`: " + "; ".join(f"`{x}`" for x in msgs) for m, msgs in errors.items()]
     return lines + [""]
+
+
+def _scores(answers: Sequence[str | None], gold: Sequence[Sequence[str]]) -> tuple[float, float]:
+    """EM and F1 (%) of ``answers`` (the engine's metrics)."""
+    from hippo_engine.evaluation.metrics import qa_metrics
+
+    m = qa_metrics([a or "" for a in answers], [list(g) for g in gold])
+    return 100 * m["ExactMatch"], 100 * m["F1"]
 
 
 INTRO = ("Default embedder, recognition filter off, communities built once per index without an LLM (member "

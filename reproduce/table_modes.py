@@ -72,6 +72,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--twowiki-sample-modes", default="", help="the modes sampled (comma-separated)")
     ap.add_argument("--twowiki-sample-reason", default="slow on this machine", help="said beside the sample")
     ap.add_argument("--qa", type=int, default=0, help="answer the first N MuSiQue questions in every mode (0: no QA)")
+    ap.add_argument("--qa-sample", type=int, default=None,
+                    help="answer with --qa-sample-modes the first N questions only (slow modes)")
+    ap.add_argument("--qa-sample-modes", default="", help="the modes sampled in QA (comma-separated)")
+    ap.add_argument("--qa-sample-reason", default="slow on this machine", help="said beside the QA sample")
     ap.add_argument("--qa-redo", action="store_true", help="answer again the modes a saved QA part already has")
     ap.add_argument("--qa-only", action="store_true", help="with --qa: skip the MuSiQue recall tables")
     ap.add_argument("--qa-variant", choices=("openie", "ner"), default="openie", help="the index answered from")

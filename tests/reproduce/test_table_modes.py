@@ -10,7 +10,7 @@ from fakes import ScriptedLLM
 
 from hippo_engine.evaluation.datasets import Dataset
 from reproduce.modes_qa import qa_rows
-from reproduce.modes_report import load_parts, render, save_part, shown_command
+from reproduce.modes_report import _scores, load_parts, render, save_part, shown_command
 from reproduce.table_modes import MODES, recall_rows
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "graphrag"))
@@ -35,20 +35,25 @@ def test_rows_parts_and_readme_of_every_mode(tmp_path):
     assert rows["graphrag_global"]["questions"] == 1 and rows["naive"]["questions"] == 2
     assert all(set(r["recall_sample"]) == {2, 5} for r in rows.values())
     rag._llm = ScriptedLLM(PeerResponder())
-    qa = qa_rows(rag, ds, 2, ["naive", "graphrag_local", "graphrag_global"])
+    qa = qa_rows(rag, ds, 2, ["naive", "graphrag_local", "graphrag_global"], sample=1, sampled=["graphrag_global"])
     assert qa["naive"]["calls"] == 1 and qa["graphrag_local"]["calls"] == 1 and qa["graphrag_global"]["calls"] > 1
+    assert qa["graphrag_global"]["questions"] == 1 and qa["naive"]["questions"] == 2
     assert all(q["tokens"] == 15 * q["calls"] for q in qa.values())
-    assert all(len(q["answers"]) == 2 and len(q["calls_each"]) == 2 for q in qa.values())
+    assert all(len(q["answers"]) == len(q["calls_each"]) == q["questions"] for q in qa.values())
+    assert _scores(qa["naive"]["answers"], ds.gold_answers) == (qa["naive"]["em"], qa["naive"]["f1"])
 
     save_part(tmp_path / "parts", _entry("recall", rows, sample={"n": 1, "modes": ["graphrag_global"],
                                                                   "reason": "slow"}))
     session = {"command": "c", "commit": "abc", "load_before": "a", "load_after": "b", "wall_s": 2, "modes": list(qa)}
-    save_part(tmp_path / "parts", _entry("qa", qa, llm="x", llm_client="Scripted", qa_top_k=5, sessions=[session]))
+    save_part(tmp_path / "parts", _entry("qa", qa, llm="x", llm_client="Scripted", qa_top_k=5, sessions=[session],
+                                         gold_answers=ds.gold_answers, sample={"n": 1, "reason": "slow"}))
     parts = load_parts(tmp_path / "parts")
     assert [p["kind"] for p in parts] == ["recall", "qa"] and parts[0]["rows"]["naive"]["recall"].keys() == {2, 5}
     text = render(parts, "## Notes\n\nhand-written")
     assert text.count("\n| ") == (len(MODES) + 2) + (3 + 2)
-    assert "| graphrag_global * | 1 |" in text and "**LLM-bound**" in text and text.endswith("hand-written\n")
+    recall_md, qa_md = text.split("## QA")
+    assert "| graphrag_global * | 1 |" in recall_md and "| graphrag_global * | 1 | " in qa_md
+    assert "**LLM-bound**" in text and text.endswith("hand-written\n")
 
 
 def test_command_shown_without_folders():
