@@ -216,3 +216,20 @@ def test_the_cli_without_an_address_starts_ray_on_this_machine_and_stops_it(tmp_
     assert run.returncode == 0, run.stderr[-2000:]
     assert "indexed 6 new passage(s)" in run.stdout and '"per_worker"' in run.stdout
     assert '"node_ip": "127.0.0.1"' in run.stdout
+
+
+def test_long_documents_are_cut_on_the_workers_as_in_one_process(tmp_path, cluster, docs):
+    """A document over chunk_size tokens is cut with the encoder's tokenizer on a worker, into the passages
+    (and documents, duplicates collapsed) that the single-process split makes."""
+    title = docs[0].split("\n", 1)[0]
+    long = title + "\n" + " ".join(d.split("\n", 1)[1] for d in docs[:14])
+    given = [long, docs[1], long, "   "]
+    rag = HippoRAG(tmp_path / "split", extractor="ner", show_progress=False, chunk_size=300, chunk_overlap=20)
+    one = rag._split(given, None, "index")
+    executor = RayExecutor(cluster.address)
+    batch, metas = executor._prepare(rag, given, None, None)
+    args = (rag.config.to_dict(), rag.llm_model_name, rag.embedding_model_name)
+    executor._split(executor.connect(), batch, given, None, metas, args)
+    rag.close()
+    assert len(one.passages) > 5 and batch.passages == one.passages
+    assert batch.documents == one.documents and batch.positions == one.positions and batch.skipped == one.skipped == [3]
