@@ -119,12 +119,13 @@ class RetrievalConfig(_Section):
     ppr_block_size: int | None = Field(None, gt=0)   # None: fit a block's columns in ~2 MB
     #: PPR solver: "exact" (the kernel above), "push" (retrieve.push: forward push on the seeds and
     #: the prior's ppr_push_head best passages, residual threshold ppr_push_r_max x strength, the
-    #: prior's mean exactly; error bound in retrieve/push.py), "auto" (push from ppr_push_min_nodes
-    #: graph nodes on; measured in reproduce/results/ppr_scale)
+    #: prior's mean exactly, the best passages refined by the walk's next steps; error bound in
+    #: retrieve/push.py), "auto" (push from ppr_push_min_nodes graph nodes on, about 20k passages,
+    #: where exact costs 45 ms of CPU per query and push 8 ms; measured in reproduce/results/ppr_scale)
     ppr_solver: Literal["exact", "push", "auto"] = "auto"
     ppr_push_r_max: float = Field(1e-5, gt=0.0)
     ppr_push_head: int = Field(100, ge=0)
-    ppr_push_min_nodes: int = Field(500_000, gt=0)
+    ppr_push_min_nodes: int = Field(200_000, gt=0)
     query_batch_size: int = Field(64, gt=0)
 
 
