@@ -57,6 +57,16 @@ def test_explain_dense_fallback_and_dense_first(idx, capsys):
     assert "placed by dense_first (dense rank 1)" in out and "placed by PPR" in out
 
 
+def test_explain_names_the_second_walk_rules():
+    from hippo_engine.cli_explain import passage_lines
+    base = Explanation(passage_id="p", score=0.2, seeds=[], dense_prior=0.2, paths=[], dense_score=0.9,
+                       dense_rank=1, rank=1, ranked_score=3.0)
+    agreed = passage_lines(Explanation(**{**base.__dict__, "placed_by": "dense_agree", "walk": "the first walk"}), "T")
+    assert "placed first by dense_agree" in agreed[1] and agreed[2] == "├─ walk: the first walk"
+    head = passage_lines(Explanation(**{**base.__dict__, "placed_by": "second_hop_head"}), "T")
+    assert "kept in front by second_hop_head" in head[1] and not any("walk:" in x for x in head)
+
+
 def test_explain_hi_mode_prints_each_context_item_with_its_reason(idx, capsys):
     assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "3", "--mode", "hi_local"]) == 0
     out = capsys.readouterr().out

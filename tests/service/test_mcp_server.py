@@ -260,6 +260,9 @@ def test_explain_line():
     assert explain_line(exp) == "via 'a' 50%, 'b' 10%, 'd' 6%, 3 other seed(s) 9%; dense prior 25%"
     assert explain_line({**exp, "placed_by": "dense_first"}).startswith(
         "placed first by dense similarity (dense rank 3); graph: via 'a' 50%")
+    assert explain_line({**exp, "placed_by": "dense_agree", "dense_rank": 1}).startswith(
+        "placed first by dense similarity (dense rank 1); graph: via 'a' 50%")
+    assert explain_line({**exp, "placed_by": "second_hop_head"}) == explain_line(exp)
     assert explain_line({**exp, "placed_by": "dense_fallback", "fallback_reason": "no entity matched"}) == \
         "dense similarity 0.70 (dense rank 3); no graph walk: no entity matched"
     assert explain_line({**exp, "placed_by": "dense"}) == "dense similarity 0.70 (dense rank 3)"
