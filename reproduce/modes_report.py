@@ -44,14 +44,17 @@ def part_name(entry: dict) -> str:
 
 
 def shown_command(argv: Sequence[str]) -> str:
-    """The command line without folder options (paths of the machine the run was made on)."""
+    """The command line with ``DIR`` for the folders (paths of the machine the run was made on)."""
     shown, skip = [], False
     for a in argv[1:] if argv[:1] == ["table-modes"] else argv:
         if skip:
             skip = False
         elif a in FOLDER_OPTIONS:
+            shown.append(f"{a} DIR")
             skip = True
-        elif not a.startswith(tuple(f"{o}=" for o in FOLDER_OPTIONS)):
+        elif a.startswith(tuple(f"{o}=" for o in FOLDER_OPTIONS)):
+            shown.append(a.split("=", 1)[0] + " DIR")
+        else:
             shown.append(a)
     return "python -m reproduce table-modes " + " ".join(shown)
 
@@ -100,10 +103,11 @@ def _header(e: dict) -> list[str]:
 def recall_section(e: dict) -> list[str]:
     """One recall part as markdown."""
     c, n = e["comm"], e["questions"]
+    levels = ", ".join(f"{k}: {v:,}" for k, v in c["levels"].items())
     sample = e.get("sample")
     lines = [f"## {e['dataset']} ({n:,} questions, {e['passages']:,} passages), index `{e['variant']}`", "",
              *_header(e),
-             f"{c['communities']:,} communities (levels {c['levels']}), "
+             f"{c['communities']:,} communities (per level: {levels}), "
              + (f"built in {c['seconds']:.0f} s." if c.get("built") else "already built."),
              ""]
     if sample:

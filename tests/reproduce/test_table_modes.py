@@ -58,4 +58,5 @@ def test_rows_parts_and_readme_of_every_mode(tmp_path):
 
 def test_command_shown_without_folders():
     argv = ["table-modes", "--work", "/tmp/x", "--qa", "20", "--parts=/y", "--twowiki-data", "/d", "--variant", "ner"]
-    assert shown_command(argv) == "python -m reproduce table-modes --qa 20 --variant ner"
+    assert shown_command(argv) == ("python -m reproduce table-modes --work DIR --qa 20 --parts DIR --twowiki-data DIR "
+                                   "--variant ner")
