@@ -2,6 +2,7 @@
 
     python -m reproduce index-cost [--corpus musique 2wiki narrativeqa] [--limit N] [--work DIR]
         [--out-dir DIR] [--name README]
+    python -m reproduce index-cost --render RESULT.json [RESULT.json ...] [--out-dir DIR] [--name README]
 
 Per corpus, in one process with one encoder (the engine's default, loaded once, warm) and the spaCy
 pipeline loaded before the clock starts, three runs in this order, each into a fresh folder:
@@ -23,6 +24,8 @@ Entities per passage: distinct entities linked to a passage (its title included)
 Corpora: the MuSiQue subset (1,890 passages), 2WikiMultihopQA (6,119) and NarrativeQA (4,111 chunks of 10
 long documents), from ``../shared/data`` (``--data-root``). The result (markdown and JSON) goes to
 ``reproduce/results/index_cost/``; the load (``uptime``) is recorded before and after each run.
+``--render`` measures nothing: it writes one page from saved JSON results (runs of several commits or
+corpora side by side).
 """
 from __future__ import annotations
 
@@ -60,6 +63,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--work", type=Path, default=None, help="index folders (default: a temporary folder, removed)")
     ap.add_argument("--out-dir", type=Path, default=OUT_DIR, help="result folder (default %(default)s)")
     ap.add_argument("--name", default="README", help="result file name without extension (default %(default)s)")
+    ap.add_argument("--render", type=Path, nargs="+", default=None, metavar="JSON",
+                    help="measure nothing: write the page (and one JSON) from these saved results, in order")
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -210,73 +215,117 @@ def _uptime() -> str:
     return uptime()
 
 
-def markdown(results: list[dict], argv: Sequence[str], head: str, before: str, after: str, encoder) -> str:
-    """The result page: the ratios, then where the ner index's time goes."""
+def markdown(results: list[dict]) -> str:
+    """The result page from measured ``results`` (each with its run's ``meta``): the ratios, then where
+    the ner index's time goes."""
+    runs = list(dict.fromkeys(json.dumps(r.get("meta", {}), sort_keys=True) for r in results))
     lines = ["# Index cost: LLM-free (`extractor=\"ner\"`) index against a dense-only index (issue 26, point 4)", "",
-             (__doc__ or "").split("\n\n", 2)[2].split("\n\nCorpora:")[0].strip(), "",
-             "```bash", "python -m reproduce index-cost " + " ".join(shlex.quote(a) for a in argv), "```", "",
-             f"Engine commit: `{head}`. Encoder: {encoder!r}. Peak RSS {peak_rss_mb():.0f} MiB.", "",
-             f"Load (`uptime`) before: `{before}`; after: `{after}`. The machine (2 cores) is shared: wall "
-             f"seconds depend on the other processes; CPU seconds much less.", "",
-             f"| corpus | passages | entities / passage | dense-only wall s (1st, 2nd) | ner index wall s | "
-             f"**ratio wall** | dense-only CPU s | ner CPU s | **ratio CPU** | token ratio | goal <= {GOAL} |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             (__doc__ or "").split("\n\n", 2)[2].split("\n\nCorpora:")[0].strip(), "", "Runs:", ""]
+    for m in map(json.loads, runs):
+        lines += [f"- `{m.get('command', '?')}` at engine commit `{m.get('commit', '?')}`; load (`uptime`) "
+                  f"before `{m.get('uptime_before', '?')}`, after `{m.get('uptime_after', '?')}`; peak RSS "
+                  f"{m.get('peak_rss_mb', float('nan')):.0f} MiB; {m.get('encoder', '?')}"]
+    lines += ["", "The machine (2 cores) is shared: wall seconds depend on the other processes; CPU seconds "
+              "much less.", "",
+              f"| corpus | engine | passages | entities / passage | dense-only wall s (1st, 2nd) | ner index wall s | "
+              f"**ratio wall** | dense-only CPU s | ner CPU s | **ratio CPU** | token ratio | goal <= {GOAL} |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         d1, d2, n = r["dense"][0], r["dense"][1], r["ner"]
-        best = min(r["ratio_wall"], r["ratio_cpu"])
-        lines.append(f"| {r['corpus']} | {n['counts']['passage']:,} | {n['entities_per_passage']:.1f} | "
-                     f"{d1['wall_s']:.1f}, {d2['wall_s']:.1f} | {n['wall_s']:.1f} | **{r['ratio_wall']:.2f}x** | "
-                     f"{(d1['cpu_s'] + d2['cpu_s']) / 2:.1f} | {n['cpu_s']:.1f} | **{r['ratio_cpu']:.2f}x** | "
-                     f"{n['token_ratio']:.2f} | {'met' if best <= GOAL else 'not met'} |")
+        met = "met" if max(r["ratio_wall"], r["ratio_cpu"]) <= GOAL else "not met"
+        lines.append(f"| {r['corpus']} | `{r.get('meta', {}).get('commit', '?')}` | {n['counts']['passage']:,} | "
+                     f"{n['entities_per_passage']:.1f} | {d1['wall_s']:.1f}, {d2['wall_s']:.1f} | {n['wall_s']:.1f} | "
+                     f"**{r['ratio_wall']:.2f}x** | {(d1['cpu_s'] + d2['cpu_s']) / 2:.1f} | {n['cpu_s']:.1f} | "
+                     f"**{r['ratio_cpu']:.2f}x** | {n['token_ratio']:.2f} | {met} |")
     lines += ["", "## Where the ner index's time goes", "",
-              "| corpus | spaCy wall / CPU s | passages wall / CPU s | facts wall / CPU s | entities wall / CPU s | "
-              "rest wall s | tokens: passages / facts / entities | facts, entities | load (1 min) dense, ner, "
-              "dense |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| corpus | engine | spaCy wall / CPU s | passages wall / CPU s | facts wall / CPU s | "
+              "entities wall / CPU s | rest wall / CPU s | tokens: passages / facts / entities | facts, entities | "
+              "load (1 min) dense, ner, dense |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         n, enc = r["ner"], r["ner"]["encode"]
         parts = [n["spacy"]] + [enc.get(k, {"wall": 0.0, "cpu": 0.0}) for k in ("passages", "facts", "entities")]
-        rest = n["wall_s"] - sum(p["wall"] for p in parts)
+        rest = {"wall": n["wall_s"] - sum(p["wall"] for p in parts), "cpu": n["cpu_s"] - sum(p["cpu"] for p in parts)}
         tok, cnt = n["tokens"], n["counts"]
         loads = ", ".join(f"{x['load'][0]:.1f}-{x['load'][1]:.1f}" for x in (r["dense"][0], n, r["dense"][1]))
-        lines.append(f"| {r['corpus']} | " + " | ".join(f"{p['wall']:.1f} / {p['cpu']:.1f}" for p in parts)
-                     + f" | {rest:.1f} | {tok['passage']:,} / {tok['fact']:,} / {tok['entity']:,} | "
+        lines.append(f"| {r['corpus']} | `{r.get('meta', {}).get('commit', '?')}` | "
+                     + " | ".join(f"{p['wall']:.1f} / {p['cpu']:.1f}" for p in [*parts, rest])
+                     + f" | {tok['passage']:,} / {tok['fact']:,} / {tok['entity']:,} | "
                      f"{cnt['fact']:,}, {cnt['entity']:,} | {loads} |")
     lines += ["", "Stage timings of each ner index (`index()` report, wall seconds):", ""]
     for r in results:
         t = r["ner"]["timings"]
-        lines.append(f"- {r['corpus']}: " + ", ".join(f"{k} {v:.1f}" for k, v in t.items() if v >= 0.05))
+        lines.append(f"- {r['corpus']} (`{r.get('meta', {}).get('commit', '?')}`): "
+                     + ", ".join(f"{k} {v:.1f}" for k, v in t.items() if v >= 0.05))
     return "\n".join(lines) + "\n"
 
 
+def read_results(paths: Sequence[Path]) -> list[dict]:
+    """The results saved in ``paths`` (this command's JSON files), in order."""
+    out: list[dict] = []
+    for p in paths:
+        try:
+            data = json.loads(Path(p).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"{p}: not a result file of this command ({e})") from e
+        if not isinstance(data, list) or not all(isinstance(r, dict) and "ner" in r for r in data):
+            raise SystemExit(f"{p}: not a result file of this command (a list of results per corpus)")
+        out += data
+    return out
+
+
 def run(args: argparse.Namespace, argv: Sequence[str], *, encoder: Encoder | None = None) -> int:
-    """Measure every chosen corpus; print and write the result. ``encoder``: tests pass a fake (default:
-    the engine's default model)."""
+    """Measure every chosen corpus (or, with ``--render``, read saved results); print and write the
+    result. ``encoder``: tests pass a fake (default: the engine's default model)."""
+    if args.render:
+        results = read_results(args.render)
+    else:
+        results = measure_all(args, argv, encoder)
+    out = write_result(args.out_dir / f"{args.name}.md", markdown(results))
+    write_result(args.out_dir / f"{args.name}.json", json.dumps(results, indent=1) + "\n")
+    print(out)
+    return 0
+
+
+def measure_all(args: argparse.Namespace, argv: Sequence[str], encoder: Encoder | None) -> list[dict]:
+    """Every chosen corpus measured with one warm encoder; each result with its run's ``meta``."""
     from hippo_engine.models.encoder import TransformersEncoder
 
     if args.limit is not None and args.limit <= 0:
         raise SystemExit("--limit must be positive")
     corpora = {c: load_docs(c, args.data_root, args.limit) for c in args.corpus}
-    encoder = TimedEncoder(encoder or TransformersEncoder())
-    encoder.encode(["warm-up text"] * 20)
+    timed = TimedEncoder(encoder or TransformersEncoder())
+    timed.encode(["warm-up text"] * 20)
     before = _uptime()
     tmp = None if args.work else tempfile.mkdtemp(prefix="index_cost_")
     work = Path(args.work or tmp)
     try:
-        results = [measure(name, docs, encoder, work) for name, docs in corpora.items()]
+        results = [measure(name, docs, timed, work) for name, docs in corpora.items()]
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    for r in results:
-        print(f"{r['corpus']}: ratio {r['ratio_wall']:.2f}x wall, {r['ratio_cpu']:.2f}x CPU "
-              f"(token ratio {r['ner']['token_ratio']:.2f}, {r['ner']['entities_per_passage']:.1f} entities/passage)")
     head = git_head()
     shown = list(argv[1:] if argv[:1] == ["index-cost"] else argv)
-    text = markdown(results, shown, f"{head[0]}{'+dirty' if head[1] else ''}" if head else "?", before, _uptime(),
-                    encoder.inner)
-    out = write_result(args.out_dir / f"{args.name}.md", text)
-    write_result(args.out_dir / f"{args.name}.json", json.dumps(results, indent=1) + "\n")
-    print(out)
-    return 0
+    meta = {"command": " ".join(["python -m reproduce index-cost", *map(shlex.quote, _public(shown))]),
+            "commit": f"{head[0]}{'+dirty' if head[1] else ''}" if head else "?", "uptime_before": before,
+            "uptime_after": _uptime(), "peak_rss_mb": peak_rss_mb(), "encoder": repr(timed.inner)}
+    for r in results:
+        r["meta"] = meta
+        print(f"{r['corpus']}: ratio {r['ratio_wall']:.2f}x wall, {r['ratio_cpu']:.2f}x CPU "
+              f"(token ratio {r['ner']['token_ratio']:.2f}, {r['ner']['entities_per_passage']:.1f} entities/passage)")
+    return results
+
+
+def _public(argv: Sequence[str]) -> list[str]:
+    """``argv`` without the options that name folders of the machine the run was made on."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--work", "--data-root", "--out-dir"):
+            skip = True
+        elif not a.startswith(("--work=", "--data-root=", "--out-dir=")):
+            out.append(a)
+    return out
 
 
 if __name__ == "__main__":

@@ -60,8 +60,9 @@ def test_command_measures_every_corpus_and_writes_the_result(tmp_path, capsys):
         assert r["ratio_wall"] == pytest.approx(ner["wall_s"] / np.mean([d["wall_s"] for d in r["dense"]]))
         assert r["ratio_cpu"] == pytest.approx(ner["cpu_s"] / np.mean([d["cpu_s"] for d in r["dense"]]))
     md = (tmp_path / "out" / "README.md").read_text()
-    assert "python -m reproduce index-cost --data-root" in md and "| narrativeqa | 8 |" in md
-    assert md.count("\n- ") == 3   # stage timings, one line per corpus
+    assert "- `python -m reproduce index-cost` at engine commit" in md   # folders of this machine left out
+    assert str(tmp_path) not in md and "| narrativeqa | `" in md
+    assert md.count("\n- ") == 1 + 3   # the run, then stage timings, one line per corpus
 
 
 def test_a_limit_and_one_corpus(tmp_path):
@@ -69,6 +70,24 @@ def test_a_limit_and_one_corpus(tmp_path):
     assert index_cost.run(args, argv, encoder=NgramEncoder()) == 0
     (r,) = json.loads((tmp_path / "out" / "small.json").read_text())
     assert r["corpus"] == "2wiki" and r["ner"]["counts"]["passage"] == 3
+
+
+def test_render_puts_saved_runs_side_by_side(tmp_path):
+    root = _data_root(tmp_path)
+    for name in ("a", "b"):
+        args, argv = _args(tmp_path, root, "--corpus", "musique", "--limit", "2", "--name", name)
+        index_cost.run(args, argv, encoder=NgramEncoder())
+    saved = [tmp_path / "out" / f"{n}.json" for n in ("a", "b")]
+    args, argv = _args(tmp_path, root, "--render", *map(str, saved), "--name", "both")
+    assert index_cost.run(args, argv) == 0     # nothing measured: no encoder made
+    both = json.loads((tmp_path / "out" / "both.json").read_text())
+    assert both == json.loads(saved[0].read_text()) + json.loads(saved[1].read_text())
+    md = (tmp_path / "out" / "both.md").read_text()
+    assert md.count("| musique | `") == 4      # two rows in each table
+    (tmp_path / "bad.json").write_text('{"not": "results"}')
+    args, argv = _args(tmp_path, root, "--render", str(tmp_path / "bad.json"))
+    with pytest.raises(SystemExit, match="bad.json"):
+        index_cost.run(args, argv)
 
 
 def test_a_missing_corpus_is_named(tmp_path):
