@@ -1,9 +1,10 @@
 """QA of ``python -m reproduce table-modes --qa N``: every mode answers the first N MuSiQue questions with
 the packaged reader prompt and the reader LLM (default: the engine's default local LLM, response cache
-off so every call is made and counted). The part (``qa-musique-<variant>.json``) is saved after each mode
-and a later run with the same questions and LLM keeps the modes already answered (``--qa-redo`` answers
-them again), so a long run on a slow machine can be resumed and done in pieces; each piece is recorded
-(command, commit, wall time, load) in the part's ``sessions``.
+off so every call is made and counted). The part (``qa-musique-<variant>.json``) is saved after each mode.
+A later run with the same questions, index and LLM keeps the modes already answered: ``--qa-redo``
+answers the listed modes again, and a mode answered on a sample (``--qa-sample``) is answered again when
+more questions are asked. So a long run on a slow machine can be resumed and done in pieces; each piece
+is recorded (command, commit, LLM threads, wall time, load) in the part's ``sessions``.
 """
 from __future__ import annotations
 
@@ -47,12 +48,13 @@ def qa_rows(rag, dataset, n: int, modes: Sequence[str], on_row: Callable[[str, d
 def _previous(args, entry: dict) -> dict:
     """The saved QA part this run continues (same questions, index and LLM), else {}."""
     path = args.parts / part_name(entry)
-    if not path.exists() or getattr(args, "qa_redo", False):
+    if not path.exists():
         return {}
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise SystemExit(f"table-modes: cannot read the QA part {path}: {exc}") from exc
+    old["llm_client"] = str(old.get("llm_client", "")).split(" (")[0]   # parts of b72f1fe named the threads too
     same = all(old.get(k) == entry[k] for k in ("questions", "variant", "llm", "llm_client", "qa_top_k"))
     return old if same else {}
 
@@ -76,11 +78,16 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
                  "comm": _communities(rag), "gold_answers": [list(a) for a in dataset.gold_answers[:args.qa]],
                  "questions_text": list(dataset.questions[:args.qa])}
         old = _previous(args, entry)
-        wanted = [m for m in args.qa_modes.split(",") if m]
         rows = {m: r for m, r in old.get("rows", {}).items()}
-        todo = [m for m in wanted if m not in rows]
-        session = {"command": shown_command(argv), "commit": engine_commit(), "load_before": load, "modes": todo}
+        sampled = [m for m in args.qa_sample_modes.split(",") if m] if args.qa_sample is not None else []
+        todo = _todo(args, rows, sampled)
+        session = {"command": shown_command(argv), "commit": engine_commit(), "load_before": load, "modes": todo,
+                   "llm_threads": getattr(getattr(rag.llm, "inner", rag.llm), "num_threads", None)}
         entry.update(rows=rows, sessions=[*old.get("sessions", []), session], machine=machine())
+        if sampled:
+            entry["sample_reason"] = args.qa_sample_reason
+        elif "sample_reason" in old:
+            entry["sample_reason"] = old["sample_reason"]
 
         def save(mode: str, row: dict) -> None:
             rows[mode] = row
@@ -89,9 +96,6 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
 
         if old:
             print(f"QA: continuing {args.parts / part_name(entry)}; kept {', '.join(rows) or 'none'}", flush=True)
-        sampled = [m for m in args.qa_sample_modes.split(",") if m]
-        if args.qa_sample is not None and sampled:
-            entry["sample"] = {"n": args.qa_sample, "modes": sampled, "reason": args.qa_sample_reason}
         qa_rows(rag, dataset, args.qa, todo, save, args.qa_sample, sampled)
         save_part(args.parts, entry)
     finally:
@@ -99,8 +103,16 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
     return entry
 
 
+def _todo(args, rows: dict, sampled: Sequence[str]) -> list[str]:
+    """The modes of ``args.qa_modes`` to answer: those without a row, with a row over fewer questions
+    than asked now (a sample being completed), or all of them with ``--qa-redo``."""
+    def target(mode: str) -> int:
+        return min(args.qa, args.qa_sample) if mode in sampled else args.qa
+
+    wanted = [m for m in args.qa_modes.split(",") if m]
+    return [m for m in wanted if args.qa_redo or m not in rows or rows[m].get("questions", args.qa) < target(m)]
+
+
 def _client(rag) -> str:
-    """The reader client as it describes itself (backend, threads), without loading it where possible."""
-    inner = getattr(rag.llm, "inner", rag.llm)
-    threads = getattr(inner, "num_threads", None)
-    return type(inner).__name__ + (f" ({threads} threads)" if threads else "")
+    """The reader client's class (its backend), without loading the model."""
+    return type(getattr(rag.llm, "inner", rag.llm)).__name__

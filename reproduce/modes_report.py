@@ -104,7 +104,9 @@ def recall_section(e: dict) -> list[str]:
     """One recall part as markdown."""
     c, n = e["comm"], e["questions"]
     levels = ", ".join(f"{k}: {v:,}" for k, v in c["levels"].items())
-    sample = e.get("sample")
+    counts = [q.get("questions", e["questions"]) for q in e["rows"].values()]
+    sample = ({"n": min(counts), "reason": e.get("sample_reason", "slow on this machine")}
+              if counts and min(counts) < e["questions"] else None)
     lines = [f"## {e['dataset']} ({n:,} questions, {e['passages']:,} passages), index `{e['variant']}`", "",
              *_header(e),
              f"{c['communities']:,} communities (per level: {levels}), "
@@ -144,10 +146,13 @@ def qa_section(e: dict) -> list[str]:
              f"reader LLM `{e['llm']}` ({e['llm_client']})", ""]
     for s in e["sessions"]:
         lines += ["```bash", s["command"], "```", "",
-                  f"Modes {', '.join(s['modes']) or 'none'}: engine commit `{s['commit']}`; wall "
+                  f"Modes {', '.join(s['modes']) or 'none'}: engine commit `{s['commit']}`; "
+                  + (f"{s['llm_threads']} LLM threads; " if s.get("llm_threads") else "") + "wall "
                   f"{s.get('wall_s', 0):.0f} s; load (`uptime`) before: `{s['load_before']}`; after: "
                   f"`{s.get('load_after', '?')}`.", ""]
-    sample = e.get("sample")
+    counts = [q.get("questions", e["questions"]) for q in e["rows"].values()]
+    sample = ({"n": min(counts), "reason": e.get("sample_reason", "slow on this machine")}
+              if counts and min(counts) < e["questions"] else None)
     lines += [f"Packaged reader prompt, top {e['qa_top_k']} passages for the passage modes, recognition filter off, "
               "LLM response cache off (every call made).", ""]
     head = ["mode", "questions", "EM", "F1"]

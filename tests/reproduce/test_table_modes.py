@@ -46,7 +46,7 @@ def test_rows_parts_and_readme_of_every_mode(tmp_path):
                                                                   "reason": "slow"}))
     session = {"command": "c", "commit": "abc", "load_before": "a", "load_after": "b", "wall_s": 2, "modes": list(qa)}
     save_part(tmp_path / "parts", _entry("qa", qa, llm="x", llm_client="Scripted", qa_top_k=5, sessions=[session],
-                                         gold_answers=ds.gold_answers, sample={"n": 1, "reason": "slow"}))
+                                         gold_answers=ds.gold_answers, sample_reason="slow"))
     parts = load_parts(tmp_path / "parts")
     assert [p["kind"] for p in parts] == ["recall", "qa"] and parts[0]["rows"]["naive"]["recall"].keys() == {2, 5}
     text = render(parts, "## Notes\n\nhand-written")

@@ -32,15 +32,20 @@ def test_table_modes_on_a_tiny_dataset(tmp_path):
                 "--twowiki-index", str(work / "ner" / "index-ner"), "--twowiki-data", str(data),
                 "--twowiki-sample", "1", "--twowiki-sample-modes", "graphrag_global",
                 "--qa", "2", "--qa-variant", "ner", "--qa-modes", "naive,graphrag_global",
+                "--qa-sample", "1", "--qa-sample-modes", "graphrag_global",
                 "--llm", "scripted", "--llm-base-url", srv.base_url]
         assert main(argv) == 0
         maps = [r for r in srv.requests if r["body"]["messages"][0]["content"] == MAP_SYSTEM]
         before = len(srv.requests)
         again = ["table-modes", "--variant", "none", "--work", str(work), "--data", str(data), "--parts", str(parts),
-                 "--qa", "2", "--qa-only", "--qa-variant", "ner", "--qa-modes", "naive,kb_vector",
+                 "--qa", "2", "--qa-only", "--qa-variant", "ner", "--qa-modes", "naive,kb_vector,graphrag_global",
                  "--llm", "scripted", "--llm-base-url", srv.base_url]
+        sampled = json.loads((parts / "qa-musique-ner.json").read_text(encoding="utf-8"))["rows"]["graphrag_global"]
+        assert sampled["questions"] == 1
         assert main(again) == 0
-        assert len(srv.requests) - before == 2       # kb_vector's two questions; naive's rows kept
+        qa = json.loads((parts / "qa-musique-ner.json").read_text(encoding="utf-8"))
+        # kb_vector's two questions and graphrag_global's map-reduce over both; naive's row kept
+        assert len(srv.requests) - before == 2 + sum(qa["rows"]["graphrag_global"]["calls_each"])
     names = sorted(p.name for p in parts.glob("*.json"))
     assert names == ["2wiki-ner.json", "musique-ner.json", "qa-musique-ner.json"]
     recall = json.loads((parts / "musique-ner.json").read_text(encoding="utf-8"))
@@ -50,12 +55,11 @@ def test_table_modes_on_a_tiny_dataset(tmp_path):
     two = json.loads((parts / "2wiki-ner.json").read_text(encoding="utf-8"))
     assert two["rows"]["graphrag_global"]["questions"] == 1 and two["rows"]["naive"]["questions"] == 2
     assert not two["comm"]["built"]             # the copied index keeps its communities
-    qa = json.loads((parts / "qa-musique-ner.json").read_text(encoding="utf-8"))
     assert qa["rows"]["naive"]["calls"] == 1 and qa["rows"]["naive"]["answers"] == ["Nice", "Nice"]
     g = qa["rows"]["graphrag_global"]
-    assert len(maps) == sum(g["calls_each"]) - peer.calls["reduce"] and len(maps) > 0
+    assert g["questions"] == 2 and len(maps) == sampled["calls_each"][0] - 1 > 0     # one reduce
     assert list(qa["rows"]) == ["naive", "graphrag_global", "kb_vector"] and len(qa["sessions"]) == 2
-    assert qa["sessions"][1]["modes"] == ["kb_vector"] and qa["llm_client"] == "OpenAIClient"
+    assert qa["sessions"][1]["modes"] == ["kb_vector", "graphrag_global"] and qa["llm_client"] == "OpenAIClient"
     text = (parts / "README.md").read_text(encoding="utf-8")
     assert two["rows"][AUTO_ROW]["questions"] == 2 and "hipporag2 (auto)" in text
     assert "## 2Wiki" in text and "graphrag_global *" in text and "## QA: the first 2 MuSiQue" in text
