@@ -1,6 +1,6 @@
 """python -m reproduce table-recall-llm-free on a tiny MuSiQue-format dataset, with the real spaCy pipeline
-and embedder: titled and untitled indexes built once and reused, every row measured, the ner row checked
-against HippoRAG.retrieve, the table and its JSON written, no LLM call."""
+and embedder: titled and untitled indexes built once and reused, every row measured, the new default row
+(the engine's defaults) checked against HippoRAG.retrieve, the table and its JSON written, no LLM call."""
 import json
 
 from reproduce.cli import main
@@ -41,6 +41,7 @@ def test_table_on_a_tiny_dataset(tmp_path, capsys):
         assert set(r["rows"]) == {"dense", "ner", "ner+df1", "ner+agree2", "topic", "wide", "bridge", "reseed", "new"}
         assert all(0 <= v <= 100 for row in r["rows"].values() for v in row["recall"].values())
         assert r["rows"]["ner"]["recall"]["20"] == 100.0          # six passages: everything in the top 20
+        assert "new default" in r["rows"]["new"]["label"] and "one walk" in r["rows"]["ner"]["label"]
     assert results[0]["build"]["passages"] == 6 and results[1]["build"]["cached_texts"] > 0
     assert main(argv + ["--rows", "ner,new", "--titles", "titled"]) == 0        # the indexes are reused
     again = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
