@@ -179,7 +179,10 @@ class Runner(ReportMixin):
         header = {"kind": kind, "method": method.config, "dense": method.dense,
                   "index": self.manifest.get("fingerprint"), "index_version": self.index_version,
                   "embedder": self.embedder_name, "llm": self.llm_name if (method.needs_llm or kind == "qa") else None,
-                  "retrieval_top_k": DEFAULTS.retrieval_top_k, **(extra or {})}
+                  "retrieval_top_k": DEFAULTS.retrieval_top_k,
+                  # the retrieval defaults a method does not override (a changed default, e.g. the second
+                  # walk of a ner index, must not reuse runs cached under the old one)
+                  "retrieval_defaults": sha(DEFAULTS.retrieval.model_dump(mode="json")), **(extra or {})}
         slug = "dense" if method.dense else ("_".join(f"{k}={v}" for k, v in method.config.items()) or "default")
         slug = re.sub(r"[^A-Za-z0-9._=-]+", "_", slug)
         path = self.save_dir / "reproduce_runs" / f"{kind}-{slug}-{sha(header)}.jsonl"
