@@ -18,6 +18,7 @@ from pathlib import Path
 from hippo_engine.datatypes import Triple
 from hippo_engine.index.content import stored_version
 from hippo_engine.index.graph import GraphData, insert_passages
+from hippo_engine.index.graphremove import remove_passages
 from hippo_engine.store.base import IndexStore
 from hippo_engine.store.lock import WriterLock
 
@@ -70,17 +71,35 @@ class GraphKeeper:
                syn_changes: Mapping[str, tuple]) -> None:
         """Merge the new passages and synonymy changes into the previous graph version, or
         build the graph from scratch when that version is not at hand."""
-        g = self._graph
+        self.change(old_version, old_digest, added=(new_ids, triples, weights, syn_changes))
+
+    def change(self, old_version: str, old_digest: str, *, added: tuple | None = None,
+               removed: tuple | None = None) -> None:
+        """Apply a change to the previous graph version (the one held, else ``graph.npz`` if it is
+        labelled ``old_version``/``old_digest``): ``added`` (new passage ids, their graph triples,
+        fact weights, synonymy changes: :func:`.graph.insert_passages`), then ``removed`` (passage
+        ids, their graph triples, fact weights, synonymy changes, entities no passage names any
+        more: :func:`.graphremove.remove_passages`). Built from scratch when that version is not at
+        hand or the update fails."""
+        g, self._graph = self._graph, None        # the old version is let go as soon as it is replaced
         if g is None or g.parts is None:
             g = GraphData.load(self.path, old_version, old_digest)
         if g is None or g.parts is None:
             self._graph = self._build()
             return
         try:
-            self._graph = insert_passages(g, new_ids, triples, syn_changes, weights)
-        except Exception as e:  # derived data: fall back to a rebuild rather than fail the insert
+            if added is not None:
+                new_ids, triples, weights, syn_changes = added
+                g = insert_passages(g, new_ids, triples, syn_changes, weights)
+            if removed is not None:
+                gone, triples, weights, syn_changes, dead = removed
+                g = remove_passages(g, gone, triples, syn_changes, weights, dead)
+        except Exception as e:  # derived data: fall back to a rebuild rather than fail the change
             logger.warning("incremental graph update failed (%s); rebuilding the graph", e)
+            g = None
             self._graph = self._build()
+            return
+        self._graph = g
 
     def rebuild(self) -> None:
         """Build the graph from the index (after a change's commit: ``IndexWriter.derive``)."""

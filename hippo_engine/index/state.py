@@ -78,7 +78,8 @@ class IndexState:
         self.synonymy_keeper = SynonymyKeeper(
             self.db, lambda: self.stores["entity"], lambda: self.content.synonymy,
             threshold=config.synonymy_threshold, max_neighbors=config.synonymy_max_neighbors,
-            block_size=config.synonymy_block_size, min_alnum_chars=config.synonymy_min_alnum_chars)
+            block_size=config.synonymy_block_size, min_alnum_chars=config.synonymy_min_alnum_chars,
+            held=lambda: self.content.synonymy if self.content.loaded else None)
         self.documents = DocumentTable(self.db)
         self._reload()
 
@@ -123,6 +124,11 @@ class IndexState:
             if moved_on:   # another process wrote since the facts were loaded: load both again, together
                 self._reload()
         return self._stores
+
+    @property
+    def loaded_stores(self) -> dict[str, EmbeddingStore]:
+        """The stores if they were opened (none opened: empty), without opening them."""
+        return self._stores or {}
 
     @property
     def loaded_version(self) -> str:

@@ -12,8 +12,17 @@ same three steps under the writer lock:
    entities, a second version bump. A failure rolls everything back and reloads what is held in
    memory.
 3. ``derive()``, after the commit, whoever the caller is: the graph (merged in place of a rebuild
-   when the change only added; rebuilt when it removed), its file ``graph.npz`` and the
-   database's copy of it, and the backend's search indexes.
+   when the change only added; rebuilt when it removed, except by a lean writer: see below), its
+   file ``graph.npz`` and the database's copy of it, and the backend's search indexes.
+
+A *lean* writer (a PostgreSQL index searched in the database: its stores hold no vector and no
+id) never reads every fact or synonymy list: which passages, entities and facts are stored is
+asked of the database for the ids of the change; the entities and facts only removed passages
+held are found in SQL (:class:`~hippo_engine.store.postgres.changes.ChangeQueries`); the
+synonymy lists are read per source (:class:`.synonymystate.SynonymyKeeper`); the content digest
+is updated from the added and removed passages' facts; the graph takes the removal in place of a
+rebuild (:func:`.graphremove.remove_passages`). Its memory does not grow with the facts or lists
+of the index (the graph it updates does).
 
 Each stage's time goes to the :class:`~hippo_engine.index.stopwatch.Stopwatch` of the call; the
 report carries them (``timings``).
@@ -26,12 +35,12 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from hippo_engine.datatypes import Hyperedge, Triple
-from hippo_engine.ids import entity_id, hyperedge_id, triple_id
 from hippo_engine.index.digest import META_KEY as DIGEST_KEY
 from hippo_engine.index.digest import ContentDigest
 from hippo_engine.index.documents import DocumentPlan
 from hippo_engine.index.encoding import encode_into, mean_passage_vectors, new_texts
 from hippo_engine.index.facts import graph_input, normalize_hyperedges, normalize_triples
+from hippo_engine.index.removal import entity_ids, fact_ids, live_ids, removed_in_sql
 from hippo_engine.index.stopwatch import Stopwatch
 from hippo_engine.progress import announce
 from hippo_engine.store import EmbeddingStore
@@ -67,6 +76,7 @@ class _Written:
     weights: dict = field(default_factory=dict)
     synonymy: dict = field(default_factory=dict)
     removed: bool = False
+    removal: tuple | None = None    # a lean writer's removal, for the graph (see ``GraphKeeper.change``)
 
 
 class IndexWriter:
@@ -92,14 +102,16 @@ class IndexWriter:
         st, norm_of = self.state, self.state.config.normalization
         docs = st.documents.document_plan(documents)
         self.watch.lap("plan_documents")
-        stores = st.stores
-        new = {p: passages[p] for p in passages if p not in stores["passage"]}
-        st.check_extractor(extractor)
+        stored = st.stores["passage"].existing
+        have = stored(passages)
+        new = {p: passages[p] for p in passages if p not in have}
+        if new:    # facts of another kind are refused; a removal adds none
+            st.check_extractor(extractor)
         plan = IndexPlan(extractor, new, documents=docs)
         plan.triples = {p: normalize_triples((triples or {}).get(p, ()), norm_of) for p in new}
         plan.hyperedges = {p: normalize_hyperedges((hyperedges or {}).get(p, ()), norm_of) for p in new}
         plan.dead = self._unheld_after(docs, docs.stale) | set(dead)
-        plan.dead = {p for p in plan.dead if p in stores["passage"] and p not in new}
+        plan.dead = {p for p in stored(plan.dead) if p not in new}
         self.watch.lap("prepare")
         return plan
 
@@ -125,7 +137,7 @@ class IndexWriter:
                     st.db.delete_documents(plan.deleted_documents)
                 watch.lap("write_documents")
                 if plan.dead:
-                    report.update(self._remove_rows(sorted(plan.dead)))
+                    report.update(self._remove_rows(sorted(plan.dead), done))
                     done.removed = True
                 elif plan.report_removed:
                     report["removed"] = 0
@@ -144,6 +156,9 @@ class IndexWriter:
         st, watch = self.state, self.watch
         stores, new_ids = st.stores, list(plan.new)
         norm, hyper = plan.triples, plan.hyperedges
+        if self.lean:       # which entities and facts are stored: one question to the database per store
+            stores["entity"].existing(entity_ids(norm, hyper))
+            stores["fact"].existing(fact_ids(norm, hyper))
         ent_text, fact_txt = new_texts(stores, norm, hyper)
         eids, fids = sorted(ent_text), sorted(fact_txt)
         announce(f"indexing {len(new_ids)} passage(s): {len(eids)} new entities, {len(fids)} new facts to embed, "
@@ -177,24 +192,37 @@ class IndexWriter:
         if mean_of_facts:
             mean_passage_vectors(stores, new_ids, plan.new, hyper, self.watch, encode)
 
-    def _remove_rows(self, gone: list[str]) -> dict:
+    @property
+    def lean(self) -> bool:
+        """Whether this writer's stores hold no vectors and ids (see the module documentation)."""
+        return not self.state.stores["entity"].holds_vectors
+
+    def _remove_rows(self, gone: list[str], done: _Written) -> dict:
         """Inside the transaction: remove passages ``gone`` with the entities and facts only they
         held, update synonymy, mark the version; then update what ``state`` holds in memory."""
         st = self.state
         stores = st.stores
         content = st.content
-        live_ents, live_facts = _live_ids(content.passage_triples, content.passage_hyperedges, set(gone))
-        dead_ents = [e for e in stores["entity"].ids if e not in live_ents]
-        dead_facts = [f for f in stores["fact"].ids if f not in live_facts]
+        if self.lean:
+            triples, hyper, dead_ents, dead_facts = removed_in_sql(st.db, stores, gone)
+        else:
+            triples, hyper = content.passage_triples, content.passage_hyperedges
+            live_ents, live_facts = live_ids(triples, hyper, set(gone))
+            dead_ents = [e for e in stores["entity"].ids if e not in live_ents]
+            dead_facts = [f for f in stores["fact"].ids if f not in live_facts]
         stores["passage"].delete(gone)
         stores["entity"].delete(dead_ents)
         stores["fact"].delete(dead_facts)
         st.db.delete_passage_triples(gone)
         st.db.delete_passage_hyperedges(gone)
         syn_changes = st.synonymy_keeper.update(added=(), removed=dead_ents)
-        st.mark(self._mark_change(syn_changes, removed=[
-            (p, content.passage_triples.get(p), content.passage_hyperedges.get(p)) for p in gone]))
-        content.note_removed(gone, dead_facts)
+        st.mark(self._mark_change(syn_changes, removed=[(p, triples.get(p), hyper.get(p)) for p in gone]))
+        if self.lean:
+            g_triples, g_weights = graph_input({p: triples.get(p, []) for p in gone},
+                                               {p: hyper.get(p, []) for p in gone})
+            done.removal = (gone, g_triples, g_weights, syn_changes, dead_ents)
+        if content.loaded or not self.lean:
+            content.note_removed(gone, dead_facts)
         return {"removed": len(gone), "removed_entities": len(dead_ents), "removed_facts": len(dead_facts)}
 
     def _encode_into(self, store: EmbeddingStore, keys: Sequence[str], texts: Sequence[str], what: str, *,
@@ -235,7 +263,10 @@ class IndexWriter:
         """After the commit: the graph (merged with the added passages, or rebuilt after a
         removal), its file and copy, and the backend's search indexes."""
         st, watch = self.state, self.watch
-        if done.removed:
+        if done.removal is not None:
+            added = (done.added, done.triples, done.weights, done.synonymy) if done.added else None
+            st.graph_keeper.change(done.old_version, done.old_digest, added=added, removed=done.removal)
+        elif done.removed:
             st.graph_keeper.rebuild()
         elif done.added:
             st.graph_keeper.insert(done.old_version, done.old_digest, done.added, done.triples, done.weights,
@@ -309,8 +340,18 @@ class IndexWriter:
         except BaseException:
             st.reload()
             raise
+        finally:
+            self._forget_answers()
         self.derive(done, plan.extractor if plan.new else None)
         return report
+
+    def _forget_answers(self) -> None:
+        """Let a lean writer's stores forget which ids of this change they hold (the next change
+        asks again), so nothing held grows from change to change."""
+        for store in self.state.loaded_stores.values():
+            forget = getattr(store, "forget", None)
+            if forget is not None:
+                forget()
 
     def _plan_deletion(self, doc_ids, texts, out: dict) -> IndexPlan:
         st = self.state
@@ -322,31 +363,11 @@ class IndexWriter:
         held = st.db.passage_documents(gone)
         deleting = set(plan.deleted_documents)
         dead = {p for p in gone if all(d in deleting for d in held.get(p, ()))} | loose
-        plan.dead = {p for p in dead if p in st.stores["passage"]}
+        plan.dead = st.stores["passage"].existing(dead)
         out.update({"removed": [d for d in ids if d in stored], "unknown": [d for d in doc_ids if d not in stored]})
         if texts:
             out["unknown_docs"] = unknown_docs
         return plan
-
-
-def _live_ids(triples: Mapping[str, Sequence[Triple]], hyperedges: Mapping[str, Sequence[Hyperedge]],
-              gone: set[str]) -> tuple[set[str], set[str]]:
-    """The entity and fact ids of the passages other than ``gone``."""
-    live_ents, live_facts = set(), set()
-    for p, ts in triples.items():
-        if p in gone:
-            continue
-        for t in ts:
-            live_ents.add(entity_id(t[0]))
-            live_ents.add(entity_id(t[2]))
-            live_facts.add(triple_id(t))
-    for p, hs in hyperedges.items():
-        if p in gone:
-            continue
-        for h in hs:
-            live_ents.update(entity_id(e) for e in h.entities)
-            live_facts.add(hyperedge_id(h))
-    return live_ents, live_facts
 
 
 __all__ = ["IndexPlan", "IndexWriter"]

@@ -109,6 +109,7 @@ from .pg_scale_probe import (
     run_probe,
 )
 from .pg_scale_report import add_projection, compare_rankings, render
+from .pg_scale_writer import writer_rss
 
 OUT = RESULTS_DIR / "pg_scale" / "scale.json"
 QUERY_STORES = ("fact", "passage")
@@ -584,6 +585,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="HNSW queries per store, and queries of the engine-lazy query process")
     ap.add_argument("--exact-queries", type=int, default=20,
                     help="queries timed on PostgreSQL's exact scan, and of the engine-exact/engine-memory processes")
+    ap.add_argument("--skip-queries", action="store_true",
+                    help="no HNSW build, no store queries, no query processes (with --writer-rss: the writer only)")
+    ap.add_argument("--writer-rss", type=int, default=200, metavar="N",
+                    help="add N passages through the engine's writer, then delete them, each in a fresh process, "
+                    "and report its peak memory (0: skip; default %(default)s)")
     ap.add_argument("--skip-memory-probe", action="store_true",
                     help="no engine-memory query process (every vector mirrored: 5+ GB at 150k passages)")
     ap.add_argument("--work", default=None, help="folder for the base, the data directory and the index folder "
@@ -657,19 +663,27 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
                                     for s in QUERY_STORES}
         del content, sample
         gc.collect()
-        build_hnsw(stores, res, save)
-        bench_queries(db, stores, queries, args, res, save)
+        if not args.skip_queries:
+            build_hnsw(stores, res, save)
+            bench_queries(db, stores, queries, args, res, save)
         res["disk"] = disk(db, work / "pg")
         save()
         db.close()
         del stores
         gc.collect()
-        qfile = work / "queries.npz"
-        np.savez(qfile, fact=queries["fact"], passage=queries["passage"])
-        query_processes(dsn, args, index_dir, qfile, res, save)
+        if not args.skip_queries:
+            qfile = work / "queries.npz"
+            np.savez(qfile, fact=queries["fact"], passage=queries["passage"])
+            query_processes(dsn, args, index_dir, qfile, res, save)
+        if args.writer_rss:
+            def keep(rec: dict) -> None:
+                res["writer"] = rec
+                save()
+            writer_rss(dsn, args.schema, index_dir, args.writer_rss, save=keep)
         res["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
         save()
-        print(json.dumps({k: res[k] for k in ("query_process", "ranking_agreement")}, indent=1), flush=True)
+        print(json.dumps({k: res[k] for k in ("query_process", "ranking_agreement", "writer") if k in res},
+                         indent=1), flush=True)
     finally:
         server.stop()
         if not args.keep:

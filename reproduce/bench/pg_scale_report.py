@@ -235,6 +235,50 @@ def _base(res: dict) -> str:
             "indexes instead.")
 
 
+def _writer_rows(label: str, rec: dict) -> list[tuple]:
+    rows = []
+    for action in ("add", "remove"):
+        d = rec.get(action) or {}
+        idx = d.get("rows_before") or {}
+        size = f"{idx.get('passage', 0):,} / {idx.get('entity', 0):,} / {idx.get('fact', 0):,}"
+        if "error" in d or not d:
+            rows.append((label, size, action, "error: " + str(d.get("error", "missing"))[-200:], "", "", "", "", "",
+                         "", ""))
+            continue
+        t = {k: v for k, v in d.get("timings_s", {}).items() if k != "total"}
+        slow = ", ".join(f"{k} {v}" for k, v in sorted(t.items(), key=lambda kv: -kv[1])[:3])
+        rows.append((label, size, f"{action} {rec.get('passages')}", d.get("rss_after_import_mib"),
+                     d.get("rss_after_change_mib"), d.get("peak_rss_mib"), f"**{d.get('peak_above_import_mib')}**",
+                     d.get("change_s"), slow, "yes" if d.get("content_loaded") else "no", d.get("load")))
+    return rows
+
+
+def _render_writer(res: dict) -> list[str]:
+    """The writer's peak memory for one change (``writer``: this run's; ``writer_runs``: runs of
+    ``pg_scale_writer`` on indexes of other sizes and with other versions of the engine)."""
+    recs = ([("this run", res["writer"])] if res.get("writer") else []) + \
+        [(r.get("label", "?"), r) for r in res.get("writer_runs", [])]
+    if not recs:
+        return []
+    lines = ["## The engine's writer: one change of 200 passages", "",
+             "An engine writer in a fresh process (`python -m reproduce.bench.pg_scale_writer`): `HippoRAG(storage="
+             "\"postgres\", postgres_search=\"hnsw\" or \"exact\")` (the writer is the same: its stores hold no "
+             "vector), then one `IndexWriter.index` of 200 new passages with their document rows and about 9 "
+             "triples each (8 new entities a passage, objects drawn from the index's entities, so the graph and "
+             "synonymy lists change), then, in another fresh process, `IndexWriter.delete` of those documents. "
+             "Vectors from a hash of each text (no model loaded: the figures are the writer's own; the issue's "
+             "bound is 1 GB plus the encoder). RSS in MiB; peak = VmHWM; \"above imports\" = peak minus RSS "
+             "after the imports (Python, numpy, psycopg). \"Facts read\": whether the writer read every fact and "
+             "synonymy list into memory. Index size = passages / entities / facts before the change.", ""]
+    rows = [row for label, rec in recs for row in _writer_rows(label, rec)]
+    lines += _table(rows, ("measured", "index size", "change", "RSS imports", "RSS after", "peak",
+                           "peak above imports", "change s", "slowest stages (s)", "facts read", "load"))
+    cmds = [r["command"] for _, r in recs if r.get("command")]
+    if cmds:
+        lines += ["", "Commands:", ""] + [f"- `{c}`" for c in cmds]
+    return lines + [""]
+
+
 def render(res: dict) -> str:
     """The results as markdown."""
     a = res["args"]
@@ -291,6 +335,7 @@ def render(res: dict) -> str:
             "", f"Tables total {d['tables_total_mib']} MiB; database {d['database_mib']} MiB; data folder "
             f"{d['data_dir_mib']} MiB, of which WAL {d['wal_mib']} MiB.", ""]
     lines += _render_query_process(res)
+    lines += _render_writer(res)
     if "projection" in res:
         p = res["projection"]
         lines += [f"## Projection to {p['passages']:,} passages (extrapolated, not measured; {p['basis']})", ""]

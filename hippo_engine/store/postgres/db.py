@@ -26,6 +26,7 @@ from hippo_engine.datatypes import Hyperedge
 from hippo_engine.ids import hyperedge_id, triple_id
 from hippo_engine.store.base import IndexStore, StoreError, Triple, encode_entities
 from hippo_engine.store.lock import IndexLockedError
+from hippo_engine.store.postgres.changes import ChangeQueries
 from hippo_engine.store.postgres.errors import connect_error, guard_driver_errors
 from hippo_engine.store.postgres.graphcopy import GraphFileCopy
 from hippo_engine.store.postgres.metadata import MetadataTables
@@ -46,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 
 @guard_driver_errors(skip=("close",))
-class PostgresIndexStore(MetadataTables, GraphFileCopy, IndexStore):
+class PostgresIndexStore(ChangeQueries, MetadataTables, GraphFileCopy, IndexStore):
     """An index kept in schema ``schema`` of the PostgreSQL database at ``dsn``.
 
     The schema is created if missing (with a ``schema_version`` row in ``meta``); a schema that

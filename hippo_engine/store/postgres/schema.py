@@ -35,7 +35,12 @@ TABLES = {
 }
 INDEXES = {"synonymy_dst": "synonymy (dst)", "documents_passage": "documents (passage_id)",
            "passage_triples_fact": "passage_triples (fact_id)",
-           "passage_hyperedges_fact": "passage_hyperedges (fact_id)"}
+           "passage_hyperedges_fact": "passage_hyperedges (fact_id)",
+           # added after schema version 2 (created where missing): which passages name an entity, for a
+           # writer removing passages (store/postgres/changes.py)
+           "passage_triples_subj": "passage_triples USING hash (subj)",
+           "passage_triples_obj": "passage_triples USING hash (obj)",
+           "passage_hyperedges_entities": "passage_hyperedges USING gin ((entities::jsonb) jsonb_path_ops)"}
 
 
 def psycopg_module():
