@@ -82,7 +82,7 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
         sampled = [m for m in args.qa_sample_modes.split(",") if m] if args.qa_sample is not None else []
         todo = _todo(args, rows, sampled)
         session = {"command": shown_command(argv), "commit": engine_commit(), "load_before": load, "modes": todo,
-                   "llm_threads": getattr(getattr(rag.llm, "inner", rag.llm), "num_threads", None)}
+                   "done": []}
         entry.update(rows=rows, sessions=[*old.get("sessions", []), session], machine=machine())
         if sampled:
             entry["sample_reason"] = args.qa_sample_reason
@@ -91,7 +91,9 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
 
         def save(mode: str, row: dict) -> None:
             rows[mode] = row
-            session.update(wall_s=time.perf_counter() - t0, load_after=uptime())
+            session["done"].append(mode)     # the threads a local model chose when it loaded
+            session.update(wall_s=time.perf_counter() - t0, load_after=uptime(),
+                           llm_threads=getattr(getattr(rag.llm, "inner", rag.llm), "num_threads", None))
             save_part(args.parts, entry)
 
         if old:

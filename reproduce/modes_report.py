@@ -146,7 +146,7 @@ def qa_section(e: dict) -> list[str]:
              f"reader LLM `{e['llm']}` ({e['llm_client']})", ""]
     for s in e["sessions"]:
         lines += ["```bash", s["command"], "```", "",
-                  f"Modes {', '.join(s['modes']) or 'none'}: engine commit `{s['commit']}`; "
+                  f"Modes {', '.join(s.get('done', s['modes'])) or 'none'}: engine commit `{s['commit']}`; "
                   + (f"{s['llm_threads']} LLM threads; " if s.get("llm_threads") else "") + "wall "
                   f"{s.get('wall_s', 0):.0f} s; load (`uptime`) before: `{s['load_before']}`; after: "
                   f"`{s.get('load_after', '?')}`.", ""]
