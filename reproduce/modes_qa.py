@@ -45,6 +45,32 @@ def qa_rows(rag, dataset, n: int, modes: Sequence[str], on_row: Callable[[str, d
     return out
 
 
+def context_rows(rag, dataset, n: int, modes: Sequence[str]) -> dict[str, dict]:
+    """Per mode, what the reader would read for the first ``n`` questions, without an LLM call: the context
+    tokens per query (mean, max; the engine's token counter, prompt template not counted) of the mode's
+    context (its top ``qa_top_k`` passages for the modes that answer from passages) and, for
+    ``graphrag_global``, its map batches per query (one map call each)."""
+    from hippo_engine.graphrag.global_context import batches
+
+    qs, out = list(dataset.questions[:n]), {}
+    for mode in modes:
+        if rag.searches.search(mode).reads_context:
+            ctxs = rag.retrieve_context(qs, mode=mode)
+        else:   # the reader's passages: the mode's ranking, wrapped as rag_qa reads it
+            ctxs = rag.retrieve_context(rag.retrieve(qs, mode=mode), mode=mode)
+        toks = [sum(c.tokens.values()) for c in ctxs]
+        out[mode] = {"mean": sum(toks) / len(toks), "max": max(toks), "sections": _section_means(ctxs)}
+        if mode == "graphrag_global":
+            nb = [len(batches(c)) for c in ctxs]
+            out[mode]["batches_mean"], out[mode]["batches_max"] = sum(nb) / len(nb), max(nb)
+    return out
+
+
+def _section_means(ctxs) -> dict[str, float]:
+    keys = sorted({k for c in ctxs for k in c.tokens})
+    return {k: sum(c.tokens.get(k, 0) for c in ctxs) / len(ctxs) for k in keys}
+
+
 def _previous(args, entry: dict) -> dict:
     """The saved QA part this run continues (same questions, index and LLM), else {}."""
     path = args.parts / part_name(entry)
@@ -64,7 +90,7 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
     QA part saved after each mode (modes already in a matching saved part are kept, not run again)."""
     from hippo_engine import HippoRAG
 
-    from .table_modes import _communities
+    from .table_modes import MODES, _communities
     from .tables.methods import hippo_method
 
     t0, load = time.perf_counter(), uptime()
@@ -96,6 +122,8 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
                            llm_threads=getattr(getattr(rag.llm, "inner", rag.llm), "num_threads", None))
             save_part(args.parts, entry)
 
+        entry["contexts"] = context_rows(rag, dataset, args.qa, list(MODES))
+        save_part(args.parts, entry)
         if old:
             print(f"QA: continuing {args.parts / part_name(entry)}; kept {', '.join(rows) or 'none'}", flush=True)
         qa_rows(rag, dataset, args.qa, todo, save, args.qa_sample, sampled)

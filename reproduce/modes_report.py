@@ -173,6 +173,16 @@ def qa_section(e: dict) -> list[str]:
         cells += [f"{q['calls']:.2f}", f"{q['prompt_tokens']:.0f}", f"{q['completion_tokens']:.0f}",
                   f"{q['seconds'] / n:.0f}", str(q["errors"]), ANSWERING.get(mode, "")]
         lines.append("| " + " | ".join(cells) + " |")
+    if e.get("contexts"):
+        lines += ["", f"What each mode gives the reader for these {e['questions']} questions, measured without an LLM "
+                  "call (`retrieve_context`; the passage modes: their top `qa_top_k` passages as `rag_qa` reads them): "
+                  "context tokens per query by the engine's token counter (prompt template not counted).", "",
+                  "| mode | context tokens / query (mean) | max | sections (mean tokens) | map batches / query |",
+                  "| --- | --- | --- | --- | --- |"]
+        for mode, c in e["contexts"].items():
+            secs = ", ".join(f"{k} {v:,.0f}" for k, v in c["sections"].items())
+            nb = f"{c['batches_mean']:.2f} (max {c['batches_max']})" if "batches_mean" in c else ""
+            lines.append(f"| {mode} | {c['mean']:,.0f} | {c['max']:,} | {secs} | {nb} |")
     errors = {m: q["error_messages"] for m, q in e["rows"].items() if q.get("error_messages")}
     if errors:
         lines += ["", "Errors (distinct messages):", ""]

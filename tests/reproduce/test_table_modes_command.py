@@ -61,7 +61,10 @@ def test_table_modes_on_a_tiny_dataset(tmp_path):
     assert list(qa["rows"]) == ["naive", "graphrag_global", "kb_vector"] and len(qa["sessions"]) == 2
     assert qa["sessions"][1]["modes"] == qa["sessions"][1]["done"] == ["kb_vector", "graphrag_global"]
     assert qa["llm_client"] == "OpenAIClient"
+    assert set(qa["contexts"]) == set(MODES) and qa["contexts"]["graphrag_global"]["batches_mean"] >= 1
+    assert all(0 < c["mean"] <= c["max"] for c in qa["contexts"].values())
     text = (parts / "README.md").read_text(encoding="utf-8")
     assert two["rows"][AUTO_ROW]["questions"] == 2 and "hipporag2 (auto)" in text
-    assert "## 2Wiki" in text and "graphrag_global *" in text and "## QA: the first 2 MuSiQue" in text
+    assert "## 2Wiki" in text and "map batches / query" in text and "graphrag_global *" in text
+    assert "## QA: the first 2 MuSiQue" in text
     assert str(tmp_path) not in text            # folder options are not shown
