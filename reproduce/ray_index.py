@@ -55,6 +55,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--queries", type=int, default=100, help="queries of the rankings hash (default 100)")
     ap.add_argument("--work", type=Path, default=Path("outputs/reproduce/ray_index"), help="index folders (emptied)")
     ap.add_argument("--out", type=Path, default=None, help="report path (default reproduce/results/ray/...)")
+    ap.add_argument("--compare-only", action="store_true",
+                    help="only the comparison, on the indexes of an earlier run in --work (its runs.json)")
+    ap.add_argument("--search", choices=("hnsw", "exact"), default="hnsw",
+                    help="how the rankings are read from PostgreSQL (default hnsw, the engine's default)")
 
 
 def load_docs(path: Path, limit: int | None) -> list[str]:
@@ -67,10 +71,11 @@ def probe_queries(docs: Sequence[str], n: int) -> list[str]:
     """The first sentence of ``n`` evenly spaced chunks (the corpus has no questions here)."""
     step = max(1, len(docs) // max(1, n))
     out = []
-    for d in docs[::step][:n]:
-        body = d.split("\n", 1)[-1]
-        out.append(body.split(". ")[0][:300])
-    return out
+    for d in docs[::step]:
+        first = d.split("\n", 1)[-1].split(". ")[0][:300].strip()
+        if first:
+            out.append(first)
+    return out[:n]
 
 
 def rankings_hash(rag, queries: Sequence[str]) -> str:
@@ -144,14 +149,14 @@ def run_ray(work: Path, name: str, dsn: str, docs: list[str], cluster, batch_siz
     return out
 
 
-def compare(work: Path, dsn: str, queries: list[str]) -> dict:
+def compare(work: Path, dsn: str, queries: list[str], search: str = "hnsw") -> dict:
     """The three indexes reopened: snapshot differences against ``single`` and rankings hashes."""
     from hippo_engine.index.diagnostics import diff_snapshots, snapshot_index
     snaps, hashes, sizes = {}, {}, {}
     for name in ("single", "ray", "ray_kills"):
         if not (work / name).exists():
             continue
-        rag = _open(work / name, dsn)
+        rag = _open(work / name, dsn, postgres_search=search)
         snaps[name] = snapshot_index(rag)
         hashes[name] = rankings_hash(rag, queries)
         sizes[name] = {k: len(snaps[name][k]) for k in ("passage", "entity", "fact")} | \
@@ -181,6 +186,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from hippo_engine.index.distributed import LocalCluster
     from hippo_engine.store.postgres import EmbeddedPostgres
     docs = load_docs(args.corpus, args.limit)
+    if args.compare_only:
+        return compare_only(args, argv, docs)
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
     if os.geteuid() == 0:
@@ -189,7 +196,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     dsn = server.start()
     result: dict = {"command": "python -m reproduce " + shlex.join(argv), "documents": len(docs),
                     "workers": args.workers, "batch_size": args.batch_size, "queries": args.queries,
-                    "load_before": load_average()}
+                    "load_before": load_average(), "commit": (git_head() or [None])[0]}
     try:
         result["single"] = run_single(args.work, dsn, docs)
         print("single:", json.dumps(result["single"]), flush=True)
@@ -205,27 +212,51 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
             result["listeners"] = sorted(set(result["listeners"]) | {ip for ip, _, _ in cluster.listeners()})
             seen = cluster.processes()
         result["left_running"] = [p.pid for p in seen if p.is_running() and p.status() != "zombie"]
-        result["compare"] = compare(args.work, dsn, probe_queries(docs, args.queries))
+        write_result(args.work / "runs.json", json.dumps(result, indent=2))
+        result["compare"] = compare(args.work, dsn, probe_queries(docs, args.queries), args.search)
         result["projection"] = projection(result["ray"])
     finally:
         server.stop()
+    return finish(args, result)
+
+
+def compare_only(args: argparse.Namespace, argv: Sequence[str], docs: list[str]) -> int:
+    """The comparison (and report) of an earlier run's indexes, its runs read from ``<work>/runs.json``."""
+    from hippo_engine.store.postgres import EmbeddedPostgres
+    result = json.loads((args.work / "runs.json").read_text(encoding="utf-8"))
+    result["compare_command"] = "python -m reproduce " + shlex.join(argv)
+    server = EmbeddedPostgres(args.work / "pg")
+    dsn = server.start()
+    try:
+        result["compare"] = compare(args.work, dsn, probe_queries(docs, args.queries), args.search)
+        result["projection"] = projection(result["ray"])
+    finally:
+        server.stop()
+    return finish(args, result)
+
+
+def finish(args: argparse.Namespace, result: dict) -> int:
+    """Write the report; 0 when the indexes are the same and nothing of the cluster is left running."""
+    result["search"] = args.search
     result["load_after"] = load_average()
     head = git_head()
-    result["commit"] = head[0] if head else None
+    result.setdefault("commit", head[0] if head else None)
     out = args.out or OUT_DIR / ("README.md" if not args.limit else f"subset-{args.limit}.md")
     write_result(out.with_suffix(".json"), json.dumps(result, indent=2))
     write_result(out, report(result))
     print(f"wrote {out}")
     same = all(not d for d in result["compare"]["diffs"].values()) and \
         len(set(result["compare"]["rankings_hash"].values())) == 1
-    return 0 if same and not result["left_running"] else 1
+    return 0 if same and not result.get("left_running") else 1
 
 
 def report(r: dict) -> str:
     """The markdown report."""
     ray, c = r["ray"], r["compare"]
     lines = [f"# Indexing on a local Ray cluster: {r['documents']:,} NarrativeQA chunks into PostgreSQL", "",
-             f"Command: `{r['command']}` (commit {r['commit']}); load before {r['load_before']}, after "
+             f"Command: `{r['command']}`" +
+             (f", comparison: `{r['compare_command']}`" if "compare_command" in r else "") +
+             f" (commit {r['commit']}); load before {r['load_before']}, after "
              f"{r['load_after']}. One machine of 2 cores shared with other work: the cluster is a head and "
              f"{r['workers']} worker nodes of 1 CPU each on 127.0.0.1, so no speed-up is expected here; the "
              f"point is that the work is spread and the index is the same.", "",
@@ -244,7 +275,8 @@ def report(r: dict) -> str:
     lines += ["", f"Writer (this process): {st['commits']} commits, {st['committed_passages']:,} passages in "
               f"{st['commit_s']} s of commits = {st['commit_passages_per_s']} passages per commit-second; "
               f"vectors encoded in the driver (no worker's): {st['driver_encoded']}; duplicate rows ignored: "
-              f"{st['duplicates_ignored']}. The writer's stages over all commits (s): " +
+              f"{st['duplicates_ignored']}; search indexes (HNSW) built after the last commit: "
+              f"{st.get('search_index_s', 'during the commits')} s. The writer's stages over all commits (s): " +
               ", ".join(f"{k} {v}" for k, v in sorted(ray["writer_timings"].items(), key=lambda kv: -kv[1])[:8]) +
               ".", ""]
     if "ray_kills" in r:
@@ -256,7 +288,7 @@ def report(r: dict) -> str:
                   f"{k['ray']['committed_passages']:,} of {r['documents']:,} documents' passages.", ""]
     lines += ["## Same index", "", "Reopened, compared with the single-process index (stores with vectors, graph "
               "nodes and weighted edges, synonymy lists, documents) and by a rankings hash (top 20 of "
-              f"{r['queries']} probe queries):", "",
+              f"{r['queries']} probe queries, postgres_search={r['search']}):", "",
               "| index | passages | entities | facts | edges | differences | rankings hash |",
               "|---|---:|---:|---:|---:|---|---|"]
     for name, size in c["sizes"].items():

@@ -107,11 +107,39 @@ class PrecomputedExtractor:
         return Extraction(triples=t or None, hyperedges=h or None, failed=failed)
 
 
+class _SearchLater:
+    """A store whose search index (PostgreSQL's HNSW) is built after the call's last commit, over every
+    row at once, as a single-process ``index()`` builds it after its one commit (rows added to a
+    built HNSW index one commit at a time cost far more); everything else goes to ``store``."""
+
+    def __init__(self, store, asked: list):
+        self._store, self._asked = store, asked
+
+    def prepare_search(self) -> bool:
+        self._asked.append(True)
+        return False
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._store
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __getattr__(self, name: str):
+        return getattr(self._store, name)
+
+
 class _WritingView:
-    """The index state with another encoder: what the writer encodes comes from ``encoder``."""
+    """The index state with another encoder (what the writer encodes comes from ``encoder``) and its
+    search indexes built after the last commit (:class:`_SearchLater`)."""
 
     def __init__(self, state, encoder: Encoder):
         self._state, self.encoder = state, encoder
+        self.search_asked: list = []
+
+    @property
+    def stores(self) -> dict:
+        return {ns: _SearchLater(s, self.search_asked) for ns, s in self._state.stores.items()}
 
     def __getattr__(self, name: str):
         return getattr(self._state, name)
@@ -159,6 +187,8 @@ class Committer:
         self.commits: list[CommitStats] = []
         self.reports: list[dict] = []
         self.workers: dict[str, dict] = {}
+        self.search_s = 0.0
+        self.fresh = len(self.state.stores["fact"]) == 0 and len(self.state.stores["entity"]) == 0
 
     # ------------------------------------------------------------------ arrivals
     def arrive(self, rows: Iterable[Mapping]) -> None:
@@ -181,15 +211,21 @@ class Committer:
             self.facts.add(pid, r["facts"])
             self.arrived[pid] = _Arrived(list(r["entities"]), list(r["fact_texts"]))
 
-    def _has_vectors(self, pid: str) -> bool:
-        if pid in self.complete:
-            return True
-        a, vec, stores = self.arrived[pid], self.encoder.vectors, self.state.stores
-        ok = all(t in vec or entity_id(t) in stores["entity"] for t in a.entities) and \
-            all(t in vec or fact_id(t) in stores["fact"] for t in a.facts)
-        if ok:
-            self.complete.add(pid)
-        return ok
+    def _check_vectors(self) -> None:
+        """Mark complete the arrived passages whose entity and fact texts all have a vector here or
+        are stored (the stores asked once for all of them)."""
+        vec = self.encoder.vectors
+        todo = [p for p in self.arrived if p not in self.complete]
+        ents = {entity_id(t) for p in todo for t in self.arrived[p].entities if t not in vec}
+        facts = {fact_id(t) for p in todo for t in self.arrived[p].facts if t not in vec}
+        stores = self.state.stores
+        have_e = stores["entity"].existing(ents) if ents else set()
+        have_f = stores["fact"].existing(facts) if facts else set()
+        for p in todo:
+            a = self.arrived[p]
+            if all(t in vec or entity_id(t) in have_e for t in a.entities) and \
+                    all(t in vec or fact_id(t) in have_f for t in a.facts):
+                self.complete.add(p)
 
     def _ready(self, doc: str, final: bool) -> bool | None:
         """True: commit now; False: wait; None: never (a passage failed or never came back)."""
@@ -200,7 +236,7 @@ class Committer:
                 return None
             if p not in self.arrived:
                 return None if final else False
-            if not final and not self._has_vectors(p):
+            if not final and p not in self.complete:
                 return False
         return final or doc not in self.deferred
 
@@ -209,6 +245,8 @@ class Committer:
         """Commit the complete documents (``final``: all that can be; the deferred ones too). Returns
         how many documents were committed."""
         ready, dropped = [], []
+        if not final:
+            self._check_vectors()
         for d in self.waiting:
             r = self._ready(d, final)
             if r:
@@ -242,10 +280,35 @@ class Committer:
                     "passages_per_s": round(v["passages"] / v["busy_s"], 2) if v["busy_s"] else None}
                 for w, v in sorted(self.workers.items())}
 
+    def build_search(self) -> None:
+        """Build the search indexes the commits left for the end (under the writer lock), as the
+        writer would have after a single commit. PostgreSQL's HNSW index depends on the order of the
+        table's rows: when this call filled empty tables, their rows are first put in id order
+        (``CLUSTER``), the order one commit writes them in, so the index is the single process's."""
+        if not self.view.search_asked:
+            return
+        from hippo_engine.index.writer import IndexWriter
+        t0 = time.perf_counter()
+        cfg = self.state.config
+        with self.state.lock.held():
+            if self.fresh and cfg.storage_backend == "postgres" and cfg.postgres_search == "hnsw":
+                for ns in ("entity", "fact"):
+                    _rows_in_id_order(self.state.stores[ns])
+            IndexWriter(self.state)._prepare_search(self.extractor)
+        self.search_s = time.perf_counter() - t0
+
     @property
     def lost(self) -> list[str]:
         """New passages that neither arrived nor failed (none, unless results were lost)."""
         return [p for p in self.new if p not in self.arrived and p not in self.failed]
+
+
+def _rows_in_id_order(store) -> None:
+    """Rewrite a PostgreSQL vector table in primary-key (id) order (before its HNSW index is built)."""
+    with store.db.ddl() as c:
+        pk = c.execute("SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'p'",
+                       (store.table,)).fetchone()[0]
+        c.execute(f'CLUSTER {store.table} USING "{pk}"')
 
 
 def merge_reports(reports: Sequence[dict]) -> dict:

@@ -129,6 +129,7 @@ class RayExecutor:
         work_s = time.perf_counter()
         stream_error = self._run(ray, rag, new, committer, args)
         committer.commit_ready(final=True)
+        committer.build_search()
         work_s = time.perf_counter() - work_s
         report = merge_reports(committer.reports)
         self.stats = _stats(committer, split_s, work_s, time.perf_counter() - t0, self._slots(ray))
@@ -328,6 +329,7 @@ def _stats(c: Committer, split_s: float, work_s: float, total_s: float, slots: i
     committed = sum(x.passages for x in c.commits)
     return {"workers": slots, "split_s": round(split_s, 3), "work_s": round(work_s, 3), "total_s": round(total_s, 3),
             "commits": len(c.commits), "committed_passages": committed, "commit_s": round(commit_s, 3),
+            "search_index_s": round(c.search_s, 3),
             "commit_passages_per_s": round(committed / commit_s, 2) if commit_s else None,
             "duplicates_ignored": c.duplicates, "driver_encoded": c.encoder.fallbacks,
             "per_worker": c.worker_rates()}
