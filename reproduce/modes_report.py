@@ -7,6 +7,7 @@ wall time and ``uptime`` before and after.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,7 +57,7 @@ def shown_command(argv: Sequence[str]) -> str:
             shown.append(a.split("=", 1)[0] + " DIR")
         else:
             shown.append(a)
-    return "python -m reproduce table-modes " + " ".join(shown)
+    return "python -m reproduce table-modes " + " ".join(a if a.endswith(" DIR") else shlex.quote(a) for a in shown)
 
 
 def write_readme(folder: Path, out: Path | None = None) -> Path:
@@ -147,7 +148,7 @@ def qa_section(e: dict) -> list[str]:
     for s in e["sessions"]:
         lines += ["```bash", s["command"], "```", "",
                   f"Modes {', '.join(s.get('done', s['modes'])) or 'none'}: engine commit `{s['commit']}`; "
-                  + (f"{s['llm_threads']} LLM threads; " if s.get("llm_threads") else "") + "wall "
+                  + (f"LLM threads: {s['llm_threads']}; " if s.get("llm_threads") else "") + "wall "
                   f"{s.get('wall_s', 0):.0f} s; load (`uptime`) before: `{s['load_before']}`; after: "
                   f"`{s.get('load_after', '?')}`.", ""]
     counts = [q.get("questions", e["questions"]) for q in e["rows"].values()]

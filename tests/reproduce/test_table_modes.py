@@ -60,3 +60,4 @@ def test_command_shown_without_folders():
     argv = ["table-modes", "--work", "/tmp/x", "--qa", "20", "--parts=/y", "--twowiki-data", "/d", "--variant", "ner"]
     assert shown_command(argv) == ("python -m reproduce table-modes --work DIR --qa 20 --parts DIR --twowiki-data DIR "
                                    "--variant ner")
+    assert shown_command(["--qa-sample-reason", "slow here"]).endswith("--qa-sample-reason 'slow here'")
