@@ -19,6 +19,7 @@ from hippo_engine.datatypes import Triple
 from hippo_engine.index.content import stored_version
 from hippo_engine.index.graph import GraphData, insert_passages
 from hippo_engine.index.graphremove import remove_passages
+from hippo_engine.index.graphstream import GraphFileError, update_graph_file
 from hippo_engine.store.base import IndexStore
 from hippo_engine.store.lock import WriterLock
 
@@ -100,6 +101,40 @@ class GraphKeeper:
             self._graph = self._build()
             return
         self._graph = g
+
+    def update_file(self, old_version: str, old_digest: str, *, added: tuple | None = None,
+                    removed: tuple | None = None) -> None:
+        """For a writer that holds no graph (a lean writer, after the commit): ``graph.npz`` of the
+        previous version (taken from the database's copy if the folder lacks it) rewritten for the
+        change by streaming (:func:`.graphstream.update_graph_file`; ``added`` and ``removed`` as
+        for :meth:`change`), labelled with the loaded version, and its copy kept in the database.
+        If the file cannot take the change, the graph is built from the index and saved instead.
+        Nothing is held afterwards: the graph is read from the file when it is next used."""
+        self._graph = None
+        with self.lock.held_if_free() as held:   # re-entrant: a writer holds it already
+            labels = self._labels()
+            if not held or stored_version(self.db) != labels[0]:
+                return
+            add = (added[0], added[1], added[3], added[2]) if added is not None else None
+            rem = (removed[0], removed[1], removed[3], removed[2], removed[4]) if removed is not None else None
+            try:
+                self._keep_digest()
+                try:
+                    update_graph_file(self.path, (old_version, old_digest), labels, added=add, removed=rem)
+                except GraphFileError:
+                    if not self.db.fetch_graph_file(self.path, old_version, old_digest):
+                        raise
+                    update_graph_file(self.path, (old_version, old_digest), labels, added=add, removed=rem)
+            except Exception as e:  # noqa: BLE001 - derived data: built from the index instead
+                logger.warning("could not update %s for the change (%s); building the graph from the index",
+                               self.path, e)
+                self._graph = self._build()
+                self._save()
+                return
+            try:   # readers on other hosts take it from there (PostgreSQL)
+                self.db.put_graph_file(self.path, *labels)
+            except Exception as e:  # noqa: BLE001 - derived data: other hosts rebuild the graph instead
+                logger.warning("could not keep a copy of %s in %s: %s", self.path, self.db.location, e)
 
     def rebuild(self) -> None:
         """Build the graph from the index (after a change's commit: ``IndexWriter.derive``)."""

@@ -20,9 +20,9 @@ id) never reads every fact or synonymy list: which passages, entities and facts 
 asked of the database for the ids of the change; the entities and facts only removed passages
 held are found in SQL (:class:`~hippo_engine.store.postgres.changes.ChangeQueries`); the
 synonymy lists are read per source (:class:`.synonymystate.SynonymyKeeper`); the content digest
-is updated from the added and removed passages' facts; the graph takes the removal in place of a
-rebuild (:func:`.graphremove.remove_passages`). Its memory does not grow with the facts or lists
-of the index (the graph it updates does).
+is updated from the added and removed passages' facts; ``graph.npz`` is rewritten for the change
+by streaming the previous version's file (:meth:`.graphstate.GraphKeeper.update_file`), so no
+graph is held either. What it holds grows with the change, not with the index.
 
 Each stage's time goes to the :class:`~hippo_engine.index.stopwatch.Stopwatch` of the call; the
 report carries them (``timings``).
@@ -261,19 +261,22 @@ class IndexWriter:
     # ------------------------------------------------------------------ 3. derive
     def derive(self, done: _Written, extractor: str | None) -> None:
         """After the commit: the graph (merged with the added passages, or rebuilt after a
-        removal), its file and copy, and the backend's search indexes."""
+        removal; a lean writer rewrites the file by streaming instead), its file and copy, and the
+        backend's search indexes."""
         st, watch = self.state, self.watch
-        if done.removal is not None:
-            added = (done.added, done.triples, done.weights, done.synonymy) if done.added else None
-            st.graph_keeper.change(done.old_version, done.old_digest, added=added, removed=done.removal)
-        elif done.removed:
-            st.graph_keeper.rebuild()
-        elif done.added:
-            st.graph_keeper.insert(done.old_version, done.old_digest, done.added, done.triples, done.weights,
-                                   done.synonymy)
-        watch.lap("graph")
-        if done.added or done.removed:
-            st.graph_keeper.save()
+        added = (done.added, done.triples, done.weights, done.synonymy) if done.added else None
+        if self.lean and (added or done.removal):      # the file rewritten by streaming: no graph held
+            st.graph_keeper.update_file(done.old_version, done.old_digest, added=added, removed=done.removal)
+            watch.lap("graph")
+        else:
+            if done.removed:
+                st.graph_keeper.rebuild()
+            elif done.added:
+                st.graph_keeper.insert(done.old_version, done.old_digest, done.added, done.triples, done.weights,
+                                       done.synonymy)
+            watch.lap("graph")
+            if done.added or done.removed:
+                st.graph_keeper.save()
         watch.lap("save_graph")
         if done.added and self._prepare_search(extractor or st.extractor):
             watch.lap("hnsw")

@@ -112,8 +112,9 @@ def test_lazy_reader_picks_up_a_version_another_writer_committed(built, tmp_path
     writer.index(["Zora Quill\nZora Quill moved to Zembla in 1901. Zora Quill founded the Zembla Press."])
     after = reader.retrieve(["Who moved to Zembla?"], 5)[0]
     assert len(reader.index_state.reader_stores["passage"]) == 121
-    g = writer.index_state.graph                          # parts read back from graph.npz, inserted into
-    assert g.parts is not None and g.edge_dict() == writer.index_state._build_graph().edge_dict()
+    assert writer.index_state.graph_keeper._graph is None   # the writer streamed graph.npz: it holds no graph
+    g = writer.index_state.graph                          # read back from the file the change wrote
+    assert g.edge_dict() == writer.index_state._build_graph().edge_dict()
     assert not any(d.startswith("Zora Quill") for d in before.docs)
     assert any(d.startswith("Zora Quill") for d in after.docs)
     writer.delete(["Zora Quill\nZora Quill moved to Zembla in 1901. Zora Quill founded the Zembla Press."])
