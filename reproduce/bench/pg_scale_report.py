@@ -260,11 +260,12 @@ def _render_writer(res: dict) -> list[str]:
         [(r.get("label", "?"), r) for r in res.get("writer_runs", [])]
     if not recs:
         return []
-    lines = ["## The engine's writer: one change of 200 passages", "",
+    n = recs[0][1].get("passages", 200)
+    lines = [f"## The engine's writer: one change of {n} passages", "",
              "An engine writer in a fresh process (`python -m reproduce.bench.pg_scale_writer`): `HippoRAG(storage="
              "\"postgres\", postgres_search=\"hnsw\" or \"exact\")` (the writer is the same: its stores hold no "
-             "vector), then one `IndexWriter.index` of 200 new passages with their document rows and about 9 "
-             "triples each (8 new entities a passage, objects drawn from the index's entities, so the graph and "
+             f"vector), then one `IndexWriter.index` of {n} new passages with their document rows and 9 "
+             "triples each (9 new entities a passage, objects drawn from the index's entities, so the graph and "
              "synonymy lists change), then, in another fresh process, `IndexWriter.delete` of those documents. "
              "Vectors from a hash of each text (no model loaded: the figures are the writer's own; the issue's "
              "bound is 1 GB plus the encoder). RSS in MiB; peak = VmHWM; \"above imports\" = peak minus RSS "
@@ -274,9 +275,39 @@ def _render_writer(res: dict) -> list[str]:
     lines += _table(rows, ("measured", "index size", "change", "RSS imports", "RSS after", "peak",
                            "peak above imports", "change s", "slowest stages (s)", "facts read", "load"))
     cmds = [r["command"] for _, r in recs if r.get("command")]
+    built = list(dict.fromkeys(r["built_with"] for _, r in recs if r.get("built_with")))
+    if built:
+        lines += ["", "Indexes measured (synthetic, the shapes above; `--mixture`: the vectors do not matter to the "
+                  "writer's memory):", ""] + [f"- `{c}`" for c in built]
     if cmds:
-        lines += ["", "Commands:", ""] + [f"- `{c}`" for c in cmds]
-    return lines + [""]
+        lines += ["", "Commands (`--engine DIR`: a `git archive` of that commit's `hippo_engine`):", ""]
+        lines += [f"- `{c}`" for c in cmds]
+    return lines + [""] + _render_writer_equal(res)
+
+
+def _render_writer_equal(res: dict) -> list[str]:
+    """Whether the writers of two engine versions leave equal indexes (``writer_equal``)."""
+    eq = res.get("writer_equal")
+    if not eq:
+        return []
+    lines = ["### The same index through either writer (MuSiQue subset)", "",
+             "`python -m reproduce.bench.pg_scale_equal` (see its documentation): each engine, in a fresh process, "
+             "indexes the MuSiQue subset into its own PostgreSQL schema (`postgres_search=\"exact\"`, the "
+             "`rankings` command's openie settings, released OpenIE imported, no LLM call): the first 1,200 "
+             "documents, then (reopened) documents 1,000 on, then deletes documents 300-499 (state 0), then indexes "
+             "them again (state 1: the whole corpus, whose rankings hash is the published one when the index "
+             "equals a one-shot build). Digests (SHA-256) of each part of the snapshot: stores (ids, texts, "
+             "vectors), graph nodes and edges (weights exact), synonymy lists, documents.", "",
+             f"Command: `{eq['command']}`; load {round(eq['load'], 2)}.", ""]
+    keys = ("passage", "entity", "fact", "graph_nodes", "graph_edges", "synonymy", "documents", "rankings_hash")
+    rows = []
+    for r in eq["runs"]:
+        for i, st in enumerate(r.get("states", [])):
+            rows.append((r.get("label", r.get("engine")), i, st.get("passages"), *[st.get(k, "") for k in keys]))
+    lines += _table(rows, ("engine", "state", "passages", *keys))
+    verdict = [f"{c.get('label', c.get('engine'))}: " + ("equal" if c["equal"] else "DIFFERENT " + str(c["states"]))
+               for c in eq["comparison"]]
+    return lines + ["", "Compared with the first engine: " + "; ".join(verdict) + ".", ""]
 
 
 def render(res: dict) -> str:

@@ -6,10 +6,10 @@
 postgres_search=...)`` (``"hnsw"`` when the fact store has its HNSW index, else ``"exact"``: the
 writer is the same, its stores hold no vector either way), then one change through the engine's
 writer (:class:`hippo_engine.index.writer.IndexWriter`, what ``HippoRAG.index`` runs after
-extraction): ``N`` new passages, each with its document row and about 9 OpenIE triples whose
-subjects are about 8.6 new entities per passage and whose objects are drawn from the index's
-entities (the benchmark's phrases ``"entity n"``), so the change touches the stored graph and the
-synonymy lists. ``remove``: the documents an ``add`` with the same ``SEED`` wrote are deleted
+extraction): ``N`` new passages, each with its document row and 9 OpenIE triples whose subjects
+are 9 new entities (the benchmark's 8.6 a passage, rounded) and whose objects are drawn from the
+index's entities (the benchmark's phrases ``"entity n"``), so the change touches the stored graph
+and the synonymy lists. ``remove``: the documents an ``add`` with the same ``SEED`` wrote are deleted
 (``IndexWriter.delete``): their passages, the entities and facts only they held, the synonymy
 lists, the graph.
 
@@ -100,7 +100,8 @@ def rows(db) -> dict[str, int]:
 def probe(action: str, dsn: str, schema: str, index_dir: str, n: int, seed: int, dim: int = 384,
           tracemalloc_on: bool = False) -> dict:
     """Run in a fresh process: open the index, make the change ``action`` (``add``/``remove``),
-    report (see the module documentation)."""
+    report (see the module documentation). ``dim``: the vectors' dimension when the index does not
+    record one."""
     out: dict = {"action": action, "passages": n, "seed": seed, "rss_start_mib": rss_mib()}
     from hippo_engine import HippoRAG
     from hippo_engine.index.stopwatch import Stopwatch
@@ -110,6 +111,7 @@ def probe(action: str, dsn: str, schema: str, index_dir: str, n: int, seed: int,
     try:
         search = "hnsw" if peek.table_exists("store_fact_hnsw") else "exact"
         out["rows_before"] = rows(peek)
+        dim = int(peek.get_meta("dim") or dim)
     finally:
         peek.close()
     out["rss_after_import_mib"] = rss_mib()

@@ -125,7 +125,7 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
     try:
         rc = cli_main(["pg-scale", "--passages", "120", "--batch", "60", "--dim", str(dim), "--queries", "4",
                        "--exact-queries", "2", "--work", str(work), "--base-index", str(tmp_path / "base.sqlite"),
-                       "--out", str(out), "--project", "1200"])
+                       "--out", str(out), "--project", "1200", "--writer-rss", "30"])
     finally:
         import shutil
         shutil.rmtree(work, ignore_errors=True)
@@ -145,12 +145,17 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
         assert "error" not in res["query_process"][mode], res["query_process"][mode]
         assert res["query_process"][mode]["peak_rss_mib"] > 0
         assert res["query_process"][mode]["graph_loaded"]        # the reader took graph.npz, no rebuild
+    for action, rows in (("add", {"passage": 150, "entity": 1302, "fact": 1350}),
+                         ("remove", {"passage": 120, "entity": 1032, "fact": 1080})):
+        w = res["writer"][action]                                 # the engine's writer, in a fresh process
+        assert "error" not in w, w
+        assert w["rows_after"] == rows and not w["content_loaded"] and w["peak_rss_mib"] > 0
     p = res["projection"]
     assert p["factor"] == 10 and p["vectors"] == 22320
     readme = tmp_path / "README.md"
     pg_scale_report.main([str(out), str(readme)])
     text = readme.read_text()
-    assert "Projection to 1,200 passages" in text and "recall@10" in text
+    assert "Projection to 1,200 passages" in text and "recall@10" in text and "one change of 30 passages" in text
     assert res["command"] in text and "given with `--base-index`" in text
 
 
@@ -162,3 +167,25 @@ def test_readme_of_results_without_a_base_record():
            "base_rows": {"passage": 1}, "settings": {}, "cpus": 1}
     text = pg_scale_report.render(res)
     assert "--base-index /old/index.sqlite" in text and "made outside the benchmark" in text
+
+
+def test_equality_check_caches_vectors_and_names_the_parts_that_differ(tmp_path):
+    from fakes import NgramEncoder
+
+    from reproduce.bench.pg_scale_equal import CachedEncoder, compare
+    made = []
+
+    def make():
+        made.append(NgramEncoder(dim=16))
+        return made[-1]
+    first = CachedEncoder(tmp_path / "v.npz", make)
+    a = first.encode(["alpha", "beta", "alpha"], instruction="q: ")
+    first.save()
+    again = CachedEncoder(tmp_path / "v.npz", make)                 # every vector from the file: no model made
+    assert np.array_equal(again.encode(["beta", "alpha"], instruction="q: "), a[[1, 0]]) and len(made) == 1
+    assert (again.name, again.dim, again.misses) == (made[0].name, 16, 0)
+    same = {"states": [{"passage": "x", "graph_edges": "y"}]}
+    other = {"engine": "new", "states": [{"passage": "x", "graph_edges": "z"}]}
+    assert compare([same, same])[0]["equal"]
+    assert compare([same, other]) == [{"engine": "new", "states": [{"state": 0, "differs": ["graph_edges"]}],
+                                        "equal": False}]
