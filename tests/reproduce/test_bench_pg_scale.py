@@ -170,8 +170,6 @@ def test_readme_of_results_without_a_base_record():
 
 
 def test_equality_check_caches_vectors_and_names_the_parts_that_differ(tmp_path):
-    from fakes import NgramEncoder
-
     from reproduce.bench.pg_scale_equal import CachedEncoder, compare
     made = []
 
