@@ -3,13 +3,16 @@
 The shared ``tok2vec`` feeds only the tagger and parser in ``en_core_web_sm``; ``ner`` and ``senter`` embed
 tokens themselves. Dropping it must leave every entity and sentence boundary as it was."""
 import json
+from pathlib import Path
 
 import pytest
 import spacy
-from conftest import MUSIQUE
 from helpers import CORPUS
 
 from hippo_engine.models.spacy_ner import _components, drop_unheard_tok2vec, load_pipeline, model_dir
+
+#: the MuSiQue subset (not ``from conftest import``: that name resolves to whichever conftest pytest loaded first)
+MUSIQUE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "musique" / "hipporag_v1_train"
 
 #: passages with titles, several sentences, blank lines, numbers, dates and non-Latin text
 TEXTS = [*CORPUS,
