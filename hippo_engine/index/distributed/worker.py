@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import time
+import uuid
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -82,15 +85,24 @@ class _Models:
 
     def __init__(self, config: Mapping[str, Any], llm_name: str, embedding_name: str, threads: int):
         cfg = _config(config).replace(show_progress=False, embedding_num_workers=max(1, threads))
-        self.cache = Path(tempfile.mkdtemp(prefix="hippo-ray-"))
+        self.cache = Path(tempfile.gettempdir()) / f"hippo-ray-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         from hippo_engine.models.providers import Models
         self.models = Models(cfg, self.cache, llm_name, embedding_name)
         self.config = cfg
+
+    def folder(self) -> Path:
+        """The worker's folder (the LLM cache, batches' results files): made when first needed, removed
+        when the worker ends normally (a killed worker leaves it in the temp folder)."""
+        if not self.cache.exists():
+            self.cache.mkdir(parents=True)
+            weakref.finalize(self, shutil.rmtree, self.cache, True)
+        return self.cache
 
     def encoder(self):
         return self.models.encoder()
 
     def llm(self):
+        self.folder()
         return self.models.llm()
 
 
@@ -171,13 +183,16 @@ class ExtractEncodeWorker:
             ex = make_extractor("ner", self._models.cache, self.llm_name, self._models.llm, max_new_tokens=0,
                                 show_progress=False, ner=self._ner)
             return ex.extract(passages), ""
-        folder = Path(tempfile.mkdtemp(dir=self._models.cache))    # this batch's results file only
-        cfg = self._models.config
-        ex = make_extractor(self.kind, folder, self.llm_name, self._models.llm, max_new_tokens=cfg.max_new_tokens,
-                            show_progress=False)
-        got = ex.extract(passages)
-        path = getattr(ex, "path", None)
-        return got, (Path(path).read_text(encoding="utf-8") if path and Path(path).exists() else "")
+        folder = Path(tempfile.mkdtemp(dir=self._models.folder()))    # this batch's results file only
+        try:
+            cfg = self._models.config
+            ex = make_extractor(self.kind, folder, self.llm_name, self._models.llm,
+                                max_new_tokens=cfg.max_new_tokens, show_progress=False)
+            got = ex.extract(passages)
+            path = getattr(ex, "path", None)
+            return got, (Path(path).read_text(encoding="utf-8") if path and Path(path).exists() else "")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     # ------------------------------------------------------------------ encoding
     def _texts_of(self, triples, hyperedges) -> tuple[list[str], list[str], bool]:
