@@ -158,8 +158,8 @@ def qa_section(e: dict) -> list[str]:
               "LLM response cache off (every call made).", ""]
     head = ["mode", "questions", "EM", "F1"]
     if sample:
-        lines += [f"Modes marked * answered the first {sample['n']} questions only ({sample['reason']}); every row "
-                  f"also shows EM/F1 on those {sample['n']} questions.", ""]
+        lines += [f"Modes marked * answered only the first questions, as many as the `questions` column says "
+                  f"({sample['reason']}); every row also shows EM/F1 on the first {sample['n']}.", ""]
         head += [f"EM (first {sample['n']})", f"F1 (first {sample['n']})"]
     head += ["LLM calls / query", "prompt tokens / query", "completion tokens / query", "s / query", "errors",
              "LLM use when answering"]
