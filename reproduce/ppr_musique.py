@@ -1,9 +1,11 @@
 """Fast PPR on the MuSiQue subset (issue 26, point 1): Recall@1/2/5/10/20 and the rankings hash
 of the default PPR solver ("auto") beside forced push and forced exact, on the indexes of
 ``python -m reproduce rankings`` and with its walk (``PAPER_WALK``: one walk, no top-rank rule;
-recognition filter off, no LLM call), so the hashes compare with that command's.
+recognition filter off, no LLM call), so the hashes compare with that command's; ``--walk engine``:
+the engine's default walk instead (e.g. the second walk on a ``ner`` index).
 
-    python -m reproduce.ppr_musique [--work /tmp/rank_final] [--variant both] [--r-max 1e-5] [--out FILE]
+    python -m reproduce.ppr_musique [--work /tmp/rank_final] [--variant both] [--r-max 1e-5] [--walk paper|engine]
+        [--out FILE]
 
 ``--work`` is the rankings command's ``--work`` (its indexes are reused, or built there).
 """
@@ -31,6 +33,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--embedder", default=None)
     ap.add_argument("--out", type=Path, default=None, help="markdown file (default: print only)")
     ap.add_argument("--r-max", type=float, default=DEFAULT_R_MAX, help="ppr_push_r_max (the default's)")
+    ap.add_argument("--walk", choices=("paper", "engine"), default="paper",
+                    help="paper: the rankings command's one walk; engine: the engine's defaults (second walk "
+                         "and top-rank rule as configured by default)")
 
 
 def solve_variant(args: argparse.Namespace, dataset, variant: str, encoder=None) -> list[dict]:
@@ -45,7 +50,8 @@ def solve_variant(args: argparse.Namespace, dataset, variant: str, encoder=None)
     try:
         runner.prepare_index()
         for solver in SOLVERS:
-            rag = runner.open(hippo_method(False, ppr_solver=solver, ppr_push_r_max=args.r_max, **PAPER_WALK))
+            walk = PAPER_WALK if args.walk == "paper" else {}
+            rag = runner.open(hippo_method(False, ppr_solver=solver, ppr_push_r_max=args.r_max, **walk))
             try:
                 t = time.perf_counter()
                 sols = rag.retrieve(list(dataset.questions))
