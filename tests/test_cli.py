@@ -63,9 +63,14 @@ def test_file_and_folder_errors_name_the_file_and_line_and_create_nothing(tmp_pa
 
 
 @pytest.mark.slow
-def test_llm_down_exits_non_zero_and_names_the_queries(tmp_path, capsys):
-    """retrieve with the filter on and qa against a server that only answers 500."""
+def test_llm_down_exits_non_zero_and_names_the_queries(tmp_path, capsys, monkeypatch):
+    """retrieve with the filter on and qa against a server that only answers 500 (every retry made,
+    without the backoff's waits)."""
     from openai_server import FakeOpenAIServer
+
+    from hippo_engine.llm import openai_client
+    monkeypatch.setattr(openai_client, "RETRY_INITIAL_DELAY", 0.001)
+    monkeypatch.setattr(openai_client, "RETRY_MAX_DELAY", 0.002)
 
     corpus, queries, out = tmp_path / "c.json", tmp_path / "q.json", tmp_path / "out.json"
     corpus.write_text(json.dumps(DOCS))
