@@ -101,6 +101,11 @@ class RetrievalConfig(_Section):
     #: dense_agree 2 (the best measured, ``reproduce/results/recall``); else "none", 0 (the paper's walk)
     second_hop: Literal["auto", "none", "wide", "bridge", "reseed"] = "auto"
     second_hop_head: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
+    #: how the second walk is solved: "update" (the first walk's scores plus a forward push of the few seeds
+    #: that changed, by linearity, residual threshold second_walk_r_max: ``retrieve/walk_update.py``) or
+    #: "solve" (a walk of its own, bit-identical to solving that reset alone)
+    second_walk_solver: Literal["update", "solve"] = "update"
+    second_walk_r_max: float = Field(1e-7, gt=0.0)
     #: the recognition filter (an LLM call per query): None = on, except on an
     #: ``extractor="ner"`` index, which makes no LLM call unless this is set to True
     use_filter: bool | None = None

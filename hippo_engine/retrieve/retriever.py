@@ -222,15 +222,22 @@ class Retriever(FactRows):
                 implementation="prpack")) for j in range(resets.shape[1])]
             probs = np.column_stack(cols) if cols else np.zeros((self.graph.num_nodes, 0))
         elif self.uses_push:
-            if self._pusher is None:
-                self._pusher = PushPPR(self.kernel)
-            cols = [self._pusher.run_split(resets[:, j], self.passage_nodes, cfg.damping, cfg.ppr_push_r_max,
+            cols = [self.pusher.run_split(resets[:, j], self.passage_nodes, cfg.damping, cfg.ppr_push_r_max,
                                            cfg.ppr_push_head)[0] for j in range(resets.shape[1])]
             return np.column_stack(cols) if cols else np.zeros((len(self.passage_nodes), 0))
         else:
             probs = self.kernel.run(resets, cfg.damping, cfg.ppr_tol, cfg.ppr_max_iter, cfg.ppr_method,
                                     cfg.ppr_block_size)
         return probs[self.passage_nodes]
+
+    @property
+    def pusher(self) -> PushPPR:
+        """The forward-push solver on this version's kernel (built on first use)."""
+        if self._pusher is None:
+            if self.kernel is None:
+                raise ValueError("forward push needs ppr_backend='power'")
+            self._pusher = PushPPR(self.kernel)
+        return self._pusher
 
     @property
     def uses_push(self) -> bool:

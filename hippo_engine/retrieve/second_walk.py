@@ -2,10 +2,12 @@
 (:meth:`SecondWalk.context`, the :class:`~.hop_index.HopIndex` built on first use) and how a block's
 ranking scores come out of it (:meth:`SecondWalk.run`).
 
-Cost, all exact (rankings and scores as a plain second walk): the query's best facts are searched once
-for both walks (``top``); a query whose second reset vector equals its first keeps the first walk's
-scores instead of walking again (the PPR kernel's columns do not depend on their batch); the first walk's
-head is found for every query at once (:func:`.second_hop.keep_head`).
+Cost: the query's best facts are searched once for both walks (``top``); a query whose second reset
+vector equals its first keeps the first walk's scores instead of walking again (the PPR kernel's columns do
+not depend on their batch); the first walk's head is found for every query at once
+(:func:`.second_hop.keep_head`); by default the second walk is the first one updated by a push of the
+seeds that changed (:mod:`.walk_update`, ``second_walk_solver="update"``), not a walk over the whole graph
+(``"solve"``: scores bit-identical to a walk of the second reset alone).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 
 from hippo_engine.retrieve.hop_index import HopIndex
 from hippo_engine.retrieve.second_hop import HopContext, SecondHop, keep_head
+from hippo_engine.retrieve.walk_update import updated_walk
 
 if TYPE_CHECKING:
     from hippo_engine.retrieve.filtering import Restriction
@@ -92,14 +95,24 @@ class SecondWalk:
         R2 = hop.second_resets(self.context(g, restriction, links, top), hb, cols, R, first)
         if restriction is not None:
             restriction.block_seeds(R2, r.passage_nodes)
-        new = ~np.all(R2 == R, axis=0)        # a query whose seeds did not change keeps its first walk
-        second = np.array(first, copy=True)
-        if new.all():
-            second = r.run_ppr(R2)
-        elif new.any():
-            second[:, new] = r.run_ppr(R2[:, new])
+        if r.kernel is not None and self._updates():   # (a query whose seeds did not change keeps its first walk)
+            second = updated_walk(r.kernel, r.pusher, r.passage_nodes, first, R, R2, r.config.damping,
+                                  r.config.second_walk_r_max)
+        else:
+            new = ~np.all(R2 == R, axis=0)
+            second = np.array(first, copy=True)
+            if new.all():
+                second = r.run_ppr(R2)
+            elif new.any():
+                second[:, new] = r.run_ppr(R2[:, new])
         walks.update(second_reset=R2, second=second)
         return keep_head(first, second, hop.keep_head, None if restriction is None else restriction.blocked_rows)
+
+    def _updates(self) -> bool:
+        """Whether the second walk is the first one updated (``second_walk_solver="update"`` on the exact
+        kernel; forward push or igraph solve it afresh)."""
+        r = self.r
+        return r.config.second_walk_solver == "update" and r.kernel is not None and not r.uses_push
 
 
 __all__ = ["SecondWalk", "reuse_top"]
