@@ -56,8 +56,10 @@ def updated_walk(kernel: PPRKernel, pusher: PushPPR, passage_nodes: np.ndarray, 
     out = np.array(first, dtype=np.float64, copy=True)
     if not len(cols):
         return out
-    t1 = walk_totals(kernel, Rc[:, cols], damping)
-    mass2 = R2c[:, cols].sum(axis=0)
+    mass1 = Rc.sum(axis=0)                                 # (whole columns: no copy of the block)
+    iso1 = Rc[kernel.isolated].sum(axis=0) if kernel.isolated.any() else np.zeros(R.shape[1])
+    t1 = ((mass1 - iso1) / (1.0 - damping) + iso1)[cols]   # walk_totals of the changed columns
+    mass2 = (mass1 + D.sum(axis=0))[cols]
     row_of = np.full(kernel.n, -1, dtype=np.int64)
     row_of[passage_nodes] = np.arange(len(passage_nodes))
     iso_rows = kernel.isolated[changed]
