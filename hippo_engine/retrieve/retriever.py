@@ -61,6 +61,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: bytes one query may take in a block's dense arrays over the graph's nodes (reset vectors of both walks,
+#: PPR solution): a block holds fewer than ``query_batch_size`` queries on a graph where that would exceed
+#: ``BLOCK_BYTES`` (at 1M passages, about 9.6M nodes, 64 queries needed 4.9 GB for the reset matrix alone)
+NODE_BYTES_PER_QUERY = 32
+BLOCK_BYTES = 512 << 20
+
 #: ``filter_many(questions, candidate fact lists) -> kept fact lists`` (the recognition filter)
 FilterMany = Callable[[list[str], list[list[Triple]]], list[list[Triple]]]
 
@@ -270,7 +276,7 @@ class Retriever(FactRows):
         q_fact = np.atleast_2d(np.asarray(q_fact))
         q_pass = np.atleast_2d(np.asarray(q_pass))
         results = [RawResult() for _ in queries]
-        bs = self.config.query_batch_size
+        bs = self.block_size()
         spans = [(s, min(len(queries), s + bs)) for s in range(0, len(queries), bs)]
         cands: list[tuple[np.ndarray, np.ndarray]] = []
         kept: list[np.ndarray] = []
@@ -296,6 +302,12 @@ class Retriever(FactRows):
             self._search_block(block, k, results, tim, explain, restriction, tops[n])
         tim["total"] = time.perf_counter() - t0
         return results, tim
+
+    def block_size(self) -> int:
+        """Queries per block: ``query_batch_size``, fewer on a graph whose dense per-query arrays would pass
+        ``BLOCK_BYTES`` (a query's scores do not depend on its block)."""
+        fit = BLOCK_BYTES // max(1, NODE_BYTES_PER_QUERY * self.graph.num_nodes)
+        return max(1, min(self.config.query_batch_size, fit))
 
     def _filter(self, queries, blocks, cands, results, filter_many, tim) -> list[np.ndarray]:
         """Candidate and kept facts of every query (one ``filter_many`` call); kept masks per block.

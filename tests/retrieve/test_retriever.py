@@ -216,6 +216,23 @@ def test_batched_search_in_blocks_and_reset_vectors(tmp_path):
         assert np.array_equal(R[:, c], vec) and seeds[c] == sd
 
 
+def test_a_large_graph_gets_smaller_blocks_with_the_same_results(tmp_path, monkeypatch):
+    """Blocks shrink where the dense per-query arrays over the graph's nodes would pass BLOCK_BYTES (here made
+    tiny: one query per block); every query's ranking and scores stay the same."""
+    from hippo_engine.retrieve import retriever as retriever_module
+    rag = make_rag(tmp_path, use_filter=False)
+    rag.index(CORPUS)
+    qs = ["Where was Ilse Marrow born?", "Who founded Tamsin College?", "Who married Oren Pike?"]
+    ref = rag.retrieve(qs)
+    r = rag.retriever
+    assert r.block_size() == r.config.query_batch_size
+    monkeypatch.setattr(retriever_module, "BLOCK_BYTES", retriever_module.NODE_BYTES_PER_QUERY * r.graph.num_nodes)
+    assert r.block_size() == 1
+    got = rag.retrieve(qs)
+    assert [s.docs for s in got] == [s.docs for s in ref]
+    assert all(np.array_equal(a.doc_scores, b.doc_scores) for a, b in zip(got, ref, strict=True))
+
+
 class RecordingSeeds:
     """A seed source that puts weight 1.0 on one node and records what it was given."""
 
