@@ -56,14 +56,19 @@ through the engine's own retrieval path.
    ``HippoRAG(<work>/index, storage="postgres", dsn=..., postgres_schema=..., postgres_search=MODE)``,
    ``rag.retriever`` (loads what the retriever holds: the passage matrix and the graph), then
    queries one per ``Retriever.search`` call (no recognition filter, top 10): ``engine-lazy``
-   (``postgres_search="hnsw"``, ``--queries`` queries), ``engine-exact`` (``"exact"``: exact
-   scans in the database, ``--exact-queries`` queries) and, unless ``--skip-memory-probe``,
-   ``engine-memory`` (``"memory"``: every vector mirrored, as the engine opened an index before
-   the lazy reader; 5+ GB at 150k passages; ``--exact-queries`` queries). Each reports open and
+   (``postgres_search="hnsw"``, ``--queries`` queries; the default ``ppr_solver="auto"``: forward
+   push from ``ppr_push_min_nodes`` graph nodes on), ``engine-exact-ppr`` (the same with
+   ``ppr_solver="exact"``: the exact PPR kernel, ``--exact-queries`` queries), ``engine-exact``
+   (``"exact"``: exact scans in the database, ``--exact-queries`` queries) and, unless
+   ``--skip-memory-probe``, ``engine-memory`` (``"memory"``: every vector mirrored, as the engine
+   opened an index before the lazy reader; 5+ GB at 150k passages; ``--exact-queries`` queries),
+   skipped with the reason in the report when its projected peak (every vector as float32 times
+   :data:`MEMORY_PROBE_OVERHEAD`) exceeds the memory available. Each reports open and
    retriever times, resident memory after each step, peak memory (``VmHWM``), latency p50/p95
    and the retriever's memory by part (passage matrix, fact ids, graph arrays, node ids, PPR
-   kernel). Rankings are compared: top-10 passage overlap of lazy-HNSW vs lazy-exact per query,
-   and the fraction of queries whose candidate facts (top 5) are identical.
+   kernel). Rankings are compared per pair of modes: top-10 passage overlap and recall@10 of the
+   first against the second (e.g. the fast PPR path against exact PPR), and the fraction of
+   queries whose top 10 and candidate facts (top 5) are identical.
    The query vectors are given to ``Retriever.search`` directly (a query is a pair of synthetic
    vectors: one around the real fact vectors for fact scoring, one around the real passage
    vectors for passage scoring), so the facade gets a stand-in encoder that has the index's
@@ -71,7 +76,8 @@ through the engine's own retrieval path.
    measured here; everything after it is the engine's own path.
 5. Disk (tables, indexes, data folder with WAL) and a projection to ``--project`` passages of
    the database and of the query process (each measured part of the retriever scaled with the
-   rows), with whether the query process stays under 8 GiB.
+   rows), with whether the query process stays under 8 GiB, and where each part lives at that
+   size (one database server or more, the graph in the query process).
 
 Every timing carries the 1-minute load average. Results: ``--out`` (JSON, written after each
 phase, with the command and the base), by default ``reproduce/results/pg_scale/scale.json``,
@@ -120,6 +126,8 @@ BASE_MARKER = "base.json"
 PREDICATE = "related to"
 INDEX_VERSION = "1"
 PROFILE_ROWS = 200_000
+#: engine-memory's peak over its float32 vectors at 150k passages (6,948 MiB peak / 4,087 MiB of vectors)
+MEMORY_PROBE_OVERHEAD = 1.7
 
 
 def unit(x: np.ndarray) -> np.ndarray:
@@ -556,13 +564,40 @@ def disk(db, data_dir: Path) -> dict:
             "data_dir_mib": round(folder / mib, 1), "wal_mib": round(wal / mib, 1)}
 
 
+def available_mib() -> float:
+    """``MemAvailable`` of this machine (MiB)."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    return float("inf")  # pragma: no cover
+
+
+def memory_probe_skip(vectors: int, dim: int, avail_mib: float) -> str | None:
+    """Why the ``engine-memory`` process is not run (``None``: it is): its peak, every vector as
+    float32 times :data:`MEMORY_PROBE_OVERHEAD` (measured at 150k passages), over the memory
+    available now."""
+    need = vectors * dim * 4 / 2**20 * MEMORY_PROBE_OVERHEAD
+    if need <= avail_mib:
+        return None
+    return (f"its projected peak, {vectors:,} vectors x {dim} float32 x {MEMORY_PROBE_OVERHEAD} = {need / 1024:.1f} "
+            f"GiB, exceeds the {avail_mib / 1024:.1f} GiB of memory available on this machine")
+
+
 def query_processes(dsn: str, args, index_dir: Path, qfile: Path, res: dict, save) -> None:
     """The engine's query process in each mode, each in a fresh process, and the agreement of
     their rankings."""
-    modes = [("engine-lazy", args.queries), ("engine-exact", args.exact_queries)]
-    if not args.skip_memory_probe:
-        modes.append(("engine-memory", args.exact_queries))
+    modes = [("engine-lazy", args.queries), ("engine-exact-ppr", args.exact_queries),
+             ("engine-exact", args.exact_queries)]
     res["query_process"], rankings = {}, {}
+    skip = memory_probe_skip(res.get("load", {}).get("vectors", 0), args.dim, available_mib())
+    if args.skip_memory_probe:
+        skip = "--skip-memory-probe"
+    if skip:
+        res["query_process"]["engine-memory"] = {"mode": "engine-memory", "skipped": skip}
+        print(f"engine-memory: skipped ({skip})", flush=True)
+    else:
+        modes.append(("engine-memory", args.exact_queries))
     for mode, n in modes:
         out = run_probe(mode, dsn, args.schema, index_dir, qfile, n, index_dir.parent / f"probe-{mode}.json")
         rankings[mode] = out.pop("per_query", None)
@@ -591,7 +626,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="add N passages through the engine's writer, then delete them, each in a fresh process, "
                     "and report its peak memory (0: skip; default %(default)s)")
     ap.add_argument("--skip-memory-probe", action="store_true",
-                    help="no engine-memory query process (every vector mirrored: 5+ GB at 150k passages)")
+                    help="no engine-memory query process (every vector mirrored: 5+ GB at 150k passages; skipped "
+                    "anyway, with the reason in the report, when its projected peak exceeds the available memory)")
     ap.add_argument("--work", default=None, help="folder for the base, the data directory and the index folder "
                     "(default: a temp folder, removed at the end); the PostgreSQL server's user must be able to "
                     "traverse its parents")

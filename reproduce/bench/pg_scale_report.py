@@ -23,7 +23,10 @@ from ..common import RESULTS_DIR
 
 GIB = 1024.0
 LIMIT_GIB = 8.0
-PAIRS = (("engine-lazy", "engine-exact"), ("engine-exact", "engine-memory"), ("engine-lazy", "engine-memory"))
+PAIRS = (("engine-lazy", "engine-exact-ppr"), ("engine-lazy", "engine-exact"),
+         ("engine-exact", "engine-memory"), ("engine-lazy", "engine-memory"))
+#: the reference database server of the placement section (RAM, disk in GiB)
+SERVER_RAM_GIB, SERVER_DISK_GIB = 64.0, 2048.0
 #: parts of the retriever's memory that grow with the rows (see ``pg_scale_probe.retriever_memory``)
 PARTS = ("passage_matrix", "fact_ids", "node_ids", "graph_arrays", "graph_other", "ppr_kernel")
 
@@ -34,23 +37,27 @@ MIRRORED_LOADER = "the loader's stores mirror every vector as float32"
 
 def _agreement(a: list, b: list) -> dict:
     n = min(len(a), len(b))
-    over, same, facts, fact_sets = [], 0, 0, 0
+    over, recall, same, facts, fact_sets = [], [], 0, 0, 0
     for x, y in zip(a[:n], b[:n], strict=True):
         k = max(len(x["passages"]), len(y["passages"]), 1)
-        over.append(len(set(map(str, x["passages"])) & set(map(str, y["passages"]))) / k)
+        common = len(set(map(str, x["passages"])) & set(map(str, y["passages"])))
+        over.append(common / k)
+        recall.append(common / max(len(y["passages"]), 1))
         same += x["passages"] == y["passages"]
         facts += x["facts"] == y["facts"]
         fact_sets += {tuple(f) for f in x["facts"]} == {tuple(f) for f in y["facts"]}
     if not n:
         return {"queries": 0}
     return {"queries": n, "top10_overlap_mean": round(sum(over) / n, 4), "top10_overlap_min": round(min(over), 2),
+            "recall_at_10": round(sum(recall) / n, 4),
             "top10_identical": round(same / n, 3), "candidate_facts_identical": round(facts / n, 3),
             "candidate_facts_same_set": round(fact_sets / n, 3)}
 
 
 def compare_rankings(rankings: dict) -> dict:
     """Agreement of each pair of query processes over their common queries (the first ones):
-    top-10 passage overlap (mean, min), queries whose top 10 (in order) and whose candidate
+    top-10 passage overlap (mean, min), recall@10 of the first's top 10 against the second's
+    (the reference: exact PPR, exact scans), queries whose top 10 (in order) and whose candidate
     facts (top 5, in order; as a set) are identical."""
     return {f"{a} vs {b}": _agreement(rankings[a], rankings[b]) for a, b in PAIRS
             if rankings.get(a) and rankings.get(b)}
@@ -79,6 +86,11 @@ def _query_process_projection(qp: dict, f: float, p: dict) -> None:
         p["lazy_peak_under_8gib_measured"] = lazy["peak_rss_mib"] / GIB < LIMIT_GIB
         p["lazy_peak_under_8gib_projected"] = p["lazy_peak_gib"] < LIMIT_GIB
         p["lazy_peak_bound_under_8gib"] = p["lazy_peak_bound_gib"] < LIMIT_GIB
+    for mode, key in (("engine-lazy", "fast_ppr"), ("engine-exact-ppr", "exact_ppr")):
+        if qp.get(mode, {}).get("query_p50_ms") is not None:
+            p[f"{key}_query_p50_ms_measured"] = qp[mode]["query_p50_ms"]
+    if qp.get("engine-exact-ppr", {}).get("query_p50_ms") is not None:   # the kernel's passes are linear in edges
+        p["exact_ppr_query_p50_ms"] = round(qp["engine-exact-ppr"]["query_p50_ms"] * f)
     exact = qp.get("engine-exact", {})
     if "query_p50_ms" in exact and exact["query_p50_ms"] is not None:
         p["exact_query_p50_ms"] = round(exact["query_p50_ms"] * f)
@@ -137,14 +149,17 @@ def _render_query_process(res: dict) -> list[str]:
              "`memory`: every vector mirrored as float32, as the engine opened an index before the lazy reader), "
              "then queries one per `Retriever.search` call (top 10, no recognition filter; query vectors given, "
              "nothing encoded). `lazy` = `postgres_search=\"hnsw\"` (fact candidates from the HNSW index, rescored "
-             "exactly), `exact` = the lazy reader with exact scans in the database. RSS in MiB; peak = VmHWM; the "
+             "exactly), `exact` = the lazy reader with exact scans in the database; `exact-ppr` = `lazy` with "
+             "`ppr_solver=\"exact\"` (the exact PPR kernel), the others keep the default `\"auto\"` (push = "
+             "forward push, used from `ppr_push_min_nodes` graph nodes on). RSS in MiB; peak = VmHWM; the "
              "PostgreSQL server's memory (shared_buffers, the connection's backend) is not counted.", ""]
-    keys = (("postgres_search", "search"), ("open_s", "open s"), ("retriever_s", "retriever s"),
+    keys = (("postgres_search", "search"), ("ppr_solver", "PPR solver"), ("uses_push", "push"),
+            ("open_s", "open s"), ("retriever_s", "retriever s"),
             ("rss_after_import_mib", "RSS imports"), ("rss_after_open_mib", "RSS open"),
             ("rss_after_retriever_mib", "RSS retriever"), ("rss_after_queries_mib", "RSS after queries"),
             ("peak_rss_mib", "peak"), ("queries", "queries"), ("first_query_ms", "first query ms"),
             ("query_p50_ms", "p50 ms"), ("query_p95_ms", "p95 ms"), ("fallback_queries", "fallback"), ("load", "load"))
-    ok = {m: r for m, r in qp.items() if "error" not in r}
+    ok = {m: r for m, r in qp.items() if "error" not in r and "skipped" not in r}
     if ok:
         lines += _table([(m, *(r.get(k, "") for k, _ in keys)) for m, r in ok.items()],
                         ("mode", *(h for _, h in keys))) + [""]
@@ -166,16 +181,19 @@ def _render_query_process(res: dict) -> list[str]:
             log = "; ".join(r.get("engine_log", []))[:800]
             lines += [f"**`{m}` rebuilt the graph** instead of loading `graph.npz`: {log}", ""]
     for m, r in qp.items():
+        if "skipped" in r:
+            lines += [f"`{m}` not run: {r['skipped']}.", ""]
         if "error" in r:
             lines += [f"`{m}` failed:", "", "```", r["error"].strip()[-1500:], "```", ""]
     agree = res.get("ranking_agreement")
     if agree:
-        lines += ["Agreement of the rankings (the first queries, common to both): top-10 passage overlap, queries "
-                  "whose top 10 (in order) and whose candidate facts (top 5, in order; as a set) are identical.", ""]
+        lines += ["Agreement of the rankings (the first queries, common to both): top-10 passage overlap, recall@10 "
+                  "of the first's top 10 against the second's (the reference), queries whose top 10 (in order) and "
+                  "whose candidate facts (top 5, in order; as a set) are identical.", ""]
         lines += _table([(pair, a.get("queries"), a.get("top10_overlap_mean"), a.get("top10_overlap_min"),
-                          a.get("top10_identical"), a.get("candidate_facts_identical"),
+                          a.get("recall_at_10", ""), a.get("top10_identical"), a.get("candidate_facts_identical"),
                           a.get("candidate_facts_same_set")) for pair, a in agree.items()],
-                        ("pair", "queries", "overlap mean", "overlap min", "top 10 identical",
+                        ("pair", "queries", "overlap mean", "overlap min", "recall@10", "top 10 identical",
                          "facts identical", "facts same set")) + [""]
     return lines
 
@@ -196,6 +214,48 @@ def _verdict(res: dict) -> list[str]:
             f"{p['lazy_rss_bound_gib']} GiB resident, peak {p['lazy_peak_bound_gib']} GiB "
             f"({under[p['lazy_peak_bound_under_8gib']]} {LIMIT_GIB:g} GiB; from a small run this bound is "
             "dominated by fixed costs multiplied by the factor).", ""]
+
+
+def _fits(need: float, have: float) -> str:
+    return "fits" if need <= have else "does NOT fit"
+
+
+def _placement(p: dict) -> list[str]:
+    """Where each part lives at the projected size: what one database server (``SERVER_RAM_GIB``,
+    ``SERVER_DISK_GIB``) holds, what needs more, and the graph (in the query process)."""
+    if "disk_total_gib" not in p or "lazy_rss_gib" not in p:
+        return []
+    n, hnsw, disk = f"{p['passages']:,}", p["hnsw_gib"], p["disk_total_gib"]
+    builds = sum(v for k, v in p.items() if k.startswith("hnsw_build_"))
+    scan = max((v for k, v in p.items() if k.startswith("exact_pg_scan_")), default=0)
+    graph = sum(p.get(f"lazy_{k}_gib", 0.0) for k in ("node_ids", "graph_arrays", "graph_other", "ppr_kernel"))
+    lines = [f"### Where it lives at {n} passages", "",
+             f"Reference database server: {SERVER_RAM_GIB:g} GiB of RAM, {SERVER_DISK_GIB:g} GiB of disk.", "",
+             f"- **Database (one server):** {disk} GiB on disk (tables {p['tables_without_hnsw_gib']} GiB, HNSW "
+             f"indexes {hnsw} GiB, WAL up to {p['wal_gib_max']} GiB): {_fits(disk, SERVER_DISK_GIB)} on its disk. "
+             f"HNSW queries stay at the measured milliseconds while the HNSW indexes stay in memory "
+             f"(shared_buffers and the page cache): {hnsw} GiB {_fits(hnsw, SERVER_RAM_GIB * 0.75)} in three "
+             f"quarters of its RAM. Building them: about {builds:.0f} min with one maintenance worker (projected "
+             "N log N; faster with more workers and a maintenance_work_mem that holds the graph being built). "
+             f"Exact scans without the index: about {scan / 1e3:.1f} s a query, so `postgres_search=\"exact\"` is "
+             "for checking only at this size.",
+             f"- **The graph lives in the query process**, not in the database: `graph.npz` (about "
+             f"{p.get('graph_file_gib', '?')} GiB) beside the index, read whole by each query process, with the "
+             f"passage matrix and the fact ids: about {p['lazy_rss_gib']} GiB resident per query process (graph "
+             f"arrays, node ids and PPR kernel {graph:.1f} GiB), peak about {p['lazy_peak_gib']} GiB. "
+             + ("That fits a query host of 8 GiB." if p["lazy_peak_gib"] < LIMIT_GIB else
+                f"That needs more than an 8 GiB query host: a host with about {math.ceil(p['lazy_peak_gib'] * 1.25)} "
+                "GiB per query process (each process holds its own copy), or the graph split across hosts, which "
+                "the engine does not do.")]
+    if "exact_ppr_query_p50_ms" in p:
+        lines.append(f"- **PPR:** exact PPR about {p['exact_ppr_query_p50_ms'] / 1e3:.1f} s a query (measured "
+                     f"{p['exact_ppr_query_p50_ms_measured']} ms, scaled with the edges); the fast path (forward push, "
+                     f"measured {p.get('fast_ppr_query_p50_ms_measured')} ms a whole query) touches the nodes near "
+                     "the seeds, so its cost grows with the local density, not with the graph (not extrapolated).")
+    if "memory_peak_gib" in p:
+        lines.append(f"- **`postgres_search=\"memory\"`** (every vector mirrored): about {p['memory_peak_gib']} GiB "
+                     "per query process, which only a large host holds.")
+    return lines + [""]
 
 
 def _command(res: dict) -> str:
@@ -378,6 +438,7 @@ def render(res: dict) -> str:
                   "arrays, PPR kernel, other attributes) scaled with the rows, added to its resident memory after "
                   "the queries (`lazy_rss_gib`); the bounds scale everything above the imported libraries.", ""]
         lines += _verdict(res)
+        lines += _placement(p)
     if res.get("notes"):
         lines += ["## Findings", ""] + [f"- {n}" for n in res["notes"]] + [""]
     return "\n".join(lines)

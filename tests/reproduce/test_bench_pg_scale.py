@@ -141,10 +141,15 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
         assert 0.5 <= q["recall_at_10"] <= 1 and q["hnsw_p50_ms"] > 0
     assert set(res["hnsw_build"]) == set(pg_scale.QUERY_STORES)
     assert res["disk"]["tables_mib"]["store_fact"] > 0
-    for mode in ("engine-lazy", "engine-exact", "engine-memory"):
+    for mode in ("engine-lazy", "engine-exact-ppr", "engine-exact", "engine-memory"):
         assert "error" not in res["query_process"][mode], res["query_process"][mode]
         assert res["query_process"][mode]["peak_rss_mib"] > 0
         assert res["query_process"][mode]["graph_loaded"]        # the reader took graph.npz, no rebuild
+    qp = res["query_process"]
+    assert qp["engine-lazy"]["ppr_solver"] == "auto" and not qp["engine-lazy"]["uses_push"]   # a tiny graph
+    assert qp["engine-exact-ppr"]["ppr_solver"] == "exact" and not qp["engine-exact-ppr"]["uses_push"]
+    fast_vs_exact = res["ranking_agreement"]["engine-lazy vs engine-exact-ppr"]
+    assert fast_vs_exact["queries"] == 2 and fast_vs_exact["recall_at_10"] == 1.0   # the same solver here
     for action, rows in (("add", {"passage": 150, "entity": 1302, "fact": 1350}),
                          ("remove", {"passage": 120, "entity": 1032, "fact": 1080})):
         w = res["writer"][action]                                 # the engine's writer, in a fresh process
@@ -157,6 +162,48 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
     text = readme.read_text()
     assert "Projection to 1,200 passages" in text and "recall@10" in text and "one change of 30 passages" in text
     assert res["command"] in text and "given with `--base-index`" in text
+
+
+def test_memory_probe_skipped_when_its_vectors_exceed_the_memory_available():
+    assert pg_scale.memory_probe_skip(1000, 384, 1024.0) is None
+    why = pg_scale.memory_probe_skip(9_300_000, 384, 20 * 1024.0)
+    assert why and "9,300,000 vectors" in why and "20.0 GiB of memory available" in why
+
+
+def test_agreement_recall_against_the_reference_and_skipped_mode_and_placement():
+    fast = [{"passages": ["a", "b", "c", "d"], "facts": [], "fallback": False},
+            {"passages": ["a", "b"], "facts": [], "fallback": False}]
+    exact = [{"passages": ["a", "b", "c", "e"], "facts": [], "fallback": False},
+             {"passages": ["b", "a"], "facts": [], "fallback": False}]
+    agree = pg_scale_report.compare_rankings({"engine-lazy": fast, "engine-exact-ppr": exact})
+    a = agree["engine-lazy vs engine-exact-ppr"]
+    assert a["recall_at_10"] == 0.875 and a["top10_identical"] == 0.0 and a["queries"] == 2
+    lazy = {"mode": "engine-lazy", "postgres_search": "hnsw", "ppr_solver": "auto", "uses_push": True,
+            "rss_after_import_mib": 100.0, "rss_after_queries_mib": 900.0, "peak_rss_mib": 1000.0,
+            "retriever_s": 4.0, "query_p50_ms": 20.0,
+            "retriever_memory_mib": {"passage_matrix": 100.0, "node_ids": 100.0, "graph_arrays": 100.0,
+                                     "ppr_kernel": 100.0, "other": {}}}
+    res = {"args": {"passages": 100_000, "entities_per_passage": 1.0, "facts_per_passage": 1.0, "dim": 8, "seed": 0,
+                    "queries": 2, "exact_queries": 1, "mixture": True},
+           "vectors_from": "mixture", "base_rows": {"passage": 1}, "settings": {}, "cpus": 2,
+           "graph": {"build_s": 10.0, "file_mib": 200.0},
+           "disk": {"tables_mib": {"store_fact": 3000.0}, "hnsw_mib": {"store_fact_hnsw": 1000.0},
+                    "tables_total_mib": 3000.0},
+           "hnsw_build": {"fact": {"rows": 900_000, "s": 200.0}},
+           "queries": {"fact": {"exact_pg_scan_p50_ms": 400.0, "hnsw_p50_ms": 3.0}},
+           "query_process": {"engine-lazy": lazy,
+                             "engine-exact-ppr": {**lazy, "ppr_solver": "exact", "uses_push": False,
+                                                  "query_p50_ms": 2000.0},
+                             "engine-memory": {"mode": "engine-memory", "skipped": "too big for this machine"}},
+           "ranking_agreement": agree}
+    pg_scale_report.add_projection(res, 10_000_000)
+    p = res["projection"]
+    assert p["exact_ppr_query_p50_ms"] == 200_000 and p["fast_ppr_query_p50_ms_measured"] == 20.0
+    text = pg_scale_report.render({k: v for k, v in res.items() if k not in ("graph", "disk", "hnsw_build", "queries")})
+    assert "`engine-memory` not run: too big for this machine." in text
+    assert "Where it lives at 10,000,000 passages" in text and "The graph lives in the query process" in text
+    assert "needs more than an 8 GiB query host" in text and "exact PPR about 200.0 s a query" in text
+    assert "| engine-lazy vs engine-exact-ppr | 2 |" in text
 
 
 def test_readme_of_results_without_a_base_record():
