@@ -89,6 +89,8 @@ def _query_process_projection(qp: dict, f: float, p: dict) -> None:
     for mode, key in (("engine-lazy", "fast_ppr"), ("engine-exact-ppr", "exact_ppr")):
         if qp.get(mode, {}).get("query_p50_ms") is not None:
             p[f"{key}_query_p50_ms_measured"] = qp[mode]["query_p50_ms"]
+            if "ppr" in qp[mode].get("query_parts_mean_ms", {}):
+                p[f"{key}_part_mean_ms_measured"] = qp[mode]["query_parts_mean_ms"]["ppr"]
     if qp.get("engine-exact-ppr", {}).get("query_p50_ms") is not None:   # the kernel's passes are linear in edges
         p["exact_ppr_query_p50_ms"] = round(qp["engine-exact-ppr"]["query_p50_ms"] * f)
     exact = qp.get("engine-exact", {})
@@ -235,12 +237,19 @@ def _placement(p: dict) -> list[str]:
              f"indexes {hnsw} GiB, WAL up to {p['wal_gib_max']} GiB): {_fits(disk, SERVER_DISK_GIB)} on its disk. "
              f"HNSW queries stay at the measured milliseconds while the HNSW indexes stay in memory "
              f"(shared_buffers and the page cache): {hnsw} GiB {_fits(hnsw, SERVER_RAM_GIB * 0.75)} in three "
-             f"quarters of its RAM. Building them: about {builds:.0f} min with one maintenance worker (projected "
-             "N log N; faster with more workers and a maintenance_work_mem that holds the graph being built). "
+             f"quarters of its RAM" + ("." if hnsw <= SERVER_RAM_GIB * 0.75 else
+                                        f": that needs a server with about {math.ceil(hnsw / 0.75)} GiB of RAM, "
+                                        "else HNSW searches read pages from disk and slow down (the engine uses "
+                                        "one database; splitting the stores across servers it does not do).")
+             + f" Building them: about {builds:.0f} min with the leader and one parallel worker (projected N log N "
+             "from builds whose graph fit in maintenance_work_mem; a build whose graph outgrows it, as the largest "
+             "index's does here unless the server has that much memory to give it, is much slower). "
              f"Exact scans without the index: about {scan / 1e3:.1f} s a query, so `postgres_search=\"exact\"` is "
              "for checking only at this size.",
-             f"- **The graph lives in the query process**, not in the database: `graph.npz` (about "
-             f"{p.get('graph_file_gib', '?')} GiB) beside the index, read whole by each query process, with the "
+             f"- **The graph lives in the query process:** `graph.npz` (about "
+             f"{p.get('graph_file_gib', '?')} GiB) beside the index (the engine's writer also keeps a copy in the "
+             "database's `graph_file` table for readers on other hosts: that much more on its disk, not in the "
+             "figures above, which this loader did not write), read whole by each query process, with the "
              f"passage matrix and the fact ids: about {p['lazy_rss_gib']} GiB resident per query process (graph "
              f"arrays, node ids and PPR kernel {graph:.1f} GiB), peak about {p['lazy_peak_gib']} GiB. "
              + ("That fits a query host of 8 GiB." if p["lazy_peak_gib"] < LIMIT_GIB else
@@ -248,10 +257,14 @@ def _placement(p: dict) -> list[str]:
                 "GiB per query process (each process holds its own copy), or the graph split across hosts, which "
                 "the engine does not do.")]
     if "exact_ppr_query_p50_ms" in p:
-        lines.append(f"- **PPR:** exact PPR about {p['exact_ppr_query_p50_ms'] / 1e3:.1f} s a query (measured "
-                     f"{p['exact_ppr_query_p50_ms_measured']} ms, scaled with the edges); the fast path (forward push, "
-                     f"measured {p.get('fast_ppr_query_p50_ms_measured')} ms a whole query) touches the nodes near "
-                     "the seeds, so its cost grows with the local density, not with the graph (not extrapolated).")
+        lines.append(f"- **PPR:** with exact PPR about {p['exact_ppr_query_p50_ms'] / 1e3:.1f} s a query (measured "
+                     f"p50 {p['exact_ppr_query_p50_ms_measured']} ms, of which PPR "
+                     f"{p.get('exact_ppr_part_mean_ms_measured', '?')} ms on average, scaled with the edges); the "
+                     f"fast path (forward push, measured p50 {p.get('fast_ppr_query_p50_ms_measured')} ms a whole "
+                     f"query, of which PPR {p.get('fast_ppr_part_mean_ms_measured', '?')} ms) touches the nodes near "
+                     "the seeds, so its PPR part grows with the local density, not with the graph (not "
+                     "extrapolated); the rest of the query (`scoring`: the fact search and the dense score of every "
+                     "passage) grows with the rows.")
     if "memory_peak_gib" in p:
         lines.append(f"- **`postgres_search=\"memory\"`** (every vector mirrored): about {p['memory_peak_gib']} GiB "
                      "per query process, which only a large host holds.")
