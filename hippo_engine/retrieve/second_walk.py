@@ -19,7 +19,7 @@ import numpy as np
 
 from hippo_engine.retrieve.hop_index import HopIndex
 from hippo_engine.retrieve.second_hop import HopContext, SecondHop, keep_head
-from hippo_engine.retrieve.walk_update import updated_walk
+from hippo_engine.retrieve.walk_update import passage_rows, updated_walk
 
 if TYPE_CHECKING:
     from hippo_engine.retrieve.filtering import Restriction
@@ -48,6 +48,7 @@ class SecondWalk:
         self.hop, self.r = hop, r
         self._hyperedges, self._extractor = hyperedges, extractor
         self._hop_index: HopIndex | None = None
+        self._row_of: np.ndarray | None = None     # node -> passage row, for the update (built on first use)
         self._checked = False
 
     @property
@@ -95,9 +96,12 @@ class SecondWalk:
         R2 = hop.second_resets(self.context(g, restriction, links, top), hb, cols, R, first)
         if restriction is not None:
             restriction.block_seeds(R2, r.passage_nodes)
-        if r.kernel is not None and self._updates():   # (a query whose seeds did not change keeps its first walk)
-            second = updated_walk(r.kernel, r.pusher, r.passage_nodes, first, R, R2, r.config.damping,
-                                  r.config.second_walk_r_max)
+        kernel = self._update_kernel()
+        if kernel is not None:                # (a query whose seeds did not change keeps its first walk)
+            if self._row_of is None:
+                self._row_of = passage_rows(kernel.n, r.passage_nodes)
+            second = updated_walk(kernel, r.pusher, r.passage_nodes, first, R, R2, r.config.damping,
+                                  r.config.second_walk_r_max, self._row_of)
         else:
             new = ~np.all(R2 == R, axis=0)
             second = np.array(first, copy=True)
@@ -108,11 +112,11 @@ class SecondWalk:
         walks.update(second_reset=R2, second=second)
         return keep_head(first, second, hop.keep_head, None if restriction is None else restriction.blocked_rows)
 
-    def _updates(self) -> bool:
-        """Whether the second walk is the first one updated (``second_walk_solver="update"`` on the exact
-        kernel; forward push or igraph solve it afresh)."""
+    def _update_kernel(self):
+        """The exact kernel when the second walk is the first one updated (``second_walk_solver="update"``),
+        else None (forward push and igraph solve it afresh)."""
         r = self.r
-        return r.config.second_walk_solver == "update" and r.kernel is not None and not r.uses_push
+        return r.kernel if r.config.second_walk_solver == "update" and not r.uses_push else None
 
 
 __all__ = ["SecondWalk", "reuse_top"]

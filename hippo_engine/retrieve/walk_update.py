@@ -38,17 +38,27 @@ def _clean(m: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(m) | (m < 0), 0.0, m)
 
 
-def walk_totals(kernel: PPRKernel, R: np.ndarray, damping: float) -> np.ndarray:
-    """``sum(Y(r))`` of each (clean) reset column: the kernel's unnormalised total (see the module's note)."""
+def walk_totals(kernel: PPRKernel, R: np.ndarray, damping: float, mass: np.ndarray | None = None) -> np.ndarray:
+    """``sum(Y(r))`` of each (clean) reset column: the kernel's unnormalised total (see the module's note);
+    ``mass``: the columns' sums when already known."""
+    mass = R.sum(axis=0) if mass is None else mass
     iso = R[kernel.isolated].sum(axis=0) if kernel.isolated.any() else np.zeros(R.shape[1])
-    return (R.sum(axis=0) - iso) / (1.0 - damping) + iso
+    return (mass - iso) / (1.0 - damping) + iso
+
+
+def passage_rows(n: int, passage_nodes: np.ndarray) -> np.ndarray:
+    """node -> its passage row (-1 for other nodes), over ``n`` nodes."""
+    row_of = np.full(n, -1, dtype=np.int64)
+    row_of[passage_nodes] = np.arange(len(passage_nodes))
+    return row_of
 
 
 def updated_walk(kernel: PPRKernel, pusher: PushPPR, passage_nodes: np.ndarray, first: np.ndarray,
-                 R: np.ndarray, R2: np.ndarray, damping: float, r_max: float) -> np.ndarray:
+                 R: np.ndarray, R2: np.ndarray, damping: float, r_max: float,
+                 row_of: np.ndarray | None = None) -> np.ndarray:
     """Passage scores (n_passages, b) of reset columns ``R2`` from ``first``, the kernel's passage scores of
     ``R`` (both (n_nodes, b), every column with positive mass). A column whose reset did not change keeps
-    its first scores exactly."""
+    its first scores exactly. ``row_of``: :func:`passage_rows` of ``passage_nodes``, when the caller keeps it."""
     Rc, R2c = _clean(R), _clean(R2)
     changed = np.flatnonzero((Rc != R2c).any(axis=1))     # the few rows where the resets differ
     D = R2c[changed] - Rc[changed]                         # (rows, b)
@@ -57,11 +67,10 @@ def updated_walk(kernel: PPRKernel, pusher: PushPPR, passage_nodes: np.ndarray, 
     if not len(cols):
         return out
     mass1 = Rc.sum(axis=0)                                 # (whole columns: no copy of the block)
-    iso1 = Rc[kernel.isolated].sum(axis=0) if kernel.isolated.any() else np.zeros(R.shape[1])
-    t1 = ((mass1 - iso1) / (1.0 - damping) + iso1)[cols]   # walk_totals of the changed columns
+    t1 = walk_totals(kernel, Rc, damping, mass1)[cols]
     mass2 = (mass1 + D.sum(axis=0))[cols]
-    row_of = np.full(kernel.n, -1, dtype=np.int64)
-    row_of[passage_nodes] = np.arange(len(passage_nodes))
+    if row_of is None:
+        row_of = passage_rows(kernel.n, passage_nodes)
     iso_rows = kernel.isolated[changed]
     alpha = 1.0 - damping
     for i, c in enumerate(cols.tolist()):
@@ -82,4 +91,4 @@ def updated_walk(kernel: PPRKernel, pusher: PushPPR, passage_nodes: np.ndarray, 
     return out
 
 
-__all__ = ["updated_walk", "walk_totals"]
+__all__ = ["passage_rows", "updated_walk", "walk_totals"]

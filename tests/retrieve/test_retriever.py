@@ -228,7 +228,12 @@ def test_a_large_graph_gets_smaller_blocks_with_the_same_results(tmp_path, monke
     assert r.block_size() == r.config.query_batch_size
     monkeypatch.setattr(retriever_module, "BLOCK_BYTES", retriever_module.NODE_BYTES_PER_QUERY * r.graph.num_nodes)
     assert r.block_size() == 1
+    blocks = []
+    search_block = r._search_block
+    monkeypatch.setattr(r, "_search_block", lambda block, *a, **k: blocks.append(block.e - block.s)
+                        or search_block(block, *a, **k))
     got = rag.retrieve(qs)
+    assert blocks == [1, 1, 1]                      # the search ran one query per block
     assert [s.docs for s in got] == [s.docs for s in ref]
     assert all(np.array_equal(a.doc_scores, b.doc_scores) for a, b in zip(got, ref, strict=True))
 
