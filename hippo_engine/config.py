@@ -131,6 +131,10 @@ class RetrievalConfig(_Section):
     ppr_push_r_max: float = Field(1e-5, gt=0.0)
     ppr_push_head: int = Field(100, ge=0)
     ppr_push_min_nodes: int = Field(200_000, gt=0)
+    #: where the passage prior's dense scores come from when PPR runs by push: "auto" (a lazy PostgreSQL
+    #: reader with HNSW: the best passages from the index, the mean exactly, the tail passages that can
+    #: reach the top scored one by one: retrieve/ann_prior.py; else a scan), "scan" (every passage scored)
+    dense_prior: Literal["auto", "scan"] = "auto"
     query_batch_size: int = Field(64, gt=0)
 
 

@@ -284,10 +284,12 @@ class IndexWriter:
     def _prepare_search(self, extractor: str | None) -> bool:
         """Build the store's search indexes over the vectors if it keeps any (once, after the
         first batch; later rows go into them: PostgreSQL's HNSW with ``postgres_search="hnsw"``).
-        Entities are searched only by the linkings that embed query entities."""
+        Entities are searched only by the linkings that embed query entities; passages by the dense
+        prior at scale (``retrieve/ann_prior.py``)."""
         st, linking = self.state, self.state.config.linking
         if not st.stores["fact"].prepare_search():
             return False
+        st.stores["passage"].prepare_search()
         if linking in ("query", "ner", "ner_fact") or (linking == "auto" and extractor == "ner"):
             st.stores["entity"].prepare_search()
         return True

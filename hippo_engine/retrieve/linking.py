@@ -50,6 +50,12 @@ class Block:
     kept: np.ndarray | None = None
     ner_vectors: list | None = None
     extra: list = field(default_factory=list)
+    #: per query, the :class:`.ann_prior.AnnPrior` its dense column came from (None: a scan)
+    ann: list | None = None
+
+    def priors(self, cols) -> list | None:
+        """The ``ann`` entries of the block's queries ``cols`` (None where the scores were scanned)."""
+        return None if self.ann is None else [self.ann[j] for j in cols]
 
     @property
     def size(self) -> int:

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hippo_engine.retrieve.ppr import PPRKernel
+from hippo_engine.retrieve.push_ann import correct_tail, own_bound
+from hippo_engine.retrieve.push_ann import tail_ratio as ann_tail_ratio
 from hippo_engine.retrieve.push_prior import PassageSet, top_entries
 from hippo_engine.retrieve.push_refine import LocalSteps, distinct, gather
 
@@ -155,7 +157,7 @@ class PushPPR:
 
     def run_split(self, reset: np.ndarray, passage_nodes: np.ndarray, damping: float = 0.5,
                   r_max: float = DEFAULT_R_MAX, head: int = DEFAULT_HEAD, refine: int = DEFAULT_REFINE,
-                  depth: int = DEFAULT_DEPTH) -> tuple[np.ndarray, float]:
+                  depth: int = DEFAULT_DEPTH, exact_prior=None) -> tuple[np.ndarray, float]:
         """:meth:`run_parts` of a whole reset vector of shape (n,): its entries off the passage
         nodes are the seeds, those on them the prior (one scan of the nonzeros, as a mask)."""
         self._check(damping, r_max)
@@ -173,11 +175,13 @@ class PushPPR:
             seed_idx = np.flatnonzero(np.not_equal(reset, 0, out=mask))
             seed_idx = seed_idx[ps.pos[seed_idx] < 0]
             prior = reset[ps.nodes]
-        return self.run_parts(seed_idx, reset[seed_idx], prior, passage_nodes, damping, r_max, head, refine, depth)
+        return self.run_parts(seed_idx, reset[seed_idx], prior, passage_nodes, damping, r_max, head, refine, depth,
+                              exact_prior)
 
     def run_parts(self, seed_idx: np.ndarray, seed_val: np.ndarray, prior: np.ndarray, passage_nodes: np.ndarray,
                   damping: float = 0.5, r_max: float = DEFAULT_R_MAX, head: int = DEFAULT_HEAD,
-                  refine: int = DEFAULT_REFINE, depth: int = DEFAULT_DEPTH) -> tuple[np.ndarray, float]:
+                  refine: int = DEFAULT_REFINE, depth: int = DEFAULT_DEPTH, exact_prior=None
+                  ) -> tuple[np.ndarray, float]:
         """PPR scores of one query's passages (in ``passage_nodes`` order) for the reset made of
         ``seed_val`` at nodes ``seed_idx`` (distinct, off the passages: the entity seeds) plus
         ``prior`` on the passages (one weight per passage), by parts (linearity). With m the mean
@@ -196,7 +200,11 @@ class PushPPR:
         Scores are scaled as the exact kernel's (the whole vector would sum to 1). Returns them
         and the bound factor B: |pi(v) - p(v)| <= B x s(v) for the unnormalised pi of the reset
         scaled to sum 1 (plus the kernel's tolerance on the constant part), with B = damping x
-        (r_max x (L1 mass of the pushed parts) + max over tail passages u of |prior(u) - m| / s(u))."""
+        (r_max x (L1 mass of the pushed parts) + max over tail passages u of |prior(u) - m| / s(u)).
+
+        ``exact_prior`` (an :class:`.ann_prior.AnnPrior`): ``prior`` is exact only at its known rows
+        and a fill elsewhere; the tail passages that could reach the top get their exact prior
+        (:func:`.push_ann.correct_tail`, also in the refinement) and the bound counts the others."""
         self._check(damping, r_max)
         ps = self._passages(passage_nodes, damping)
         seed_idx = np.asarray(seed_idx, dtype=np.int64)
@@ -237,20 +245,29 @@ class PushPPR:
                 pushed += mass
                 stats.append(st)
                 left.append((nodes, res))
-        out_sum += self._refine(out, prior, m, top, dev_top, left, ps, damping, refine, depth)
+        known = None
+        if exact_prior is not None:     # the tail passages that could reach the top: their own prior
+            prior, known = correct_tail(out, prior, ps, exact_prior, refine)
+        out_sum += self._refine(out, prior, m, top, dev_top, left, ps, damping, refine, depth,
+                                None if known is None else (exact_prior, known))
         self.last_stats = stats
         self.last_sum = out_sum / total
-        rho = (r_max * pushed + ps.tail_ratio(prior, m, top, tmp)) / total
+        tail = ps.tail_ratio(prior, m, top, tmp) if known is None else \
+            ann_tail_ratio(ps, prior, m, top, known, exact_prior.spread, tmp)
+        rho = (r_max * pushed + tail) / total
         bound = damping * rho
+        if known is not None:           # the own prior of the passages left at the fill
+            bound += own_bound(ps, known, exact_prior.spread) / total
         #: the bound factor at the ``refine`` candidate passages (their next ``depth`` steps added)
         self.last_candidate_bound = damping ** (max(0, depth) + 1) * rho if refine > 0 else bound
         out /= out_sum
         return out, bound
 
     def _refine(self, out: np.ndarray, prior: np.ndarray, m: float, top: np.ndarray, dev_top: np.ndarray,
-                left: list, ps: PassageSet, damping: float, refine: int, depth: int) -> float:
+                left: list, ps: PassageSet, damping: float, refine: int, depth: int, exact=None) -> float:
         """Add the walk's next ``depth`` steps from the whole residual (the pushes' and the settled
-        tail's) at the ``refine`` passages of largest estimate (``push_refine``); returns the mass added."""
+        tail's) at the ``refine`` passages of largest estimate (``push_refine``); returns the mass added.
+        ``exact``: (AnnPrior, mask of exact passages): the others' tail values are read from it."""
         if refine <= 0 or depth <= 0:
             return 0.0
         alpha = 1.0 - damping
@@ -268,6 +285,8 @@ class PushPPR:
                 on = pos >= 0
                 q = p[x]
                 q[on] += prior[pos[on]] - m
+                if exact is not None:
+                    q[on] += exact[0].delta(pos[on], exact[1])
                 return q
 
             steps = self._steps.terms(ps.nodes[cand], q_of, damping, depth, mark, g)

@@ -31,6 +31,7 @@ from hippo_engine.auto import resolve_retrieval
 from hippo_engine.config import HippoConfig, RetrievalConfig
 from hippo_engine.datatypes import Triple
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
+from hippo_engine.retrieve.ann_prior import AnnDense
 from hippo_engine.retrieve.encoding import encode_queries  # noqa: F401 - re-exported (its old import path)
 from hippo_engine.retrieve.explain_trace import keep_trace
 from hippo_engine.retrieve.fact_search import FactRows
@@ -138,6 +139,10 @@ class Retriever(FactRows):
         self.kernel = PPRKernel.from_graph(graph, config.ppr_dtype) if config.ppr_backend == "power" else None
         self._igraph: Any = None
         self._pusher: PushPPR | None = None    # built on the first push (retrieve.push)
+        w = self._passage_weight()
+        #: the dense prior from the passage store's HNSW index (used with push: :meth:`block_dense`)
+        self.ann_dense = AnnDense(views.passage_store, self.passage_mat, w) \
+            if views.passage_store is not None and w and config.dense_prior == "auto" else None
         #: what the linking strategy reads of this version (see :class:`.linking.LinkGraph`)
         self.link_graph = LinkGraph(graph, self.entity_search, self.fact_links, self.passage_nodes,
                                     self.passage_counts, config.linking_top_k, self._passage_weight(),
@@ -217,8 +222,16 @@ class Retriever(FactRows):
         return self.link_graph.reset_matrix(query, nodes, scores, dense, cols)
 
     # --- graph search ------------------------------------------------------------------------
-    def run_ppr(self, resets: np.ndarray) -> np.ndarray:
-        """PPR for reset columns (n_nodes, b); returns passage scores (n_passages, b) by store row."""
+    def block_dense(self, q_pass: np.ndarray, k: int, ann: bool) -> tuple[np.ndarray, list | None]:
+        """Dense scores (n_passages, b) of a block and, where they came from the passage store's
+        HNSW index (``ann`` allowed, push in use; see :mod:`.ann_prior`), each column's ``AnnPrior``."""
+        if ann and self.ann_dense is not None and self.uses_push:
+            return self.ann_dense.block(q_pass, max(self.config.ppr_push_head, k), k, self.dense_scores)
+        return self.dense_scores(q_pass), None
+
+    def run_ppr(self, resets: np.ndarray, priors: list | None = None) -> np.ndarray:
+        """PPR for reset columns (n_nodes, b); returns passage scores (n_passages, b) by store row.
+        ``priors``: per column, the ``AnnPrior`` of its passage prior (push only; None: exact)."""
         cfg = self.config
         if self.kernel is None:    # ppr_backend="igraph"
             if self._igraph is None:
@@ -229,7 +242,8 @@ class Retriever(FactRows):
             probs = np.column_stack(cols) if cols else np.zeros((self.graph.num_nodes, 0))
         elif self.uses_push:
             cols = [self.pusher.run_split(resets[:, j], self.passage_nodes, cfg.damping, cfg.ppr_push_r_max,
-                                           cfg.ppr_push_head)[0] for j in range(resets.shape[1])]
+                                           cfg.ppr_push_head, exact_prior=None if priors is None else priors[j])[0]
+                    for j in range(resets.shape[1])]
             return np.column_stack(cols) if cols else np.zeros((len(self.passage_nodes), 0))
         else:
             probs = self.kernel.run(resets, cfg.damping, cfg.ppr_tol, cfg.ppr_max_iter, cfg.ppr_method,
@@ -294,10 +308,10 @@ class Retriever(FactRows):
             kept = self._filter(queries, spans, cands, results, filter_many, tim)
         for n, (s, e) in enumerate(spans):
             tb = time.perf_counter()
-            block = Block(s, e, q_fact[s:e], self.dense_scores(q_pass[s:e]),
-                          cands[n] if cands else None, kept[n] if cands else None,
+            dense, ann = self.block_dense(q_pass[s:e], k, restriction is None and not explain)
+            block = Block(s, e, q_fact[s:e], dense, cands[n] if cands else None, kept[n] if cands else None,
                           None if ner_vectors is None else list(ner_vectors[s:e]),
-                          [scores[:, s:e] for scores in extra])
+                          [scores[:, s:e] for scores in extra], ann)
             tim["scoring"] += time.perf_counter() - tb
             self._search_block(block, k, results, tim, explain, restriction, tops[n])
         tim["total"] = time.perf_counter() - t0
@@ -373,7 +387,7 @@ class Retriever(FactRows):
         block.dense = dense
         walks: dict[str, Any] = {}
         if len(graph_cols):
-            probs = walks["first"] = self.run_ppr(R)
+            probs = walks["first"] = self.run_ppr(R, block.priors(graph_cols))
             if self._second is not None:
                 probs = self._second.run(g, block, graph_cols, R, probs, links, restriction, walks, top)
             head, agree = self.config.dense_first, self.dense_agree

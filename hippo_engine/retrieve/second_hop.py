@@ -50,7 +50,7 @@ class HopContext:
     fact_mat: np.ndarray
     num_entities: int
     passage_counts: np.ndarray
-    run_ppr: Callable[[np.ndarray], np.ndarray]
+    run_ppr: Callable[..., np.ndarray]
     linking: Linking | None = None
     link_graph: LinkGraph | None = None
     top_facts: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None
@@ -150,7 +150,7 @@ class SecondHop:
         """The second walk: its reset vectors (n_nodes, len(cols)) and passage scores (n_passages,
         len(cols)), before the first walk's head is put in front (what an explanation decomposes)."""
         R = self.second_resets(ctx, block, cols, resets, first)
-        return R, ctx.run_ppr(R)
+        return R, ctx.run_ppr(R) if block.ann is None else ctx.run_ppr(R, block.priors(cols))
 
     def second_resets(self, ctx: HopContext, block: Block, cols: np.ndarray, resets: np.ndarray,
                       first: np.ndarray) -> np.ndarray:

@@ -105,10 +105,12 @@ class SecondWalk:
         else:
             new = ~np.all(R2 == R, axis=0)
             second = np.array(first, copy=True)
+            priors = block.priors(cols)
             if new.all():
-                second = r.run_ppr(R2)
+                second = r.run_ppr(R2, priors)
             elif new.any():
-                second[:, new] = r.run_ppr(R2[:, new])
+                second[:, new] = r.run_ppr(R2[:, new], None if priors is None else
+                                           [p for p, n in zip(priors, new, strict=True) if n])
         walks.update(second_reset=R2, second=second)
         return keep_head(first, second, hop.keep_head, None if restriction is None else restriction.blocked_rows)
 

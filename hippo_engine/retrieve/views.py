@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,9 @@ class ReaderViews:
     fact_mat: np.ndarray | None = None
     entity_ids: np.ndarray | None = None
     entity_mat: np.ndarray | None = None
+    #: a lazy reader's passage store when its HNSW index serves searches (``postgres_search="hnsw"``):
+    #: the dense prior can come from it instead of a scan (:mod:`.ann_prior`)
+    passage_store: Any = None
 
 
 def _names_of(store) -> Callable[[Sequence[str]], list[str]]:
@@ -54,7 +58,8 @@ def reader_views(index, exact: bool) -> ReaderViews:
     p, f, e = st["passage"], st["fact"], st["entity"]
     if index.lazy_reader:
         return ReaderViews(p.ids, p.matrix, f.ids, FactLookup(fetch=index.db.facts_of), StoreSearch(f, exact),
-                           StoreSearch(e, exact), e.text, _names_of(e), PassageTexts(p, drop_missing=True))
+                           StoreSearch(e, exact), e.text, _names_of(e), PassageTexts(p, drop_missing=True),
+                           passage_store=None if exact or not p.has_hnsw() else p)
     known = index.fact_hyperedges if index.passage_hyperedges else index.fact_triples
     return ReaderViews(p.ids, p.matrix, f.ids, FactLookup(known=known), MatrixSearch(f.matrix),
                        MatrixSearch(e.matrix, ids=e.ids), e.text, e.texts, PassageTexts(p),

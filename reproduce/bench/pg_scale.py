@@ -587,8 +587,8 @@ def memory_probe_skip(vectors: int, dim: int, avail_mib: float) -> str | None:
 def query_processes(dsn: str, args, index_dir: Path, qfile: Path, res: dict, save) -> None:
     """The engine's query process in each mode, each in a fresh process, and the agreement of
     their rankings."""
-    modes = [("engine-lazy", args.queries), ("engine-exact-ppr", args.exact_queries),
-             ("engine-exact", args.exact_queries)]
+    modes = [("engine-lazy", args.queries), ("engine-lazy-scan", args.queries),
+             ("engine-exact-ppr", args.exact_queries), ("engine-exact", args.exact_queries)]
     res["query_process"], rankings = {}, {}
     skip = memory_probe_skip(res.get("load", {}).get("vectors", 0), args.dim, available_mib())
     if args.skip_memory_probe:
@@ -632,6 +632,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     "(default: a temp folder, removed at the end); the PostgreSQL server's user must be able to "
                     "traverse its parents")
     ap.add_argument("--keep", action="store_true", help="keep the data directory (default: removed at the end)")
+    ap.add_argument("--queries-only", action="store_true",
+                    help="rerun only the query processes on the index a run with --keep left in --work, adding "
+                         "them to the result in --out (the build's figures are kept)")
     base = ap.add_mutually_exclusive_group()
     base.add_argument("--base-index", nargs="+", default=None, metavar="SQLITE",
                       help="existing SQLite indexes (index.sqlite) whose vectors the synthetic ones derive from "
@@ -656,6 +659,8 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     if args.build_base_into:
         build_base(Path(args.build_base_into), Path(args.data), limit=args.base_passages)
         return 0
+    if args.queries_only:
+        return rerun_queries(args)
     from hippo_engine.store.postgres.db import PostgresIndexStore
     from hippo_engine.store.postgres.server import EmbeddedPostgres
     argv = list(argv)
@@ -732,6 +737,34 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
             (work / "queries.npz").unlink(missing_ok=True)
             if not args.work:
                 shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def rerun_queries(args: argparse.Namespace) -> int:
+    """``--queries-only``: the query processes again on a kept index (``--work`` of a ``--keep`` run),
+    written into the result of ``--out`` beside what the build measured."""
+    from hippo_engine.store.postgres.server import EmbeddedPostgres
+    work, out = Path(args.work or ""), Path(args.out)
+    need = [work / "pg", work / "index", work / "queries.npz", out]
+    missing = [str(p) for p in need if not p.exists()]
+    if not args.work or missing:
+        print(f"pg-scale --queries-only: needs --work of a run made with --keep and its --out; missing: "
+              f"{', '.join(missing) or '--work'}", file=sys.stderr)
+        return 2
+    res = json.loads(out.read_text())
+    res.setdefault("query_reruns", []).append({"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                                               "queries": args.queries, "exact_queries": args.exact_queries})
+
+    def save() -> None:
+        add_projection(res, args.project)
+        out.write_text(json.dumps(res, indent=1) + "\n")
+        out.with_name("README.md").write_text(render(res) + "\n")
+
+    server = EmbeddedPostgres(work / "pg", settings={**SETTINGS, **res.get("settings", {})})
+    try:
+        query_processes(server.start(), args, work / "index", work / "queries.npz", res, save)
+    finally:
+        server.stop()
     return 0
 
 

@@ -2,11 +2,13 @@
 
     python -m reproduce.bench.pg_scale_probe MODE DSN SCHEMA INDEX_DIR QUERIES.npz N OUT.json
 
-``MODE`` is ``engine-lazy``, ``engine-exact``, ``engine-memory`` or ``engine-exact-ppr``:
-``HippoRAG(INDEX_DIR, storage="postgres", dsn=DSN, postgres_schema=SCHEMA, postgres_search="hnsw" |
-"exact" | "memory" | "hnsw")``, the last with ``ppr_solver="exact"`` (the exact PPR kernel; the
-other modes keep the default ``"auto"``: forward push from ``ppr_push_min_nodes`` graph nodes
-on), then ``rag.retriever`` (what the retriever of the index's version holds: the
+``MODE`` is ``engine-lazy``, ``engine-exact``, ``engine-memory``, ``engine-exact-ppr`` or
+``engine-lazy-scan``: ``HippoRAG(INDEX_DIR, storage="postgres", dsn=DSN, postgres_schema=SCHEMA,
+postgres_search="hnsw" | "exact" | "memory" | "hnsw" | "hnsw")``, ``engine-exact-ppr`` with
+``ppr_solver="exact"`` (the exact PPR kernel), ``engine-lazy-scan`` with ``dense_prior="scan"`` (every
+passage scored for the prior; ``engine-lazy`` keeps the default, the prior from the passage HNSW
+index: ``retrieve/ann_prior.py``); the others keep ``ppr_solver="auto"`` (forward push from
+``ppr_push_min_nodes`` graph nodes on), then ``rag.retriever`` (what the retriever of the index's version holds: the
 passage matrix, the graph from ``INDEX_DIR/graph.npz``, the PPR kernel; in ``memory`` mode every
 vector), then ``N`` queries, one per ``Retriever.search`` call (top 10, no recognition filter).
 The query vectors come from ``QUERIES.npz`` (``fact`` and ``passage`` arrays, one row per query),
@@ -32,9 +34,11 @@ from pathlib import Path
 import numpy as np
 
 STORES = ("passage", "entity", "fact")
-SEARCH = {"engine-lazy": "hnsw", "engine-exact": "exact", "engine-memory": "memory", "engine-exact-ppr": "hnsw"}
-#: modes that override the configuration's PPR solver (the others keep the default, "auto")
-SOLVER = {"engine-exact-ppr": "exact"}
+SEARCH = {"engine-lazy": "hnsw", "engine-exact": "exact", "engine-memory": "memory", "engine-exact-ppr": "hnsw",
+          "engine-lazy-scan": "hnsw"}
+#: modes that override the retrieval configuration (the others keep the defaults: ``ppr_solver="auto"``,
+#: ``dense_prior="auto"``)
+OVERRIDES = {"engine-exact-ppr": {"ppr_solver": "exact"}, "engine-lazy-scan": {"dense_prior": "scan"}}
 ENCODER_NAME = "synthetic-all-MiniLM-L6-v2"
 MIB = 2**20
 
@@ -233,7 +237,7 @@ def probe(mode: str, dsn: str, schema: str, index_dir: str, qfile: str, n: int) 
     from hippo_engine import HippoRAG
     out["import_s"], out["rss_after_import_mib"] = round(time.perf_counter() - t, 2), rss_mib()
     t = time.perf_counter()
-    solver = {"ppr_solver": SOLVER[mode]} if mode in SOLVER else {}
+    solver = OVERRIDES.get(mode, {})
     rag = HippoRAG(index_dir, storage="postgres", dsn=dsn, postgres_schema=schema, postgres_search=SEARCH[mode],
                    extractor="openie", show_progress=False, encoder=_no_encoder(q_fact.shape[1]), **solver)
     out["open_s"], out["rss_after_open_mib"] = round(time.perf_counter() - t, 2), rss_mib()
@@ -242,6 +246,7 @@ def probe(mode: str, dsn: str, schema: str, index_dir: str, qfile: str, n: int) 
     out["retriever_s"], out["rss_after_retriever_mib"] = round(time.perf_counter() - t, 2), rss_mib()
     out["peak_after_retriever_mib"] = peak_mib()
     out["ppr_solver"], out["uses_push"] = r.config.ppr_solver, bool(r.uses_push)
+    out["dense_prior"] = "ann" if r.ann_dense is not None and r.uses_push else "scan"
     t = time.perf_counter()
     out["retriever_memory_mib"] = retriever_memory(r)
     out["memory_count_s"] = round(time.perf_counter() - t, 1)

@@ -23,7 +23,8 @@ from ..common import RESULTS_DIR
 
 GIB = 1024.0
 LIMIT_GIB = 8.0
-PAIRS = (("engine-lazy", "engine-exact-ppr"), ("engine-lazy", "engine-exact"),
+PAIRS = (("engine-lazy", "engine-exact-ppr"), ("engine-lazy-scan", "engine-exact-ppr"),
+         ("engine-lazy", "engine-lazy-scan"), ("engine-lazy", "engine-exact"),
          ("engine-exact", "engine-memory"), ("engine-lazy", "engine-memory"))
 #: the reference database server of the placement section (RAM, disk in GiB)
 SERVER_RAM_GIB, SERVER_DISK_GIB = 64.0, 2048.0
@@ -153,10 +154,12 @@ def _render_query_process(res: dict) -> list[str]:
              "nothing encoded). `lazy` = `postgres_search=\"hnsw\"` (fact candidates from the HNSW index, rescored "
              "exactly), `exact` = the lazy reader with exact scans in the database; `exact-ppr` = `lazy` with "
              "`ppr_solver=\"exact\"` (the exact PPR kernel), the others keep the default `\"auto\"` (push = "
-             "forward push, used from `ppr_push_min_nodes` graph nodes on). RSS in MiB; peak = VmHWM; the "
+             "forward push, used from `ppr_push_min_nodes` graph nodes on); `lazy-scan` = `lazy` with "
+             "`dense_prior=\"scan\"` (every passage scored for the prior; `lazy` takes it from the passage HNSW "
+             "index when it pushes: prior = ann). RSS in MiB; peak = VmHWM; the "
              "PostgreSQL server's memory (shared_buffers, the connection's backend) is not counted.", ""]
     keys = (("postgres_search", "search"), ("ppr_solver", "PPR solver"), ("uses_push", "push"),
-            ("open_s", "open s"), ("retriever_s", "retriever s"),
+            ("dense_prior", "prior"), ("open_s", "open s"), ("retriever_s", "retriever s"),
             ("rss_after_import_mib", "RSS imports"), ("rss_after_open_mib", "RSS open"),
             ("rss_after_retriever_mib", "RSS retriever"), ("rss_after_queries_mib", "RSS after queries"),
             ("peak_rss_mib", "peak"), ("queries", "queries"), ("first_query_ms", "first query ms"),

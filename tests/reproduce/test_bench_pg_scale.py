@@ -125,12 +125,21 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
     try:
         rc = cli_main(["pg-scale", "--passages", "120", "--batch", "60", "--dim", str(dim), "--queries", "4",
                        "--exact-queries", "2", "--work", str(work), "--base-index", str(tmp_path / "base.sqlite"),
-                       "--out", str(out), "--project", "1200", "--writer-rss", "30"])
+                       "--out", str(out), "--project", "1200", "--writer-rss", "30", "--keep"])
+        assert rc == 0
+        first = json.loads(out.read_text())
+        # the query processes again on the kept index, beside the build's figures
+        rc = cli_main(["pg-scale", "--queries-only", "--work", str(work), "--out", str(out), "--queries", "3",
+                       "--exact-queries", "2", "--project", "1200"])
+        assert rc == 0
+        assert cli_main(["pg-scale", "--queries-only", "--work", str(tmp_path / "none"), "--out", str(out)]) == 2
     finally:
         import shutil
         shutil.rmtree(work, ignore_errors=True)
-    assert rc == 0
     res = json.loads(out.read_text())
+    assert res["load"] == first["load"] and res["query_reruns"][0]["queries"] == 3
+    assert res["query_process"]["engine-lazy"]["queries"] == 3 and first["query_process"]["engine-lazy"]["queries"] == 4
+    assert res["query_process"]["engine-lazy-scan"]["dense_prior"] == "scan"
     assert res["command"].startswith("python -m reproduce pg-scale --passages 120 ")
     assert res["base"]["kind"] == "given" and res["base"]["paths"] == [str(tmp_path / "base.sqlite")]
     assert "base.sqlite" in res["vectors_from"]
@@ -141,7 +150,7 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
         assert 0.5 <= q["recall_at_10"] <= 1 and q["hnsw_p50_ms"] > 0
     assert set(res["hnsw_build"]) == set(pg_scale.QUERY_STORES)
     assert res["disk"]["tables_mib"]["store_fact"] > 0
-    for mode in ("engine-lazy", "engine-exact-ppr", "engine-exact", "engine-memory"):
+    for mode in ("engine-lazy", "engine-lazy-scan", "engine-exact-ppr", "engine-exact", "engine-memory"):
         assert "error" not in res["query_process"][mode], res["query_process"][mode]
         assert res["query_process"][mode]["peak_rss_mib"] > 0
         assert res["query_process"][mode]["graph_loaded"]        # the reader took graph.npz, no rebuild

@@ -62,7 +62,7 @@ def test_unchanged_seeds_keep_the_first_walk_without_walking(rag):
     r._second = SecondWalk(hop, r, None, "ner")
     walked = []
     run = r.run_ppr
-    r.run_ppr = lambda R: walked.append(R.shape[1]) or run(R)
+    r.run_ppr = lambda R, priors=None: walked.append(R.shape[1]) or run(R, priors)
     same = _search(r, rag)
     assert len(walked) == 1                      # the first walk only
     for a, b in zip(one, same, strict=True):

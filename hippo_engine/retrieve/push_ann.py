@@ -1,0 +1,77 @@
+"""The push's treatment of a prior known only at a few passages (:mod:`.ann_prior`): the tail passages
+that could reach the top of the ranking get their own exact prior, the others are bounded.
+
+In :meth:`.push.PushPPR.run_parts` a tail passage v (outside the pushed head) keeps
+``c1(v) x prior(v)`` of its own prior (order zero plus its two-step return). With the prior known
+only at the head (and a few more rows) and set to a fill elsewhere, v's estimate is off by
+``c1(v) x (prior(v) - fill)``, at most ``c1(v) x gain_cap`` upwards. So every passage whose estimate
+plus that gain reaches the K-th best estimate (K: the ranks the caller reads, or the refined
+candidates if more) gets its exact prior (a dot product per passage), and the rest cannot pass the
+K-th; this repeats while a correction lowers the K-th best (a few rounds at most). What stays
+approximate is what the tail's deviations from the fill send to other nodes and, at the passages
+left at the fill, their own prior; the bound of ``run_parts`` counts both with ``spread`` (the most a
+tail prior can differ from the fill): :func:`tail_ratio` and :func:`own_bound`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from hippo_engine.retrieve.push_prior import PassageSet, top_entries
+
+#: most passages corrected per query (each costs a dot product with its stored vector)
+MAX_CORRECTED = 65536
+#: rounds of correction (each only where a previous round lowered the K-th best estimate)
+MAX_ROUNDS = 4
+
+
+def correct_tail(out: np.ndarray, prior: np.ndarray, ps: PassageSet, exact, refine: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Correct ``out`` (estimates before normalisation) at the tail passages that could reach the top
+    ``max(exact.want, refine)``; returns the prior with those passages' exact values (a copy) and the
+    mask of passages whose prior is exact."""
+    n = len(prior)
+    known = exact.known_mask(n)
+    prior = np.array(prior, dtype=np.float64, copy=True)
+    k = min(n, max(int(exact.want), int(refine), 1))
+    gain = ps.c1 * exact.gain_cap
+    left = MAX_CORRECTED
+    theta = np.inf
+    for _ in range(MAX_ROUNDS):
+        t = float(out[top_entries(out, k)].min())
+        if t >= theta or left <= 0:
+            break
+        theta = t
+        reach = out + gain
+        cand = np.flatnonzero(reach >= theta)
+        cand = cand[~known[cand]]
+        if len(cand) > left:
+            cand = cand[top_entries(reach[cand], left)]
+        if len(cand) == 0:
+            break
+        d = exact.delta(cand)
+        out[cand] += ps.c1[cand] * d
+        prior[cand] += d
+        known[cand] = True
+        left -= len(cand)
+    return prior, known
+
+
+def tail_ratio(ps: PassageSet, prior: np.ndarray, m: float, top: np.ndarray, known: np.ndarray, spread: float,
+               dev: np.ndarray) -> float:
+    """:meth:`.push_prior.PassageSet.tail_ratio` where the prior is exact only on ``known``: an unknown
+    passage's |prior - m| is at most |its fill - m| + ``spread``."""
+    np.subtract(prior, m, out=dev)
+    np.abs(dev, out=dev)
+    dev[~known] += spread
+    dev *= ps.inv_s
+    dev[top] = 0.0
+    return float(dev.max(initial=0.0))
+
+
+def own_bound(ps: PassageSet, known: np.ndarray, spread: float) -> float:
+    """The bound factor (per unit of strength) of what the passages left at the fill miss of their own
+    prior: c1(v) x spread / s(v), at most, over those passages."""
+    left = ~known
+    if not left.any():
+        return 0.0
+    return float((ps.c1[left] * ps.inv_s[left]).max()) * spread
