@@ -584,19 +584,22 @@ def memory_probe_skip(vectors: int, dim: int, avail_mib: float) -> str | None:
             f"GiB, exceeds the {avail_mib / 1024:.1f} GiB of memory available on this machine")
 
 
-def query_processes(dsn: str, args, index_dir: Path, qfile: Path, res: dict, save) -> None:
-    """The engine's query process in each mode, each in a fresh process, and the agreement of
-    their rankings."""
+def query_processes(dsn: str, args, index_dir: Path, qfile: Path, res: dict, save, merge: bool = False) -> None:
+    """The engine's query process in each mode (``--query-modes``: some), each in a fresh process, and the
+    agreement of their rankings. ``merge``: keep the result's other modes (their rankings from their probe files)."""
     modes = [("engine-lazy", args.queries), ("engine-lazy-scan", args.queries),
              ("engine-exact-ppr", args.exact_queries), ("engine-exact", args.exact_queries)]
-    res["query_process"], rankings = {}, {}
+    chosen = getattr(args, "query_modes", None) or [m for m, _ in modes] + ["engine-memory"]
+    modes = [m for m in modes if m[0] in chosen]
+    res["query_process"] = dict(res.get("query_process", {})) if merge else {}
+    rankings = {m: _probe_rankings(index_dir.parent / f"probe-{m}.json") for m in res["query_process"]}
     skip = memory_probe_skip(res.get("load", {}).get("vectors", 0), args.dim, available_mib())
     if args.skip_memory_probe:
         skip = "--skip-memory-probe"
-    if skip:
+    if "engine-memory" in chosen and skip:
         res["query_process"]["engine-memory"] = {"mode": "engine-memory", "skipped": skip}
         print(f"engine-memory: skipped ({skip})", flush=True)
-    else:
+    elif "engine-memory" in chosen:
         modes.append(("engine-memory", args.exact_queries))
     for mode, n in modes:
         out = run_probe(mode, dsn, args.schema, index_dir, qfile, n, index_dir.parent / f"probe-{mode}.json")
@@ -606,6 +609,14 @@ def query_processes(dsn: str, args, index_dir: Path, qfile: Path, res: dict, sav
         save()
     res["ranking_agreement"] = compare_rankings(rankings)
     save()
+
+
+def _probe_rankings(path: Path) -> list | None:
+    """The per-query rankings a probe wrote (None if it wrote none)."""
+    try:
+        return json.loads(path.read_text()).get("per_query")
+    except (OSError, ValueError):
+        return None
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -632,6 +643,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     "(default: a temp folder, removed at the end); the PostgreSQL server's user must be able to "
                     "traverse its parents")
     ap.add_argument("--keep", action="store_true", help="keep the data directory (default: removed at the end)")
+    ap.add_argument("--query-modes", nargs="+", default=None, metavar="MODE",
+                    help="query processes to run (default: engine-lazy engine-lazy-scan engine-exact-ppr "
+                         "engine-exact, and engine-memory where it fits)")
     ap.add_argument("--queries-only", action="store_true",
                     help="rerun only the query processes on the index a run with --keep left in --work, adding "
                          "them to the result in --out (the build's figures are kept)")
@@ -762,7 +776,7 @@ def rerun_queries(args: argparse.Namespace) -> int:
 
     server = EmbeddedPostgres(work / "pg", settings={**SETTINGS, **res.get("settings", {})})
     try:
-        query_processes(server.start(), args, work / "index", work / "queries.npz", res, save)
+        query_processes(server.start(), args, work / "index", work / "queries.npz", res, save, merge=True)
     finally:
         server.stop()
     return 0

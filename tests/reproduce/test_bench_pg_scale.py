@@ -130,7 +130,7 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
         first = json.loads(out.read_text())
         # the query processes again on the kept index, beside the build's figures
         rc = cli_main(["pg-scale", "--queries-only", "--work", str(work), "--out", str(out), "--queries", "3",
-                       "--exact-queries", "2", "--project", "1200"])
+                       "--exact-queries", "2", "--project", "1200", "--query-modes", "engine-lazy", "engine-lazy-scan"])
         assert rc == 0
         assert cli_main(["pg-scale", "--queries-only", "--work", str(tmp_path / "none"), "--out", str(out)]) == 2
     finally:
@@ -140,6 +140,8 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
     assert res["load"] == first["load"] and res["query_reruns"][0]["queries"] == 3
     assert res["query_process"]["engine-lazy"]["queries"] == 3 and first["query_process"]["engine-lazy"]["queries"] == 4
     assert res["query_process"]["engine-lazy-scan"]["dense_prior"] == "scan"
+    assert res["query_process"]["engine-exact"] == first["query_process"]["engine-exact"]      # kept, not rerun
+    assert res["ranking_agreement"]["engine-lazy vs engine-exact"]["queries"] == 2     # its 2 queries
     assert res["command"].startswith("python -m reproduce pg-scale --passages 120 ")
     assert res["base"]["kind"] == "given" and res["base"]["paths"] == [str(tmp_path / "base.sqlite")]
     assert "base.sqlite" in res["vectors_from"]
