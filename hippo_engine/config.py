@@ -135,6 +135,10 @@ class RetrievalConfig(_Section):
     #: reader with HNSW: the best passages from the index, the mean exactly, the tail passages that can
     #: reach the top scored one by one: retrieve/ann_prior.py; else a scan), "scan" (every passage scored)
     dense_prior: Literal["auto", "scan"] = "auto"
+    #: passages the "auto" prior takes from the HNSW index (at least the top-k asked; HNSW's ef_search is as
+    #: large): at 500k passages the index's best 100 held 0.92 of the scan's top 10 (a query 0 of 10), its
+    #: best 400 0.997 (at least 9 of 10) for 9 ms (reproduce/results/pg_scale)
+    dense_prior_head: int = Field(400, gt=0)
     query_batch_size: int = Field(64, gt=0)
 
 

@@ -226,7 +226,8 @@ class Retriever(FactRows):
         """Dense scores (n_passages, b) of a block and, where they came from the passage store's
         HNSW index (``ann`` allowed, push in use; see :mod:`.ann_prior`), each column's ``AnnPrior``."""
         if ann and self.ann_dense is not None and self.uses_push:
-            return self.ann_dense.block(q_pass, max(self.config.ppr_push_head, k), k, self.dense_scores)
+            head = max(self.config.dense_prior_head, self.config.ppr_push_head, k)
+            return self.ann_dense.block(q_pass, head, k, self.dense_scores)
         return self.dense_scores(q_pass), None
 
     def run_ppr(self, resets: np.ndarray, priors: list | None = None) -> np.ndarray:

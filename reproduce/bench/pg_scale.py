@@ -767,7 +767,8 @@ def rerun_queries(args: argparse.Namespace) -> int:
         return 2
     res = json.loads(out.read_text())
     res.setdefault("query_reruns", []).append({"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                                               "queries": args.queries, "exact_queries": args.exact_queries})
+                                               "queries": args.queries, "exact_queries": args.exact_queries,
+                                               "modes": args.query_modes, "load": load1()})
 
     def save() -> None:
         add_projection(res, args.project)

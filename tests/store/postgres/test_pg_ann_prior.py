@@ -10,7 +10,8 @@ from hippo_engine import HippoRAG
 
 
 def _reader(path, dsn, schema, **kw):
-    kw = {"ppr_solver": "push", **kw}
+    # a small corpus: the index's 20 best (and 20 lowest) of 150 passages, 10 of them pushed
+    kw = {"ppr_solver": "push", "dense_prior_head": 20, "ppr_push_head": 10, **kw}
     return HippoRAG(path, extractor="ner", storage="postgres", dsn=dsn, postgres_schema=schema,
                     postgres_search="hnsw", show_progress=False, **kw)
 
@@ -31,6 +32,7 @@ def test_push_with_the_ann_prior_agrees_with_the_scanned_prior(tmp_path, pg_dsn,
     assert r.ann_dense is not None and r.uses_push and scan.retriever.ann_dense is None
     q_fact, q_pass = ann.encode_queries(qs[:2])
     dense, priors = r.block_dense(q_pass, 10, True)
+    assert priors is not None and all(p is not None and len(p.known) <= 40 for p in priors)
     assert priors is not None and all(p is not None for p in priors)
     full = r.dense_scores(q_pass)
     for j, p in enumerate(priors):          # the head has the scan's scores, the extremes are the scan's
