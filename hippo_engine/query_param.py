@@ -14,7 +14,9 @@ class QueryParam:
     top_k: passages to return (None: ``retrieval_top_k``).
     qa_top_k: passages the reader sees (None: ``qa_top_k``).
     use_filter: switch the recognition filter on or off for this call (None: the config's).
-    explain: explain each solution's ranking; the ranking is the same. ``hipporag2`` fills
+    explain: explain each solution's ranking; the ranking is the same (except on a large PostgreSQL index
+        whose passage prior comes from its HNSW index, ``dense_prior="auto"``: an explained query is ranked
+        with every passage scored, which its explanation needs). ``hipporag2`` fills
         ``explanations`` (per passage, its PPR terms and walks), the hi_* modes ``provenance`` (every item
         of the assembled context, with its section and why it was chosen); ``naive`` explains nothing.
     where: a metadata filter (``{"user": "alice"}``, ``{"time": {"$gte": 10}}``; the language is in

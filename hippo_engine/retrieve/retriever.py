@@ -279,7 +279,8 @@ class Retriever(FactRows):
         called once for all queries that have candidate facts (None: keep all candidates).
         ``ner_vectors[j]``: embeddings of query j's NER entities (linkings that ``needs_ner``).
         Queries run in blocks of ``query_batch_size``. ``explain``: each result keeps its
-        ``trace`` (reset vector, dense and PPR scores; the ranking is the same). ``restriction``: a
+        ``trace`` (reset vector, dense and PPR scores; the ranking is the same, except where the prior
+        would come from the HNSW index: an explained block scores every passage). ``restriction``: a
         metadata filter's (:mod:`.filtering`): candidate facts, entity links and seeds come from
         allowed passages only and the ranking keeps allowed passages. Returns the results and a
         timing breakdown in seconds.
