@@ -1,6 +1,9 @@
 """QA of ``python -m reproduce table-modes --qa N``: every mode answers the first N MuSiQue questions with
 the packaged reader prompt and the reader LLM (default: the engine's default local LLM, response cache
-off so every call is made and counted). The part (``qa-musique-<variant>.json``) is saved after each mode.
+off so every call is made and counted). The part (``qa-musique-<variant>.json``) is saved after each
+question: a mode's finished row when its last question is answered, and until then the questions it has
+answered (``partial``), which a later run continues from (each question is answered alone: the engine ranks
+a query alike alone or batched, and the reader makes one call per question either way).
 A later run with the same questions, index and LLM keeps the modes already answered: ``--qa-redo``
 answers the listed modes again, and a mode answered on a sample (``--qa-sample``) is answered again when
 more questions are asked. So a long run on a slow machine can be resumed and done in pieces; each piece
@@ -15,34 +18,63 @@ from collections.abc import Callable, Sequence
 from .modes_report import part_name, save_part, shown_command
 from .rankings import PAPER_WALK, engine_commit, machine, uptime
 
+#: what a mode's ``partial`` state keeps per answered question
+PER_QUESTION = ("answers", "em", "f1", "calls", "prompt_tokens", "completion_tokens", "errors")
+
 
 def qa_rows(rag, dataset, n: int, modes: Sequence[str], on_row: Callable[[str, dict], None] | None = None,
-            sample: int | None = None, sampled: Sequence[str] = ()) -> dict[str, dict]:
+            sample: int | None = None, sampled: Sequence[str] = (), partial: dict | None = None,
+            on_question: Callable[[str, dict], None] | None = None) -> dict[str, dict]:
     """Per mode: EM/F1 (%) on the first ``n`` questions (the first ``sample`` for the modes in ``sampled``),
     LLM calls and tokens per query, seconds, errors, each question's predicted answer and LLM calls, and
-    the load when the mode finished; ``on_row(mode, row)`` after each mode."""
-    from hippo_engine.config import QueryParam
-
+    the load when the mode finished; ``on_row(mode, row)`` after each mode. ``partial``: per mode, the
+    questions answered so far (continued here, updated in place; a finished mode's entry is removed);
+    ``on_question(mode, state)`` after each question."""
+    partial = {} if partial is None else partial
     out = {}
     for mode in modes:
         k = min(n, sample) if sample is not None and mode in sampled else n
-        qs, gold, answers = list(dataset.questions[:k]), dataset.gold_docs[:k], dataset.gold_answers[:k]
-        t = time.perf_counter()
-        sols, _, meta, _, qa = rag.rag_qa(qs, gold_docs=gold, gold_answers=answers, param=QueryParam(mode=mode))
-        tok = {f: sum(int(m.get(f) or 0) for m in meta) / k for f in ("prompt_tokens", "completion_tokens")}
-        row = {"f1": 100 * qa["F1"], "em": 100 * qa["ExactMatch"], "questions": k,
-               "calls": sum(m.get("llm_calls", 1) for m in meta) / k, **tok,
-               "tokens": tok["prompt_tokens"] + tok["completion_tokens"],
-               "seconds": time.perf_counter() - t, "errors": sum(bool(m.get("error")) for m in meta),
-               "error_messages": sorted({str(m["error"])[:200] for m in meta if m.get("error")}),
-               "answers": [s.answer for s in sols], "calls_each": [m.get("llm_calls", 1) for m in meta],
-               "uptime": uptime()}
+        st = partial.setdefault(mode, {**{f: [] for f in PER_QUESTION}, "seconds": 0.0})
+        for f in PER_QUESTION:              # (a smaller sample than before: its first questions)
+            del st[f][k:]
+        for i in range(len(st["answers"]), k):
+            _answer_one(rag, dataset, i, mode, st)
+            if on_question is not None:
+                on_question(mode, st)
+        row = _row(st, k)
+        del partial[mode]
         out[mode] = row
         print(f"  {mode:16s} EM {row['em']:5.1f} F1 {row['f1']:5.1f}  calls/q {row['calls']:.2f}"
               f"  tokens/q {row['tokens']:.0f}  {row['seconds']:.0f} s  errors {row['errors']}", flush=True)
         if on_row is not None:
             on_row(mode, row)
     return out
+
+
+def _answer_one(rag, dataset, i: int, mode: str, st: dict) -> None:
+    """Answer question ``i`` alone in ``mode`` and add what it cost to ``st``."""
+    from hippo_engine.config import QueryParam
+
+    t = time.perf_counter()
+    sols, _, meta, _, qa = rag.rag_qa([dataset.questions[i]], gold_docs=[dataset.gold_docs[i]],
+                                      gold_answers=[dataset.gold_answers[i]], param=QueryParam(mode=mode))
+    m = meta[0]
+    for f, v in (("answers", sols[0].answer), ("em", qa["ExactMatch"]), ("f1", qa["F1"]),
+                 ("calls", m.get("llm_calls", 1)), ("prompt_tokens", int(m.get("prompt_tokens") or 0)),
+                 ("completion_tokens", int(m.get("completion_tokens") or 0)),
+                 ("errors", str(m["error"])[:200] if m.get("error") else None)):
+        st[f].append(v)
+    st["seconds"] += time.perf_counter() - t
+
+
+def _row(st: dict, k: int) -> dict:
+    """A mode's row from the states of its ``k`` answered questions (means over the questions)."""
+    tok = {f: sum(st[f]) / k for f in ("prompt_tokens", "completion_tokens")}
+    errors = [e for e in st["errors"] if e]
+    return {"f1": 100 * (sum(st["f1"]) / k), "em": 100 * (sum(st["em"]) / k), "questions": k,
+            "calls": sum(st["calls"]) / k, **tok, "tokens": tok["prompt_tokens"] + tok["completion_tokens"],
+            "seconds": st["seconds"], "errors": len(errors), "error_messages": sorted(set(errors)),
+            "answers": list(st["answers"]), "calls_each": list(st["calls"]), "uptime": uptime()}
 
 
 def context_rows(rag, dataset, n: int, modes: Sequence[str]) -> dict[str, dict]:
@@ -115,6 +147,11 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
         elif "sample_reason" in old:
             entry["sample_reason"] = old["sample_reason"]
 
+        partial = entry["partial"] = {m: s for m, s in old.get("partial", {}).items() if m not in rows}
+
+        def question(mode: str, state: dict) -> None:
+            save_part(args.parts, entry)
+
         def save(mode: str, row: dict) -> None:
             rows[mode] = row
             session["done"].append(mode)     # the threads a local model chose when it loaded
@@ -126,7 +163,9 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
         save_part(args.parts, entry)
         if old:
             print(f"QA: continuing {args.parts / part_name(entry)}; kept {', '.join(rows) or 'none'}", flush=True)
-        qa_rows(rag, dataset, args.qa, todo, save, args.qa_sample, sampled)
+        for m, state in partial.items():
+            print(f"QA: continuing {m} from question {len(state['answers']) + 1}", flush=True)
+        qa_rows(rag, dataset, args.qa, todo, save, args.qa_sample, sampled, partial, question)
         save_part(args.parts, entry)
     finally:
         rag.close()

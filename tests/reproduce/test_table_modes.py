@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from fakes import ScriptedLLM
 
 from hippo_engine.evaluation.datasets import Dataset
@@ -41,6 +42,19 @@ def test_rows_parts_and_readme_of_every_mode(tmp_path):
     assert all(q["tokens"] == 15 * q["calls"] for q in qa.values())
     assert all(len(q["answers"]) == len(q["calls_each"]) == q["questions"] for q in qa.values())
     assert _scores(qa["naive"]["answers"], ds.gold_answers) == (qa["naive"]["em"], qa["naive"]["f1"])
+    # a run stopped after its first question keeps it and the next run continues from the second
+    partial: dict = {}
+
+    def stop(mode, state):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        qa_rows(rag, ds, 2, ["naive"], partial=partial, on_question=stop)
+    assert len(partial["naive"]["answers"]) == 1
+    again = qa_rows(rag, ds, 2, ["naive"], partial=partial)["naive"]
+    assert partial == {}
+    keys = ("answers", "em", "f1", "calls", "tokens", "questions", "calls_each")
+    assert {k: again[k] for k in keys} == {k: qa["naive"][k] for k in keys}
 
     save_part(tmp_path / "parts", _entry("recall", rows, sample={"n": 1, "modes": ["graphrag_global"],
                                                                   "reason": "slow"}))
