@@ -147,10 +147,14 @@ def qa_section(e: dict) -> list[str]:
              f"reader LLM `{e['llm']}` ({e['llm_client']})", ""]
     for s in e["sessions"]:
         lines += ["```bash", s["command"], "```", "",
-                  f"Modes {', '.join(s.get('done', s['modes'])) or 'none'}: engine commit `{s['commit']}`; "
+                  f"Modes finished: {', '.join(s.get('done', s['modes'])) or 'none'}; engine commit `{s['commit']}`; "
                   + (f"LLM threads: {s['llm_threads']}; " if s.get("llm_threads") else "") + "wall "
                   f"{s.get('wall_s', 0):.0f} s; load (`uptime`) before: `{s['load_before']}`; after: "
                   f"`{s.get('load_after', '?')}`.", ""]
+    going = {m: len(st.get("answers", [])) for m, st in e.get("partial", {}).items() if st.get("answers")}
+    if going:
+        lines += ["In progress (answered questions saved; a later run with the same command continues from the "
+                  "next): " + ", ".join(f"{m} {k} of {e['questions']}" for m, k in going.items()) + ".", ""]
     counts = [q.get("questions", e["questions"]) for q in e["rows"].values()]
     sample = ({"n": min(counts), "reason": e.get("sample_reason", "slow on this machine")}
               if counts and min(counts) < e["questions"] else None)

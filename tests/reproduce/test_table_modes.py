@@ -60,7 +60,8 @@ def test_rows_parts_and_readme_of_every_mode(tmp_path):
                                                                   "reason": "slow"}))
     session = {"command": "c", "commit": "abc", "load_before": "a", "load_after": "b", "wall_s": 2, "modes": list(qa)}
     save_part(tmp_path / "parts", _entry("qa", qa, llm="x", llm_client="Scripted", qa_top_k=5, sessions=[session],
-                                         gold_answers=ds.gold_answers, sample_reason="slow"))
+                                         gold_answers=ds.gold_answers, sample_reason="slow",
+                                         partial={"hi": {"answers": ["Velor"]}, "hi_local": {"answers": []}}))
     parts = load_parts(tmp_path / "parts")
     assert [p["kind"] for p in parts] == ["recall", "qa"] and parts[0]["rows"]["naive"]["recall"].keys() == {2, 5}
     text = render(parts, "## Notes\n\nhand-written")
@@ -68,6 +69,7 @@ def test_rows_parts_and_readme_of_every_mode(tmp_path):
     recall_md, qa_md = text.split("## QA")
     assert "| graphrag_global * | 1 |" in recall_md and "| graphrag_global * | 1 | " in qa_md
     assert "**LLM-bound**" in text and text.endswith("hand-written\n")
+    assert "continues from the next): hi 1 of 2." in qa_md and "Modes finished: naive, graphrag_local" in qa_md
 
 
 def test_command_shown_without_folders():
