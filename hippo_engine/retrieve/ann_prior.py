@@ -62,6 +62,8 @@ class AnnPrior:
     cap: float
     weight: float
     want: int
+    #: the known rows' scores (float32), as the scan gives them
+    known_scores: np.ndarray | None = None
 
     @property
     def scale(self) -> float:
@@ -77,6 +79,16 @@ class AnnPrior:
     def spread(self) -> float:
         """The most a tail passage's prior weight can differ from the fill's, either way."""
         return max(self.gain_cap, (self.fill - self.lo) * self.scale)
+
+    def weights(self, n: int) -> np.ndarray:
+        """The prior over the ``n`` passages, ``weight x min-max(score)`` with the fill off the known
+        rows: what ``seeding.passage_seeds`` gives for the query's column, without a pass over it."""
+        rng = self.hi - self.lo
+        out = np.full(n, self.weight * ((self.fill - self.lo) / rng if rng > 0 else 1.0))
+        s = (self.known_scores if self.known_scores is not None else
+             _scores(self.mat, self.known, self.q32)).astype(np.float64)
+        out[self.known] = self.weight * ((s - self.lo) / rng if rng > 0 else np.ones(len(s)))
+        return out
 
     def known_mask(self, n: int) -> np.ndarray:
         """Boolean mask of the rows whose score is exact."""
@@ -96,7 +108,7 @@ class AnnPrior:
 
 class AnnDense:
     """Dense passage scores of a query from a passage store's ANN search (see the module).
-    ``store``: a lazy PostgreSQL store (``extremes``, ``rows_of``); ``mat``: the passage matrix in
+    ``store``: a lazy PostgreSQL store (``nearest_ids``, ``rows_of``); ``mat``: the passage matrix in
     the store's row order."""
 
     def __init__(self, store, mat: np.ndarray, weight: float):
@@ -117,8 +129,8 @@ class AnnDense:
         return self._mean
 
     def _rows(self, q: np.ndarray, k: int) -> np.ndarray:
-        ids, _, _ = self.store.extremes(q[None, :], k, False, lowest=False)
-        rows = self.store.rows_of(ids[0]) if ids[0] else np.zeros(0, np.int64)
+        ids = self.store.nearest_ids(q, k)
+        rows = self.store.rows_of(ids) if ids else np.zeros(0, np.int64)
         return np.asarray(rows, np.int64)[np.asarray(rows) >= 0] if len(rows) else np.zeros(0, np.int64)
 
     def column(self, q: np.ndarray, head: int, want: int) -> tuple[np.ndarray, AnnPrior] | None:
@@ -142,7 +154,7 @@ class AnnDense:
         fill = float(np.clip(fill, lo, cap))
         col = np.full(n, fill, np.float32)
         col[known] = s
-        return col, AnnPrior(self.mat, q32, known, float(np.float32(fill)), lo, hi, cap, self.weight, want)
+        return col, AnnPrior(self.mat, q32, known, float(np.float32(fill)), lo, hi, cap, self.weight, want, s)
 
     def block(self, q_pass: np.ndarray, head: int, want: int, scan: Callable[[np.ndarray], np.ndarray]
               ) -> tuple[np.ndarray, list[AnnPrior | None]]:

@@ -160,27 +160,42 @@ class LinkGraph:
         return seeding.reset_matrix(query, nodes, scores, dense, cols, self.passage_nodes, self.passage_counts,
                                     self.graph.num_nodes, self.keep, self.passage_weight)
 
+    def seed_table(self, links: Links, block: Block, cols: np.ndarray) -> SeedTable:
+        """The entity seeds of ``links`` for the block's queries ``cols`` (HippoRAG 2's rule, ``keep``
+        kept) as (column c, node, weight), best first per column: what :meth:`seeded_reset` puts in
+        its matrix besides the passage seeds and the seed sources'."""
+        cols = np.asarray(cols, dtype=np.int64)
+        pos = np.full(block.dense.shape[1] if block.dense.ndim == 2 else 0, -1, np.int64)
+        pos[cols] = np.arange(len(cols))
+        q = links.query
+        sel = pos[q] >= 0 if len(q) else np.zeros(0, bool)
+        return entity_seed_table(pos[q[sel]], links.nodes[sel], links.scores[sel], self.passage_counts, self.keep)
+
     def seeded_reset(self, links: Links, block: Block, cols: np.ndarray) -> tuple[np.ndarray, list]:
         """The entity seeds of ``links`` (HippoRAG 2's rule), passage seeds and the seed sources'."""
-        R, seeds = self.reset_matrix(links.query, links.nodes, links.scores, block.dense, cols)
+        R, seeds = seeding.reset_matrix_from_seeds(self.seed_table(links, block, cols), block.dense, cols,
+                                                   self.passage_nodes, self.graph.num_nodes, self.passage_weight)
         for src, scores in zip(self.seed_sources, block.extra, strict=True):
             src.add_seeds(R, scores, cols)
         return R, seeds
 
-    def hybrid_reset(self, links: Links, block: Block, cols: np.ndarray) -> np.ndarray:
-        """``ner_fact`` linking: the facts' entity seeds (HippoRAG 2's rule, ``keep`` kept) and
-        the NER entity seeds, the larger weight per entity; then passage seeds."""
-        dense = block.dense
+    def hybrid_table(self, links: Links, block: Block, cols: np.ndarray) -> SeedTable:
+        """``ner_fact`` linking's entity seeds: the facts' (HippoRAG 2's rule, ``keep`` kept) and the
+        NER entities', the larger weight per entity, as (column c, node, weight), best first per column."""
         fact_table = entity_seed_table(links.query, links.nodes, links.scores, self.passage_counts, self.keep)
         ner = links.ner_table if links.ner_table is not None else self.ner_table(None)
         q, n, w = seeding.max_merge(fact_table, ner)
-        pos = np.full(dense.shape[1], -1, np.int64)
+        pos = np.full(block.dense.shape[1], -1, np.int64)
         pos[cols] = np.arange(len(cols))
         sel = pos[q] >= 0
         q, n, w = pos[q[sel]], n[sel], w[sel]
         order = np.lexsort((n, -w, q))    # per column, best first (ties: lower node)
-        R, _ = seeding.reset_matrix_from_seeds((q[order], n[order], w[order]), dense, cols, self.passage_nodes,
-                                               self.graph.num_nodes, self.passage_weight)
+        return q[order], n[order], w[order]
+
+    def hybrid_reset(self, links: Links, block: Block, cols: np.ndarray) -> np.ndarray:
+        """``ner_fact`` linking: :meth:`hybrid_table`'s entity seeds, then passage seeds."""
+        R, _ = seeding.reset_matrix_from_seeds(self.hybrid_table(links, block, cols), block.dense, cols,
+                                               self.passage_nodes, self.graph.num_nodes, self.passage_weight)
         return R
 
 
@@ -205,6 +220,11 @@ class Linking:
                ) -> tuple[np.ndarray, list | None]:
         """The block's reset matrix for queries ``cols`` and their entity seeds (None: not reported)."""
         return g.seeded_reset(links, block, cols)
+
+    def seed_table(self, g: LinkGraph, links: Links, block: Block, cols: np.ndarray) -> tuple[SeedTable, bool]:
+        """The entity seeds :meth:`resets` puts in the matrix, as a table (column c, node, weight; best
+        first per column), and whether :meth:`resets` reports them."""
+        return g.seed_table(links, block, cols), True
 
 
 @dataclass(frozen=True)
@@ -267,6 +287,9 @@ class NerFactLinking(Linking):
     def resets(self, g: LinkGraph, links: Links, block: Block, cols: np.ndarray
                ) -> tuple[np.ndarray, list | None]:
         return g.hybrid_reset(links, block, cols), None
+
+    def seed_table(self, g: LinkGraph, links: Links, block: Block, cols: np.ndarray) -> tuple[SeedTable, bool]:
+        return g.hybrid_table(links, block, cols), False
 
 
 def resolve_linking(config: RetrievalConfig, extractor: str | None) -> Linking:

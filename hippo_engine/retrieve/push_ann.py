@@ -75,3 +75,22 @@ def own_bound(ps: PassageSet, known: np.ndarray, spread: float) -> float:
     if not left.any():
         return 0.0
     return float((ps.c1[left] * ps.inv_s[left]).max()) * spread
+
+
+def run_seed_table(pusher, table: tuple[np.ndarray, np.ndarray, np.ndarray], priors: list, passage_nodes: np.ndarray,
+                   damping: float, r_max: float, head: int) -> np.ndarray:
+    """PPR passage scores (n_passages, len(priors)) of the resets made of each column's entity seeds
+    (``table``: column c, node, weight) and its prior from the index (``priors[c]``, an
+    :class:`.ann_prior.AnnPrior`), by ``pusher.run_parts``: what ``run_split`` gives for the reset
+    matrix of the same seeds and prior, without that matrix (a pass over every graph node to build
+    it and one to read its seeds back, per query)."""
+    sq, sn, sw = table
+    n = len(passage_nodes)
+    cols = []
+    for c, prior in enumerate(priors):
+        sel = (sq == c) & (sw != 0)
+        idx, val = sn[sel], sw[sel]
+        order = np.argsort(idx, kind="stable")     # (node order, as read from a reset vector)
+        cols.append(pusher.run_parts(idx[order], val[order], prior.weights(n), passage_nodes, damping, r_max, head,
+                                     exact_prior=prior)[0])
+    return np.column_stack(cols) if cols else np.zeros((n, 0))

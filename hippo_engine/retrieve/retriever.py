@@ -38,6 +38,7 @@ from hippo_engine.retrieve.fact_search import FactRows
 from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, resolve_linking
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.push import PushPPR
+from hippo_engine.retrieve.push_ann import run_seed_table
 from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and dense_column re-exported
     Rows,
     dense_column,
@@ -53,7 +54,7 @@ from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and d
 )
 from hippo_engine.retrieve.second_hop import make_second_hop
 from hippo_engine.retrieve.second_walk import SecondWalk
-from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds  # noqa: F401
+from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds, table_seeds  # noqa: F401
 from hippo_engine.retrieve.top_rank import dense_agree
 from hippo_engine.retrieve.views import ReaderViews, reader_views
 
@@ -378,18 +379,28 @@ class Retriever(FactRows):
             results[s + j].used_fallback = True
             results[s + j].order, results[s + j].scores = self.dense_rank(dense[:, j], k) if restriction is None \
                 else restriction.dense_rank(self, dense[:, j], k)
-        if len(graph_cols):
+        priors = block.priors(graph_cols)
+        table = None
+        if len(graph_cols) and self._by_parts(priors, g, restriction, explain):
+            table, report = self.linking.seed_table(g, links, block, graph_cols)
+            seeds = table_seeds(table, len(graph_cols)) if report else None
+        elif len(graph_cols):
             R, seeds = self.linking.resets(g, links, block, graph_cols)
             if restriction is not None:
                 restriction.block_seeds(R, self.passage_nodes)
-            if seeds is not None:
-                self._name_seeds(seeds, graph_cols, s, results)
+        if len(graph_cols) and seeds is not None:
+            self._name_seeds(seeds, graph_cols, s, results)
         t2 = time.perf_counter()
         tim["seeding"] += t2 - t1
         block.dense = dense
         walks: dict[str, Any] = {}
         if len(graph_cols):
-            probs = walks["first"] = self.run_ppr(R, block.priors(graph_cols))
+            if table is not None and priors is not None:
+                cfg = self.config
+                probs = walks["first"] = run_seed_table(self.pusher, table, priors, self.passage_nodes, cfg.damping,
+                                                        cfg.ppr_push_r_max, cfg.ppr_push_head)
+            else:
+                probs = walks["first"] = self.run_ppr(R, priors)
             if self._second is not None:
                 probs = self._second.run(g, block, graph_cols, R, probs, links, restriction, walks, top)
             head, agree = self.config.dense_first, self.dense_agree
@@ -406,6 +417,12 @@ class Retriever(FactRows):
         if explain:
             keep_trace(block, results, graph_cols, R if len(graph_cols) else None, probs if len(graph_cols) else None,
                        walks, self.second_hop, self.dense_agree, restriction)
+
+    def _by_parts(self, priors: list | None, g: LinkGraph, restriction: Restriction | None, explain: bool) -> bool:
+        """Whether the first walk runs from the seed table and the index's priors alone (no reset matrix:
+        ``push_ann.run_seed_table``): every prior from the index, one walk, no seed source, filter or trace."""
+        return (priors is not None and all(p is not None for p in priors) and self._second is None
+                and not g.seed_sources and restriction is None and not explain and self.uses_push)
 
     def _name_seeds(self, seeds: list, cols: np.ndarray, s: int, results: list[RawResult]) -> None:
         """Each query's seed entities as (name, weight)."""

@@ -130,12 +130,19 @@ def reset_matrix_from_seeds(table: tuple[np.ndarray, np.ndarray, np.ndarray], de
     sq, sn, sw = table
     R = np.zeros((num_nodes, len(cols)))
     R[sn, sq] = sw
-    seeds: list[list[tuple[int, float]]] = [[] for _ in cols]
-    for c, n_, w_ in zip(sq.tolist(), sn.tolist(), sw.tolist(), strict=False):
-        seeds[c].append((n_, w_))
+    seeds = table_seeds(table, len(cols))
     if passage_weight is not None and dense.shape[0] and len(cols):
         R[passage_nodes] += passage_seeds(dense[: len(passage_nodes)][:, cols], passage_weight)
     return R, seeds
+
+
+def table_seeds(table: tuple[np.ndarray, np.ndarray, np.ndarray], ncols: int) -> list[list[tuple[int, float]]]:
+    """Each of ``ncols`` columns' seeds (node, weight) from a seed table (column, node, weight), in
+    the table's order."""
+    seeds: list[list[tuple[int, float]]] = [[] for _ in range(ncols)]
+    for c, n_, w_ in zip(table[0].tolist(), table[1].tolist(), table[2].tolist(), strict=False):
+        seeds[c].append((n_, w_))
+    return seeds
 
 
 @runtime_checkable

@@ -11,14 +11,16 @@ from hypothesis import strategies as st
 
 from hippo_engine.retrieve.ann_prior import AnnDense
 from hippo_engine.retrieve.push import PushPPR
+from hippo_engine.retrieve.push_ann import run_seed_table
 from hippo_engine.retrieve.scoring import dense_column, min_max
+from hippo_engine.retrieve.seeding import reset_matrix_from_seeds
 from tests.retrieve.test_push import D, exact_pi, random_graph
 
 W = 0.05
 
 
 class ExactStore:
-    """``extremes``/``rows_of`` of a lazy store, answered by a full scan (ties by id)."""
+    """``extremes``/``nearest_ids``/``rows_of`` of a lazy store, answered by a full scan (ties by id)."""
 
     def __init__(self, mat: np.ndarray):
         self.mat = mat
@@ -28,6 +30,9 @@ class ExactStore:
         s = np.asarray(self.mat, np.float64) @ np.asarray(q, np.float64)[0]
         order = np.lexsort((np.arange(len(s)), -s))[:k]
         return [[self.ids[i] for i in order]], s[order][None, :], np.array([s.min()])
+
+    def nearest_ids(self, q, k):
+        return self.extremes(np.asarray(q)[None, :], k, True)[0][0]
 
     def rows_of(self, keys):
         return np.array([int(k[1:]) for k in keys], np.int64)
@@ -122,3 +127,33 @@ def test_too_small_a_store_falls_back_to_the_scan():
     rng = np.random.default_rng(3)
     mat = unit_rows(rng, 12)
     assert AnnDense(ExactStore(mat), mat, W).column(rng.normal(size=16), 100, 10) is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n_ent=st.integers(10, 60), n_pas=st.integers(20, 80),
+       head=st.integers(1, 12), cols=st.integers(1, 3))
+def test_seed_table_walk_equals_the_reset_matrix_walk(seed, n_ent, n_pas, head, cols):
+    """``run_seed_table`` (seeds and the index's prior, no reset matrix) gives exactly what
+    ``run_split`` gives on the reset matrix of the same seeds and dense columns, column by column;
+    ``AnnPrior.weights`` equals the passage seeds of the column it came with."""
+    k, mat, q, _, passages = _case(seed, n_ent, n_pas)
+    rng = np.random.default_rng(seed)
+    ann = AnnDense(ExactStore(mat), mat, W)
+    got = [ann.column(q if c == 0 else (q + 0.3 * rng.normal(size=16)).astype(np.float32), head, 5)
+           for c in range(cols)]
+    if any(g is None for g in got):
+        return
+    dense = np.column_stack([g[0] for g in got])
+    priors = [g[1] for g in got]
+    sq = np.repeat(np.arange(cols), 3)
+    sn = np.concatenate([rng.choice(n_ent, 3, replace=False) for _ in range(cols)])
+    sw = rng.uniform(0.0, 1.0, len(sn))
+    sw[0] = 0.0                                     # a zero seed is no seed in the matrix either
+    table = (sq, sn, sw)
+    R, _ = reset_matrix_from_seeds(table, dense, np.arange(cols), passages, n_ent + n_pas, W)
+    for c, prior in enumerate(priors):
+        assert np.array_equal(prior.weights(n_pas), R[passages, c])
+    pusher = PushPPR(k)
+    want = np.column_stack([pusher.run_split(R[:, c], passages, D, 1e-5, head, exact_prior=priors[c])[0]
+                            for c in range(cols)])
+    assert np.array_equal(run_seed_table(pusher, table, priors, passages, D, 1e-5, head), want)

@@ -20,13 +20,31 @@ place (the retriever is rebuilt for the new version on its next use).
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from hippo_engine.store.base import StoreError
 from hippo_engine.store.postgres.errors import guard_driver_errors
-from hippo_engine.store.postgres.vectors import MIN_EF_SEARCH, PostgresEmbeddingStore
+from hippo_engine.store.postgres.vectors import _WIRE, MIN_EF_SEARCH, PostgresEmbeddingStore
+
+
+@functools.cache
+def _raw_binary():
+    """A psycopg loader giving a column's binary value as bytes (vectors decoded in bulk:
+    :meth:`LazyPostgresStore._decode`); psycopg is imported only here, when a store is used."""
+    from psycopg.adapt import Loader
+    from psycopg.pq import Format
+
+    class RawBinary(Loader):
+        format = Format.BINARY
+
+        def load(self, data) -> bytes:
+            return bytes(data)
+
+    return RawBinary
+
 
 #: pgvector's largest ``hnsw.ef_search``
 MAX_EF_SEARCH = 1000
@@ -216,13 +234,48 @@ class LazyPostgresStore(PostgresEmbeddingStore):
                     lows[j] = min(lows[j], float(np.einsum("ij,j->i", low_vecs, q64[j]).min()))
         return ids, scores, lows
 
+    def nearest_ids(self, q: np.ndarray, k: int) -> list[str]:
+        """The ids of the HNSW index's ``k`` nearest rows to the vector ``q`` by inner product, in the
+        index's order (``ef_search`` and the iterative scan as :meth:`extremes`); no vector is read
+        (a caller that scores the rows itself, from a matrix in memory)."""
+        kk = min(int(k), self._n)
+        if kk <= 0:
+            return []
+        qv = np.asarray(q, np.float32).ravel()
+        with self.db.snapshot() as c:
+            c.execute("SELECT set_config('hnsw.ef_search', %s, true), "
+                      "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                      (str(min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, kk))),))
+            rows = c.execute(f"SELECT id FROM {self.table} ORDER BY vec <#> %s LIMIT %s", (self._wrap(qv), kk),
+                             binary=True).fetchall()
+        return [r[0] for r in rows]
+
     def _candidates(self, qv: np.ndarray, n: int) -> tuple[list[str], np.ndarray]:
-        """Up to ``n`` ids by the index's order for ``qv`` with their stored vectors (float64)."""
-        rows = self.db.conn.execute(f"SELECT id, vec FROM {self.table} ORDER BY vec <#> %s LIMIT %s",
-                                    (self._wrap(qv), n), binary=True).fetchall()
+        """Up to ``n`` ids by the index's order for ``qv`` with their stored vectors (float64). The
+        vectors arrive as raw binary values, decoded together by numpy (pgvector's loader makes an
+        object per row: about 4 ms for 100 rows)."""
+        with self.db.conn.cursor(binary=True) as cur:
+            info = cur.adapters.types.get(self.kind)
+            if info is not None:
+                cur.adapters.register_loader(info.oid, _raw_binary())
+            rows = cur.execute(f"SELECT id, vec FROM {self.table} ORDER BY vec <#> %s LIMIT %s",
+                               (self._wrap(qv), n)).fetchall()
         if not rows:
             return [], np.zeros((0, self.dim))
-        return [r[0] for r in rows], np.array([r[1].to_numpy() for r in rows], np.float64)
+        if info is None:  # pragma: no cover - pgvector registers its types on every connection
+            return [r[0] for r in rows], np.array([r[1].to_numpy() for r in rows], np.float64)
+        return [r[0] for r in rows], self._decode([r[1] for r in rows])
+
+    def _decode(self, values: list[bytes]) -> np.ndarray:
+        """pgvector binary values of this table's type (int16 dim, int16 unused, big-endian floats)
+        as an (n, dim) float64 array."""
+        wire = np.dtype(_WIRE[self.kind])
+        width = 4 + self.dim * wire.itemsize
+        raw = np.frombuffer(b"".join(values), np.uint8)
+        if len(raw) != len(values) * width:
+            raise StoreError(f"{self.db.location}: {self.name} holds a vector that is not {self.kind}({self.dim})")
+        raw = raw.reshape(len(values), width)
+        return np.ascontiguousarray(raw[:, 4:]).view(wire).astype(np.float64)
 
     def _scan(self, q64: np.ndarray, k: int) -> tuple[list[list[str]], np.ndarray, np.ndarray]:
         """Exact: every vector scored in float64, block by block; per query the rows at or above

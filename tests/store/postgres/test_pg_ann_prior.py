@@ -45,3 +45,23 @@ def test_push_with_the_ann_prior_agrees_with_the_scanned_prior(tmp_path, pg_dsn,
     assert recall10 >= 0.9, recall10
     for rag in (ann, scan, exact):
         rag.close()
+    for linking in ("ner_fact", "fact"):     # one walk: from the seed table and the priors, no reset matrix
+        _one_walk_by_parts_equals_the_matrix_walk(tmp_path / "pg", pg_dsn, pg_schema, qs, linking)
+
+
+def _one_walk_by_parts_equals_the_matrix_walk(path, dsn, schema, qs, linking):
+    from unittest import mock
+
+    from hippo_engine.retrieve import retriever as retriever_module
+    rag = _reader(path, dsn, schema, second_hop="none", linking=linking)
+    calls = []
+    real = retriever_module.run_seed_table
+    with mock.patch.object(retriever_module, "run_seed_table", lambda *a, **k: calls.append(len(a[2])) or real(*a, **k)):
+        parts = rag.retrieve(qs, 10)
+    assert sum(calls) >= len(qs) // 2       # queries walked so (one reaching no entity takes the dense ranking)
+    with mock.patch.object(retriever_module.Retriever, "_by_parts", lambda *a: False):
+        matrix = rag.retrieve(qs, 10)
+    for a, b in zip(parts, matrix, strict=True):
+        assert a.passage_ids == b.passage_ids and np.array_equal(a.doc_scores, b.doc_scores)
+        assert a.seed_entities == b.seed_entities
+    rag.close()

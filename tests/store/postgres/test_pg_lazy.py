@@ -202,6 +202,33 @@ def test_view_ids_are_exact_whatever_their_characters_and_k_may_exceed_hnsw_limi
     db.close()
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_hnsw_candidates_decode_as_pgvector_does_and_ids_alone_match(pg_dsn, pg_schema, dtype):
+    """The candidates' vectors, decoded in bulk, equal pgvector's own decoding of the same rows;
+    ``nearest_ids`` (no vectors read) names the same rows as ``extremes``."""
+    from hippo_engine.store.postgres.db import PostgresIndexStore
+    db = PostgresIndexStore(pg_dsn, pg_schema)
+    rng = np.random.default_rng(1)
+    keys = [f"fact-{i:04d}" for i in range(400)]
+    vecs = rng.standard_normal((len(keys), 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    store = db.embedding_store("fact", 8, vector_dtype=dtype)
+    store.upsert(keys, keys, vecs)
+    store.ensure_hnsw()
+    view = db.reader_store("fact", 8, keep="ids", vector_dtype=dtype)
+    assert db.conn.adapters.types.get(view.kind) is not None      # (so the bulk decoding is what runs)
+    q = rng.standard_normal(8).astype(np.float32)
+    with db.snapshot():
+        ids, got = view._candidates(q, 60)
+    assert len(ids) == 60 and got.dtype == np.float64
+    rows = dict(db.conn.execute(f"SELECT id, vec FROM {view.table} WHERE id = ANY(%s)", (ids,),
+                                binary=True).fetchall())
+    assert np.array_equal(got, np.array([rows[i].to_numpy() for i in ids], np.float64))
+    best, _, _ = view.extremes(q[None, :], 50, exact=False, lowest=False)
+    assert set(view.nearest_ids(q, 50)) == set(best[0])
+    db.close()
+
+
 def test_llm_free_memory_on_postgres_equals_sqlite(tmp_path, pg_dsn, pg_schema):
     """extractor="ner" (real spaCy, no LLM): sentences as hyperedges, linking ner_fact. The lazy
     reader fetches hyperedges by fact id and finds query entities in the database (an entity HNSW
