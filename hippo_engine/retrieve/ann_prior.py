@@ -80,11 +80,17 @@ class AnnPrior:
         """The most a tail passage's prior weight can differ from the fill's, either way."""
         return max(self.gain_cap, (self.fill - self.lo) * self.scale)
 
+    @property
+    def fill_weight(self) -> float:
+        """The prior weight of a passage at the fill (``weight x min-max(fill)``)."""
+        rng = self.hi - self.lo
+        return self.weight * ((self.fill - self.lo) / rng if rng > 0 else 1.0)
+
     def weights(self, n: int) -> np.ndarray:
         """The prior over the ``n`` passages, ``weight x min-max(score)`` with the fill off the known
         rows: what ``seeding.passage_seeds`` gives for the query's column, without a pass over it."""
         rng = self.hi - self.lo
-        out = np.full(n, self.weight * ((self.fill - self.lo) / rng if rng > 0 else 1.0))
+        out = np.full(n, self.fill_weight)
         s = (self.known_scores if self.known_scores is not None else
              _scores(self.mat, self.known, self.q32)).astype(np.float64)
         out[self.known] = self.weight * ((s - self.lo) / rng if rng > 0 else np.ones(len(s)))

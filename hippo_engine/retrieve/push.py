@@ -253,7 +253,7 @@ class PushPPR:
         self.last_stats = stats
         self.last_sum = out_sum / total
         tail = ps.tail_ratio(prior, m, top, tmp) if known is None else \
-            ann_tail_ratio(ps, prior, m, top, known, exact_prior.spread, tmp)
+            ann_tail_ratio(ps, prior, m, top, known, exact_prior.spread, exact_prior.fill_weight)
         rho = (r_max * pushed + tail) / total
         bound = damping * rho
         if known is not None:           # the own prior of the passages left at the fill

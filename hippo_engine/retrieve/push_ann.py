@@ -33,7 +33,8 @@ def correct_tail(out: np.ndarray, prior: np.ndarray, ps: PassageSet, exact, refi
     known = exact.known_mask(n)
     prior = np.array(prior, dtype=np.float64, copy=True)
     k = min(n, max(int(exact.want), int(refine), 1))
-    gain = ps.c1 * exact.gain_cap
+    g = exact.gain_cap
+    slack = ps.max_c1 * g                # (the largest gain: a first cut on out alone)
     left = MAX_CORRECTED
     theta = np.inf
     for _ in range(MAX_ROUNDS):
@@ -41,11 +42,12 @@ def correct_tail(out: np.ndarray, prior: np.ndarray, ps: PassageSet, exact, refi
         if t >= theta or left <= 0:
             break
         theta = t
-        reach = out + gain
-        cand = np.flatnonzero(reach >= theta)
-        cand = cand[~known[cand]]
+        cand = np.flatnonzero(out >= theta - slack - 1e-12 * abs(theta))
+        reach = out[cand] + ps.c1[cand] * g
+        keep = (reach >= theta) & ~known[cand]
+        cand, reach = cand[keep], reach[keep]
         if len(cand) > left:
-            cand = cand[top_entries(reach[cand], left)]
+            cand = cand[top_entries(reach, left)]
         if len(cand) == 0:
             break
         d = exact.delta(cand)
@@ -57,24 +59,23 @@ def correct_tail(out: np.ndarray, prior: np.ndarray, ps: PassageSet, exact, refi
 
 
 def tail_ratio(ps: PassageSet, prior: np.ndarray, m: float, top: np.ndarray, known: np.ndarray, spread: float,
-               dev: np.ndarray) -> float:
-    """:meth:`.push_prior.PassageSet.tail_ratio` where the prior is exact only on ``known``: an unknown
-    passage's |prior - m| is at most |its fill - m| + ``spread``."""
-    np.subtract(prior, m, out=dev)
-    np.abs(dev, out=dev)
-    dev[~known] += spread
-    dev *= ps.inv_s
-    dev[top] = 0.0
-    return float(dev.max(initial=0.0))
+               fill: float) -> float:
+    """:meth:`.push_prior.PassageSet.tail_ratio` where the prior is exact only on ``known`` (a mask) and
+    ``fill`` elsewhere: an unknown passage's |prior - m| is at most |fill - m| + ``spread``, and its
+    1 / s(v) at most the largest over all passages (a bound without a pass over the passages)."""
+    rows = np.flatnonzero(known)
+    dev = np.abs(prior[rows] - m) * ps.inv_s[rows]
+    dev[np.isin(rows, top)] = 0.0
+    out = float(dev.max(initial=0.0))
+    if len(rows) < len(prior):
+        out = max(out, (abs(fill - m) + spread) * ps.max_inv_s)
+    return out
 
 
 def own_bound(ps: PassageSet, known: np.ndarray, spread: float) -> float:
     """The bound factor (per unit of strength) of what the passages left at the fill miss of their own
-    prior: c1(v) x spread / s(v), at most, over those passages."""
-    left = ~known
-    if not left.any():
-        return 0.0
-    return float((ps.c1[left] * ps.inv_s[left]).max()) * spread
+    prior: c1(v) x spread / s(v) at most (its largest over all passages, if any is left)."""
+    return 0.0 if bool(known.all()) else ps.max_c1_inv_s * spread
 
 
 def run_seed_table(pusher, table: tuple[np.ndarray, np.ndarray, np.ndarray], priors: list, passage_nodes: np.ndarray,

@@ -46,6 +46,10 @@ class PassageSet:
     c1: np.ndarray
     uniform_less_c1: np.ndarray
     inv_s: np.ndarray
+    #: max of ``inv_s`` and of ``c1 x inv_s`` over the passages, and max ``c1`` (bounds without a pass)
+    max_inv_s: float = 0.0
+    max_c1_inv_s: float = 0.0
+    max_c1: float = 0.0
     local: threading.local = field(default_factory=threading.local)
 
     @classmethod
@@ -67,7 +71,8 @@ class PassageSet:
         c1 = (1.0 - damping) * (1.0 + damping * damping * return2[nodes])
         s = np.square(kernel.sqrt_strength64[nodes])
         inv_s = np.where(s > 0, 1.0 / np.where(s > 0, s, 1.0), 0.0)
-        return cls(nodes, float(damping), pos, span, uniform, mass, c1, uniform - c1, inv_s)
+        return cls(nodes, float(damping), pos, span, uniform, mass, c1, uniform - c1, inv_s, float(inv_s.max()),
+                   float((c1 * inv_s).max()), float(c1.max()))
 
     def scratch(self) -> np.ndarray:
         """This thread's work vector over the passages (any content)."""
