@@ -34,6 +34,7 @@ from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.push import DEFAULT_DEPTH, DEFAULT_HEAD, DEFAULT_R_MAX, DEFAULT_REFINE, PushPPR
 
 from .common import RESULTS_DIR, git_head, load_average, peak_rss_mb, rss_mb, write_result
+from .ppr_scale_ann import index_prior
 
 OUT_DIR = RESULTS_DIR / "ppr_scale"
 ENTITIES_PER_PASSAGE = 8.6
@@ -125,9 +126,11 @@ def split_reset(r: np.ndarray, entities: int) -> tuple[np.ndarray, np.ndarray, n
 
 
 def bench_size(passages: int, queries: int, exact_queries: int, r_maxes: Sequence[float], heads: Sequence[int],
-               log=print, refines: Sequence[int] = (DEFAULT_REFINE,), depth: int = DEFAULT_DEPTH) -> dict:
+               log=print, refines: Sequence[int] = (DEFAULT_REFINE,), depth: int = DEFAULT_DEPTH,
+               index_head: int = 0) -> dict:
     """One graph size: build, then for every query push by parts (each variant) and on the whole reset
-    (the first variant: the retriever's call), and exact for the first ``exact_queries``."""
+    (the first variant: the retriever's call), with ``index_head`` > 0 also with the prior from an index
+    (the first variant; :mod:`.ppr_scale_ann`), and exact for the first ``exact_queries``."""
     t = time.perf_counter()
     g = synthetic_graph(passages)
     gen_s = time.perf_counter() - t
@@ -153,6 +156,8 @@ def bench_size(passages: int, queries: int, exact_queries: int, r_maxes: Sequenc
         return f"r_max {rm:g}, head {h}, " + (f"refine {rf} x {depth} steps" if rf > 0 and depth > 0 else "no refine")
 
     names = [label(*v) for v in variants] + [label(*variants[0]) + ", whole reset"]
+    if index_head > 0:
+        names.append(label(*variants[0]) + f", prior from an index (head {index_head})")
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in names}
     tops: dict[str, list[np.ndarray]] = {k: [] for k in names}
     work: dict[str, list] = {k: [] for k in names}
@@ -160,10 +165,16 @@ def bench_size(passages: int, queries: int, exact_queries: int, r_maxes: Sequenc
     exact_top: list[np.ndarray] = []
     for i, r in enumerate(query_resets(g, queries)):
         seed_idx, seed_val, prior = split_reset(r, ne)
-        for name, (rm, h, rf) in zip(names, [*variants, variants[0]], strict=True):
+        ann = index_prior(prior, PASSAGE_WEIGHT, index_head, 10) if index_head > 0 else None
+        for name, (rm, h, rf) in zip(names, [*variants, *[variants[0]] * (len(names) - len(variants))], strict=True):
+            if "from an index" in name and ann is None:
+                raise RuntimeError(f"{passages} passages: too few for the prior from an index (head {index_head})")
             with _Clock() as clock:
                 if name.endswith("whole reset"):
                     s, bound = pusher.run_split(r, pnodes, DAMPING, rm, h, rf, depth)
+                elif "from an index" in name and ann is not None:
+                    s, bound = pusher.run_parts(seed_idx, seed_val, ann.weights(len(pnodes)), pnodes, DAMPING, rm, h,
+                                                rf, depth, exact_prior=ann)
                 else:
                     s, bound = pusher.run_parts(seed_idx, seed_val, prior, pnodes, DAMPING, rm, h, rf, depth)
             times[name].append(clock.took)
@@ -185,7 +196,7 @@ def bench_size(passages: int, queries: int, exact_queries: int, r_maxes: Sequenc
                              "mean_pushes": round(float(st[:, 0].mean())), "mean_edges": round(float(st[:, 1].mean())),
                              "node_bound": float(f"{st[:, 2].max():.3g}"),
                              "candidate_bound": float(f"{st[:, 3].max():.3g}")}
-        if name == names[-1]:     # the whole reset gives the parts' answer (same parts, same pushes)
+        if name.endswith("whole reset"):     # the whole reset gives the parts' answer (same parts, same pushes)
             res["push"][name]["same_as_parts"] = all(np.array_equal(a, b) for a, b in
                                                      zip(tops[name], tops[names[0]], strict=True))
         log(f"  {name}: {res['push'][name]}")
@@ -211,7 +222,10 @@ def render(results: list[dict], argv: Sequence[str]) -> str:
              "version) is timed apart (\"all-passages PPR s\"). Single-query latency of the PPR call alone, "
              "wall clock and this thread's CPU time (what the call costs on a core of its own; the wall time "
              "is what it took beside the other processes on the machine); agreement against exact on the "
-             "first `compared` queries.", "",
+             "first `compared` queries. \"prior from an index\" (`--index-head`): the prior built as the default "
+             "path on PostgreSQL builds it from the passage index (its best and lowest passages exact, the "
+             "mean-keeping fill elsewhere; `reproduce/ppr_scale_ann.py`), pushed with its corrections: the "
+             "retriever's PPR part there.", "",
              "| passages | nodes | method | variant | p50 ms | p95 ms | CPU p50 ms | CPU p95 ms | queries "
              "| identical top-10 (ordered) | "
              "identical top-10 (set) | recall@10 | pushes | edges read | bound B, max over queries (×s(v)) "
@@ -251,6 +265,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--refine", type=int, nargs="+", default=[DEFAULT_REFINE],
                     help="candidate passages given the walk's next --depth steps (0: none)")
     ap.add_argument("--depth", type=int, default=DEFAULT_DEPTH)
+    ap.add_argument("--index-head", type=int, default=0,
+                    help="also push with the passage prior from an index, its N best and N lowest passages exact "
+                         "(the default path on PostgreSQL: 400); 0: not run")
     ap.add_argument("--out-dir", default=str(OUT_DIR))
     ap.add_argument("--name", default="README")
 
@@ -265,7 +282,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     for i, n in enumerate(args.passages):
         ex = args.exact_queries[min(i, len(args.exact_queries) - 1)]
         results.append(bench_size(n, args.queries, min(ex, args.queries), args.r_max, args.head,
-                                  refines=args.refine, depth=args.depth))
+                                  refines=args.refine, depth=args.depth, index_head=args.index_head))
         (out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
         write_result(out / f"{args.name}.md", render(results, argv))
     return 0
