@@ -147,7 +147,7 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
         elif "sample_reason" in old:
             entry["sample_reason"] = old["sample_reason"]
 
-        partial = entry["partial"] = {m: s for m, s in old.get("partial", {}).items() if m not in rows}
+        partial = entry["partial"] = kept_partial(old.get("partial", {}), rows, todo)
 
         def question(mode: str, state: dict) -> None:
             save_part(args.parts, entry)
@@ -170,6 +170,13 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
     finally:
         rag.close()
     return entry
+
+
+def kept_partial(partial: dict, rows: dict, todo: Sequence[str]) -> dict:
+    """The answered questions of a saved part to continue from: every mode's but a finished row's (a
+    mode to answer again, e.g. with a row over a smaller sample than asked now, continues from its own
+    answered questions instead of starting over)."""
+    return {m: st for m, st in partial.items() if m not in rows or m in todo}
 
 
 def _todo(args, rows: dict, sampled: Sequence[str]) -> list[str]:

@@ -77,3 +77,13 @@ def test_command_shown_without_folders():
     assert shown_command(argv) == ("python -m reproduce table-modes --work DIR --qa 20 --parts DIR --twowiki-data DIR "
                                    "--variant ner")
     assert shown_command(["--qa-sample-reason", "slow here"]).endswith("--qa-sample-reason 'slow here'")
+
+
+def test_a_mode_with_a_smaller_row_continues_from_its_answered_questions():
+    """A mode whose saved row covers fewer questions than asked (an earlier sample) keeps the questions
+    a later run answered (its ``partial``); a finished mode's leftover state is dropped."""
+    from reproduce.modes_qa import kept_partial
+    partial = {"graphrag_global": {"answers": ["a"]}, "naive": {"answers": ["b"]}, "hi": {"answers": []}}
+    rows = {"graphrag_global": {"questions": 3}, "naive": {"questions": 20}}
+    assert kept_partial(partial, rows, ["graphrag_global", "hi"]) == {"graphrag_global": {"answers": ["a"]},
+                                                                     "hi": {"answers": []}}
