@@ -35,6 +35,7 @@ from hippo_engine.retrieve.ann_prior import AnnDense
 from hippo_engine.retrieve.encoding import encode_queries  # noqa: F401 - re-exported (its old import path)
 from hippo_engine.retrieve.explain_trace import keep_trace
 from hippo_engine.retrieve.fact_search import FactRows
+from hippo_engine.retrieve.kept_facts import kept_masks
 from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, resolve_linking
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.push import PushPPR
@@ -327,41 +328,8 @@ class Retriever(FactRows):
         return max(1, min(self.config.query_batch_size, fit))
 
     def _filter(self, queries, blocks, cands, results, filter_many, tim) -> list[np.ndarray]:
-        """Candidate and kept facts of every query (one ``filter_many`` call); kept masks per block.
-        A padded slot (row -1) or a fact deleted since a lazy reader's view is no candidate."""
-        masks, slots, asked = [], [], []
-        every = np.unique(np.concatenate([rows.ravel() for rows, _ in cands] or [np.zeros(0, np.int64)]))
-        self.facts.prefetch([self._fid(r) for r in every[every >= 0].tolist()])
-        for (s, _), (rows, _) in zip(blocks, cands, strict=True):
-            valid = rows >= 0
-            for r in np.unique(rows[valid]).tolist():
-                if not self.facts.has(self._fid(r)):
-                    valid &= rows != r
-            masks.append(valid.copy())
-            triples = {r: self.fact_triple(r) for r in np.unique(rows[valid]).tolist()}
-            for j, row in enumerate(rows.tolist()):
-                slots.append(np.flatnonzero(valid[j]))
-                results[s + j].candidate_facts = [triples[r] for r, ok in zip(row, valid[j], strict=True) if ok]
-                if filter_many is not None and results[s + j].candidate_facts:
-                    asked.append(s + j)
-        if asked:
-            self._ask_filter(queries, asked, [s for s, _ in blocks], masks, slots, results, filter_many, tim)
-        for (s, _), mask in zip(blocks, masks, strict=True):
-            for j, m in enumerate(mask):
-                res = results[s + j]
-                res.kept_facts = [t for t, ok in zip(res.candidate_facts, m[slots[s + j]], strict=True) if ok]
-        return masks
-
-    @staticmethod
-    def _ask_filter(queries, asked, starts, masks, slots, results, filter_many, tim) -> None:
-        """One ``filter_many`` call for the ``asked`` queries; their kept facts set in ``masks``."""
-        tf = time.perf_counter()
-        kept = filter_many([queries[i] for i in asked], [results[i].candidate_facts for i in asked])
-        tim["filter"] += time.perf_counter() - tf
-        for i, keep in zip(asked, kept, strict=True):
-            n = int(np.searchsorted(starts, i, side="right")) - 1
-            keep = set(keep)
-            masks[n][i - starts[n], slots[i]] = [t in keep for t in results[i].candidate_facts]
+        """Candidate and kept facts of every query; kept masks per block (:func:`.kept_facts.kept_masks`)."""
+        return kept_masks(self, queries, blocks, cands, results, filter_many, tim)
 
     def _search_block(self, block: Block, k: int, results: list[RawResult], tim: dict, explain: bool = False,
                       restriction: Restriction | None = None, top: tuple | None = None) -> None:
