@@ -126,8 +126,12 @@ class GraphKeeper:
                         raise
                     update_graph_file(self.path, (old_version, old_digest), labels, added=add, removed=rem)
             except Exception as e:  # noqa: BLE001 - derived data: built from the index instead
-                logger.warning("could not update %s for the change (%s); building the graph from the index",
-                               self.path, e)
+                # no file of the previous version here or in the database (an index's first change, or
+                # a folder that never had one) is expected; anything else is worth a warning
+                missing = isinstance(e, GraphFileError) and not self.path.exists()
+                logger.log(logging.INFO if missing else logging.WARNING,
+                           "could not update %s for the change (%s); building the graph from the index",
+                           self.path, e)
                 self._graph = self._build()
                 self._save()
                 return

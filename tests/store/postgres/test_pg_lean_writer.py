@@ -6,6 +6,8 @@ stores, graph, synonymy lists, documents and rankings. Fake models (n-gram encod
 OpenIE) on the session's embedded server."""
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 from helpers import assert_same, make_rag, snapshot, toy_entities
@@ -68,7 +70,8 @@ def _rankings(rag, qs):
 
 
 def test_additions_replacements_and_deletions_equal_sqlite_without_reading_everything(tmp_path, pg_dsn, pg_schema,
-                                                                                     monkeypatch):
+                                                                                     monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="hippo_engine")
     docs = corpus()
     ids = [f"d{i}" for i in range(len(docs))]
     lite = make_rag(tmp_path / "lite", **SETTINGS)
@@ -97,6 +100,10 @@ def test_additions_replacements_and_deletions_equal_sqlite_without_reading_every
     qs = [f"Where was {f} {LAST[i % len(LAST)]} born?" for i, f in enumerate(FIRST)]
     assert _rankings(pg, qs) == _rankings(lite, qs)
     pg.close()
+    # the first change found no graph file of the (empty) index before it: said, not warned; every later
+    # change updated the file
+    updates = [r for r in caplog.records if "could not update" in r.getMessage()]
+    assert len(updates) == 1 and updates[0].levelno == logging.INFO, [r.getMessage() for r in updates]
 
 
 def _hyperedges(docs: list[str]) -> tuple[dict[str, str], dict[str, list[Hyperedge]]]:
