@@ -146,11 +146,7 @@ def qa_section(e: dict) -> list[str]:
     lines = [f"## QA: the first {e['questions']} {e['dataset']} questions, index `{e['variant']}`, "
              f"reader LLM `{e['llm']}` ({e['llm_client']})", ""]
     for s in e["sessions"]:
-        lines += ["```bash", s["command"], "```", "",
-                  f"Modes finished: {', '.join(s.get('done', s['modes'])) or 'none'}; engine commit `{s['commit']}`; "
-                  + (f"LLM threads: {s['llm_threads']}; " if s.get("llm_threads") else "") + "wall "
-                  f"{s.get('wall_s', 0):.0f} s; load (`uptime`) before: `{s['load_before']}`; after: "
-                  f"`{s.get('load_after', '?')}`.", ""]
+        lines += ["```bash", s["command"], "```", "", _session_line(s), ""]
     going = {m: len(st.get("answers", [])) for m, st in e.get("partial", {}).items() if st.get("answers")}
     if going:
         lines += ["In progress (answered questions saved; a later run with the same command continues from the "
@@ -193,6 +189,18 @@ def qa_section(e: dict) -> list[str]:
         lines += ["", "Errors (distinct messages):", ""]
         lines += [f"* `{m}`: " + "; ".join(f"`{x}`" for x in msgs) for m, msgs in errors.items()]
     return lines + [""]
+
+
+def _session_line(s: dict) -> str:
+    """What one QA session did: the modes it finished, the engine, threads, wall time and load; a session
+    still running, or stopped before its first mode finished, says so instead of a wall time of 0."""
+    head = (f"Modes finished: {', '.join(s.get('done', s['modes'])) or 'none'}; engine commit `{s['commit']}`; "
+            + (f"LLM threads: {s['llm_threads']}; " if s.get("llm_threads") else ""))
+    if "wall_s" not in s:
+        return head + (f"load (`uptime`) at its start: `{s['load_before']}`; stopped or still running before a "
+                       "mode finished.")
+    return head + (f"wall {s['wall_s']:.0f} s; load (`uptime`) before: `{s['load_before']}`; after: "
+                   f"`{s.get('load_after', '?')}`.")
 
 
 def _scores(answers: Sequence[str | None], gold: Sequence[Sequence[str]]) -> tuple[float, float]:

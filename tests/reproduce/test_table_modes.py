@@ -87,3 +87,12 @@ def test_a_mode_with_a_smaller_row_continues_from_its_answered_questions():
     rows = {"graphrag_global": {"questions": 3}, "naive": {"questions": 20}}
     assert kept_partial(partial, rows, ["graphrag_global", "hi"]) == {"graphrag_global": {"answers": ["a"]},
                                                                      "hi": {"answers": []}}
+
+
+def test_a_session_without_a_finished_mode_says_so():
+    from reproduce.modes_report import _session_line
+    going = {"command": "c", "commit": "abc", "load_before": "up 1", "modes": ["hi"], "done": []}
+    assert "stopped or still running" in _session_line(going) and "wall" not in _session_line(going)
+    done = {**going, "done": ["hi"], "wall_s": 12.4, "load_after": "up 2", "llm_threads": 2}
+    assert _session_line(done) == ("Modes finished: hi; engine commit `abc`; LLM threads: 2; wall 12 s; load "
+                                   "(`uptime`) before: `up 1`; after: `up 2`.")
