@@ -145,7 +145,7 @@ def ner_index(encoder: TimedEncoder, docs: Sequence[str], folder: Path) -> dict:
 
     rag = HippoRAG(folder, encoder=encoder, extractor="ner", show_progress=False)
     try:
-        rag.ner.pipeline(sentences=True)
+        rag.ner.pipeline()
         spacy = Clock()
         run = rag.ner.run
 

