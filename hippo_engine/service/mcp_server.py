@@ -31,6 +31,7 @@ middleware (or wrap the endpoint) to cover it. The SDK's DNS-rebinding protectio
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
@@ -224,12 +225,29 @@ class MemoryTools:
                            stats={k: v for k, v in stats.items() if k != "documents"})
 
 
+@contextlib.contextmanager
+def _root_logging_kept() -> Iterator[None]:
+    """Leave the root logger's handlers and level as they were: the SDK's server calls
+    ``logging.basicConfig`` when built, which in a host application that has not configured logging
+    yet would add a handler of the SDK's and make the application's own ``basicConfig`` a no-op.
+    The ``hippo-engine mcp`` command configures logging itself before building the server."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for h in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(h)
+        root.setLevel(level)
+
+
 def build_mcp(workspaces: Any, workspace: str | None = None, *, wait_s: float = DEFAULT_WAIT_S) -> MCPServer:
     """An MCP server whose tools work on ``workspaces.get(workspace, create=True)`` (``None``: the
     default workspace); ``wait_s``: the longest remember waits for indexing."""
     tools = MemoryTools(workspaces, workspace, wait_s=wait_s)
-    server: MCPServer = MCPServer("hippo-engine", version=__version__, instructions=INSTRUCTIONS,
-                                  log_level="WARNING")
+    with _root_logging_kept():
+        server: MCPServer = MCPServer("hippo-engine", version=__version__, instructions=INSTRUCTIONS,
+                                      log_level="WARNING")
 
     async def remember(
             texts: Annotated[list[str], Field(min_length=1, description="the documents' texts, one per document")],

@@ -287,3 +287,14 @@ def test_recall_in_the_naive_mode_asks_for_no_explanations():
     got = call(build_mcp(FakeWorkspaces(mem)), script)
     assert ("retrieve", "naive", False) in mem.calls and got["mode"] == "naive"
     assert [(p["id"], p["explanation"]) for p in got["passages"]] == [("a", "dense similarity to the query")]
+
+
+def test_building_the_server_leaves_root_logging_alone(monkeypatch):
+    """The SDK's server calls ``logging.basicConfig`` when built; in a host application with no
+    logging configured yet that would add the SDK's handler to the root logger."""
+    import logging
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "level", logging.ERROR)
+    build_mcp(FakeWorkspaces(FakeMemory()))
+    assert root.handlers == [] and root.level == logging.ERROR
