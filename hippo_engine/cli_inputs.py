@@ -31,12 +31,13 @@ TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 @dataclass
 class Corpus:
     """Documents read from one or more paths: ``docs`` (``"title\\ntext"``), ``ids`` (None: derived
-    from the texts), ``metadata`` (None: none given), ``sources`` (where each came from, for
+    from the texts), ``metadata`` (None: none given; an item None: none for that document, a known
+    one keeps its stored metadata), ``sources`` (where each came from, for
     messages) and ``skipped`` (empty text files left out)."""
 
     docs: list[str] = field(default_factory=list)
     ids: list[str] | None = None
-    metadata: list[dict] | None = None
+    metadata: list[dict | None] | None = None
     sources: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
@@ -69,8 +70,10 @@ def read_corpus_paths(paths: Sequence[str | Path], metadata: dict | None = None)
             if did in seen:
                 raise ValueError(f"{d.source}: id {did!r} is also the id of {seen[did]}; document ids must be unique")
             seen[did] = d.source
-    if metadata or any(d.metadata for d in found):
-        out.metadata = [{**(metadata or {}), **(d.metadata or {})} for d in found]
+    if metadata or any(d.metadata is not None for d in found):
+        # None: the document brings none and no common fields are given, so what is stored stays
+        out.metadata = [{**(metadata or {}), **d.metadata} if d.metadata is not None else metadata or None
+                        for d in found]
     return out
 
 

@@ -128,7 +128,7 @@ class HippoRAG:
 
     # ------------------------------------------------------------------ documents
     def _split(self, docs: Sequence[str], ids: Sequence[str] | None, what: str,
-               metadata: Sequence[dict] | None = None) -> DocumentBatch:
+               metadata: Sequence[dict | None] | None = None) -> DocumentBatch:
         """Validate documents (ids, metadata) and split them into passages: documents longer than
         ``chunk_size`` tokens of the encoder's tokenizer are cut (see :mod:`.index.chunking`; the
         encoder is loaded for its tokenizer only when a document may be that long)."""
@@ -153,7 +153,7 @@ class HippoRAG:
         return self.extractor.import_file(path)
 
     def index(self, docs: Sequence[str], ids: Sequence[str] | None = None,
-              metadata: Sequence[dict] | None = None) -> dict:
+              metadata: Sequence[dict | None] | None = None) -> dict:
         """Add documents to the memory, with ``ids`` (unique non-empty strings, one per document)
         or, without, ids derived from their texts (:func:`.ids.document_id`). Re-indexing a
         document already present is a no-op; a known id with another text replaces that
@@ -161,8 +161,9 @@ class HippoRAG:
         ``metadata``: a JSON object (dict) per document (``{"user": "alice", "time": 17}``), stored
         with it and matched by queries' ``where`` filters; given again for a known id it replaces
         the stored one (``{}`` clears it; without ``metadata`` what is stored stays), written in the
-        same transaction as the documents; the report's ``documents.metadata_updated`` lists the
-        ids whose metadata changed.
+        same transaction as the documents (an item ``None`` gives none for that document: a known
+        one keeps what is stored); the report's ``documents.metadata_updated`` lists the ids whose
+        metadata changed.
 
         A document longer than ``chunk_size`` tokens (default 1500) becomes several passages, each
         with the document's title line (:mod:`.index.chunking`). Facts come from the index's

@@ -174,6 +174,20 @@ def test_metadata_follows_its_document(tmp_path):
     assert rag.document_metadata(["c"]) == {"c": {}}                                   # none came back
 
 
+def test_a_none_item_gives_no_metadata_for_its_document(tmp_path):
+    """``None`` in ``metadata``: that document brings none (a known one keeps what is stored, a new
+    one has none), as a corpus whose records only partly carry metadata gives it."""
+    rag = make_rag(tmp_path, use_filter=False)
+    rag.index(CORPUS[:2], ids=["a", "b"], metadata=[{"user": "alice"}, {"user": "bob"}])
+    report = rag.index(CORPUS[:3], ids=["a", "b", "c"], metadata=[None, {"user": "carol"}, None])
+    assert report["documents"]["metadata_updated"] == ["b"]
+    assert rag.document_metadata(["a", "b", "c"]) == {"a": {"user": "alice"}, "b": {"user": "carol"}, "c": {}}
+    report = rag.index([CORPUS[4]], ids=["a"], metadata=[None])                       # replaced text
+    assert report["documents"]["replaced"] == ["a"] and rag.document_metadata(["a"]) == {"a": {"user": "alice"}}
+    rag.index([CORPUS[5], CORPUS[5]], metadata=[None, {"user": "dan"}])               # same text: one object
+    assert {"user": "dan"} in rag.document_metadata(list(rag.index_state.all_documents())).values()
+
+
 def test_metadata_and_documents_commit_together(tmp_path, monkeypatch):
     import hippo_engine.index.synonymystate as ix
 

@@ -50,15 +50,25 @@ class DocumentBatch:
     positions: dict[str, int] = field(default_factory=dict)
     skipped: list[int] = field(default_factory=list)
     seconds: float = 0.0
-    #: doc id -> its metadata (None: none was given, what is stored stays)
+    #: doc id -> its metadata (None: none was given, what is stored stays; a document given a None
+    #: item is left out, so its stored metadata stays too)
     metadata: dict[str, dict] | None = None
+
+    def take_metadata(self, doc_id: str, meta: dict | None, pos: int, what: str) -> None:
+        """Record ``meta`` (None: none given) for ``doc_id`` at input position ``pos``; a document
+        given twice (same derived id) must not get two different objects."""
+        if meta is None or self.metadata is None:
+            return
+        if self.metadata.setdefault(doc_id, meta) != meta:
+            raise ValueError(f"{what}(): documents {self.positions.get(doc_id, '?')} and {pos} have the same text "
+                             f"(id {clip(doc_id)!r}) but different metadata; give ids to keep them apart")
 
 
 def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, chunk_size: int | None,
                     chunk_overlap: int = 0, tokenizer=None, *, no_nul: bool = False,
-                    metadata: Sequence[Mapping] | None = None) -> DocumentBatch:
+                    metadata: Sequence[Mapping | None] | None = None) -> DocumentBatch:
     """Validate ``docs`` (and ``ids``: unique non-empty strings, one per document; ``metadata``: a
-    JSON object per document, :func:`~hippo_engine.store.metadata.check_metadata`) and split
+    JSON object or None per document, :func:`~hippo_engine.store.metadata.check_metadata`) and split
     them into passages. Blank documents are skipped with a warning; documents given twice
     without ids collapse into one (same text, same derived id; their metadata must then agree).
     ``no_nul``: refuse NUL characters (PostgreSQL text cannot hold them)."""
@@ -78,13 +88,9 @@ def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, c
             out.skipped.append(i)
             continue
         doc_id = ids[i] if ids is not None else document_id(d)
+        out.take_metadata(doc_id, metas[i] if metas is not None else None, i, what)
         if doc_id in out.documents:
-            if metas is not None and out.metadata is not None and metas[i] != out.metadata[doc_id]:
-                raise ValueError(f"{what}(): documents {out.positions[doc_id]} and {i} have the same text (id "
-                                 f"{clip(doc_id)!r}) but different metadata; give ids to keep them apart")
             continue
-        if metas is not None and out.metadata is not None:
-            out.metadata[doc_id] = metas[i]
         pids = []
         for p in document_chunks(d, chunk_size, chunk_overlap, tokenizer):
             pid = chunk_id(p)
@@ -293,7 +299,8 @@ def _write(state, documents: Mapping[str, list[str]], passages: Mapping[str, str
     when the batch carries metadata, the changed metadata of these documents, in one transaction."""
     from hippo_engine.index.writer import IndexWriter
     table: DocumentTable = state.documents
-    changed = table.metadata_changes({d: batch.metadata[d] for d in documents}) if batch.metadata else {}
+    changed = table.metadata_changes({d: batch.metadata[d] for d in documents if d in batch.metadata}) \
+        if batch.metadata else {}
     with table.staging(changed):
         report = IndexWriter(state, watch).index(documents, passages, ex.triples if ex else None,
                                                  ex.hyperedges if ex else None, extractor=extractor)

@@ -171,9 +171,10 @@ def _check_text(text: str, at: str) -> None:
 
 
 # ----------------------------------------------------------------------------- metadata given to index()
-def check_metadata(metadata: Any, n: int, what: str) -> list[dict]:
-    """``metadata``: a list (or tuple) of ``n`` JSON objects (dicts), one per document. Returns
-    detached copies; a ``ValueError`` (``TypeError`` for the wrong container) names the position.
+def check_metadata(metadata: Any, n: int, what: str) -> list[dict | None]:
+    """``metadata``: a list (or tuple) of ``n`` JSON objects (dicts), one per document; an item
+    ``None`` gives none for that document (a known one keeps what is stored, a new one has none).
+    Returns detached copies; a ``ValueError`` (``TypeError`` for the wrong container) names the position.
     Keys are non-empty strings; values are JSON (objects, lists, strings, finite numbers, integers
     within 64 bits, booleans, null) without NUL characters; at most 64 KiB of JSON a document."""
     if isinstance(metadata, (str, bytes, Mapping)) or not isinstance(metadata, (list, tuple)):
@@ -181,11 +182,14 @@ def check_metadata(metadata: Any, n: int, what: str) -> list[dict]:
     if len(metadata) != n:
         raise ValueError(f"{what}(): metadata has {len(metadata)} item(s) but there are {n} document(s); give one "
                          "dict per document ({} for none)")
-    out = []
+    out: list[dict | None] = []
     for i, m in enumerate(metadata):
         at = f"{what}(): metadata item {i}"
+        if m is None:
+            out.append(None)
+            continue
         if not isinstance(m, Mapping):
-            raise ValueError(f"{at} must be a dict (a JSON object), got {type(m).__name__}")
+            raise ValueError(f"{at} must be a dict (a JSON object) or None, got {type(m).__name__}")
         _check_json(m, at, 0)
         text = encode_metadata(m)
         if len(text.encode("utf-8")) > MAX_METADATA_BYTES:

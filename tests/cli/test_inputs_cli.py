@@ -37,6 +37,7 @@ def test_jsonl_records_with_metadata_and_run_metadata(tmp_path):
     c = read_corpus_paths([f], {"user": "bob", "source": "import"})
     assert c.docs == ["A\nfirst", "second"] and c.ids == ["a", "b"]
     assert c.metadata == [{"user": "alice", "source": "import", "year": 2021}, {"user": "bob", "source": "import"}]
+    assert read_corpus_paths([f]).metadata == [{"user": "alice", "year": 2021}, None]    # b brings none
     assert c.sources == [f"{f}: item 0", f"{f}: item 1"]
     f.write_text(json.dumps({"text": "x", "metadata": ["not", "an", "object"]}))
     with pytest.raises(ValueError, match=r"c\.jsonl: item 0: 'metadata' must be a JSON object"):
@@ -50,7 +51,7 @@ def test_csv_with_a_header(tmp_path):
                  'd2,,Brask is a capital.,,\n', encoding="utf-8")
     c = read_corpus_paths([f])
     assert c.docs == ["Velor\nVelor is a town, with a fair.", "Brask is a capital."] and c.ids == ["d1", "d2"]
-    assert c.metadata == [{"year": 1873, "author": "Ilse"}, {}]
+    assert c.metadata == [{"year": 1873, "author": "Ilse"}, None]     # d2 brings none: its stored stays
     for body, message in (("title,body\nx,y\n", r"c\.csv: a CSV corpus needs a header with a 'text' column "
                                                 r"\(found: title, body\)"),
                           ('text,metadata\nx,"{bad"\n', r"c\.csv, line 2: the 'metadata' cell is not valid JSON"),

@@ -58,6 +58,9 @@ def test_split_rows_assemble_in_input_order_and_duplicates_collapse():
     assert batch.metadata == {"d1": {"u": 1}, "d2": {}}
     with pytest.raises(ValueError, match="same text .* different metadata"):
         ex_module._assemble(DocumentBatch(metadata={}), rows, [{"u": 1}, {}, {"u": 2}])
+    batch = DocumentBatch(metadata={})
+    ex_module._assemble(batch, rows, [None, None, {"u": 2}])        # None: none given for that document
+    assert batch.metadata == {"d1": {"u": 2}}
 
 
 def test_the_stream_hands_over_everything_that_arrived_and_then_the_error():

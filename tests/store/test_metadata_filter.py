@@ -83,6 +83,7 @@ def test_matches_types_never_mix_and_every_test_needs_the_key():
 
 def test_check_metadata_errors_name_the_position():
     assert check_metadata([{"a": 1}, {}], 2, "index") == [{"a": 1}, {}]
+    assert check_metadata([None, {"a": 1}], 2, "index") == [None, {"a": 1}]     # None: none given for it
     with pytest.raises(TypeError, match="list of dicts"):
         check_metadata({"a": 1}, 1, "index")
     with pytest.raises(ValueError, match="2 item"):

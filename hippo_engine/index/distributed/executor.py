@@ -103,7 +103,7 @@ class RayExecutor:
 
     # ------------------------------------------------------------------ index()
     def index(self, rag, docs: Sequence[str], ids: Sequence[str] | None = None,
-              metadata: Sequence[dict] | None = None) -> dict:
+              metadata: Sequence[dict | None] | None = None) -> dict:
         """``rag.index(docs, ids, metadata)`` with the work on the cluster (same report, plus ``ray``)."""
         t0 = time.perf_counter()
         batch, metas = self._prepare(rag, docs, ids, metadata)
@@ -217,16 +217,11 @@ class RayExecutor:
 def _assemble(batch: DocumentBatch, rows: list[dict], metas: list | None) -> None:
     """The split rows (in input order) as ``batch``'s documents and passages."""
     from hippo_engine.ids import chunk_id
-    from hippo_engine.index.documents import clip
     for r in rows:
         pos, doc_id = int(r["pos"]), str(r["doc_id"])
+        batch.take_metadata(doc_id, metas[pos] if metas is not None else None, pos, "index")
         if doc_id in batch.documents:
-            if metas is not None and batch.metadata is not None and metas[pos] != batch.metadata[doc_id]:
-                raise ValueError(f"index(): documents {batch.positions[doc_id]} and {pos} have the same text (id "
-                                 f"{clip(doc_id)!r}) but different metadata; give ids to keep them apart")
             continue
-        if metas is not None and batch.metadata is not None:
-            batch.metadata[doc_id] = metas[pos]
         pids = []
         for text in list(r["passages"]):
             pid = chunk_id(str(text))
