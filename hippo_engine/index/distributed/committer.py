@@ -264,9 +264,9 @@ class Committer:
         b = self.batch
         t0 = time.perf_counter()
         pids = list(dict.fromkeys(p for d in docs for p in b.documents[d]))
+        meta = {d: b.metadata[d] for d in docs if d in b.metadata} if b.metadata is not None else None
         part = DocumentBatch(passages={p: b.passages[p] for p in pids}, documents={d: b.documents[d] for d in docs},
-                             positions={d: b.positions[d] for d in docs if d in b.positions},
-                             metadata={d: b.metadata[d] for d in docs} if b.metadata is not None else None)
+                             positions={d: b.positions[d] for d in docs if d in b.positions}, metadata=meta)
         report = index_documents(self.view, self.facts, part, getattr(self.rag, "llm_model_name", ""))
         self.encoder.forget_served()
         for d in docs:

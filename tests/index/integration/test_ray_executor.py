@@ -209,11 +209,13 @@ def test_long_documents_are_cut_on_the_workers_as_in_one_process(tmp_path, clust
     long = title + "\n" + " ".join(d.split("\n", 1)[1] for d in docs[:14])
     given = [long, docs[1], long, "   "]
     rag = HippoRAG(tmp_path / "split", extractor="ner", show_progress=False, chunk_size=300, chunk_overlap=20)
-    one = rag._split(given, None, "index")
+    meta = [None, {"u": 1}, {"u": 2}, None]     # None: none given there (the long one gets its second's)
+    one = rag._split(given, None, "index", meta)
     executor = RayExecutor(cluster.address)
-    batch, metas = executor._prepare(rag, given, None, None)
+    batch, metas = executor._prepare(rag, given, None, meta)
     args = (rag.config.to_dict(), rag.llm_model_name, rag.embedding_model_name)
     executor._split(executor.connect(), batch, given, None, metas, args)
     rag.close()
     assert len(one.passages) > 5 and batch.passages == one.passages
     assert batch.documents == one.documents and batch.positions == one.positions and batch.skipped == one.skipped == [3]
+    assert batch.metadata == one.metadata and sorted(one.metadata.values(), key=str) == [{"u": 1}, {"u": 2}]
