@@ -239,6 +239,11 @@ class LlamaCppClient(LLMClient):
                 fmt = self._formatter()(messages=msgs)
                 prompt = llm.tokenize(fmt.prompt.encode("utf-8"), add_bos=not fmt.added_special,
                                       special=True)
+                if len(prompt) >= self.n_ctx:
+                    raise LLMError(f"the prompt is {len(prompt):,} tokens, more than the {self.n_ctx:,}-token "
+                                   f"context window of {self.model_name!r} (n_ctx): shorten the context (a mode's "
+                                   f"token budgets, e.g. hi_bridge_tokens, or fewer passages) or use a model "
+                                   f"with a longer window")
                 stop = fmt.stop if isinstance(fmt.stop, list) else ([fmt.stop] if fmt.stop else [])
                 t0 = time.perf_counter()
                 deadline = t0 + self.timeout

@@ -69,7 +69,7 @@ def test_packaged_gguf_timeout_and_context_overflow(qwen):
             qwen.generate([{"role": "user", "content": "Write a long poem about the sea."}])
     finally:
         qwen.timeout = old
-    with pytest.raises(LLMError):  # longer than n_ctx = 2048 tokens
+    with pytest.raises(LLMError, match=r"the prompt is 5,0\d\d tokens, more than the 2,048-token context window"):
         qwen.generate([{"role": "user", "content": "word " * 5000}])
 
 
