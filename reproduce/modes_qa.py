@@ -19,7 +19,7 @@ from .modes_report import part_name, save_part, shown_command
 from .rankings import PAPER_WALK, engine_commit, machine, uptime
 
 #: what a mode's ``partial`` state keeps per answered question
-PER_QUESTION = ("answers", "em", "f1", "calls", "prompt_tokens", "completion_tokens", "errors")
+PER_QUESTION = ("answers", "em", "f1", "calls", "prompt_tokens", "completion_tokens", "errors", "context_cut")
 
 
 def qa_rows(rag, dataset, n: int, modes: Sequence[str], on_row: Callable[[str, dict], None] | None = None,
@@ -36,6 +36,7 @@ def qa_rows(rag, dataset, n: int, modes: Sequence[str], on_row: Callable[[str, d
         k = min(n, sample) if sample is not None and mode in sampled else n
         st = partial.setdefault(mode, {**{f: [] for f in PER_QUESTION}, "seconds": 0.0})
         for f in PER_QUESTION:              # (a smaller sample than before: its first questions)
+            st.setdefault(f, [None] * len(st["answers"]))      # saved before the field existed: unknown
             del st[f][k:]
         for i in range(len(st["answers"]), k):
             _answer_one(rag, dataset, i, mode, st)
@@ -62,7 +63,8 @@ def _answer_one(rag, dataset, i: int, mode: str, st: dict) -> None:
     for f, v in (("answers", sols[0].answer), ("em", qa["ExactMatch"]), ("f1", qa["F1"]),
                  ("calls", m.get("llm_calls", 1)), ("prompt_tokens", int(m.get("prompt_tokens") or 0)),
                  ("completion_tokens", int(m.get("completion_tokens") or 0)),
-                 ("errors", str(m["error"])[:200] if m.get("error") else None)):
+                 ("errors", str(m["error"])[:200] if m.get("error") else None),
+                 ("context_cut", int(m.get("context_cut") or 0))):
         st[f].append(v)
     st["seconds"] += time.perf_counter() - t
 
@@ -74,6 +76,7 @@ def _row(st: dict, k: int) -> dict:
     return {"f1": 100 * (sum(st["f1"]) / k), "em": 100 * (sum(st["em"]) / k), "questions": k,
             "calls": sum(st["calls"]) / k, **tok, "tokens": tok["prompt_tokens"] + tok["completion_tokens"],
             "seconds": st["seconds"], "errors": len(errors), "error_messages": sorted(set(errors)),
+            "contexts_cut": sum(1 for c in st["context_cut"] if c),   # questions whose context was cut to the window
             "answers": list(st["answers"]), "calls_each": list(st["calls"]), "uptime": uptime()}
 
 

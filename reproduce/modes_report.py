@@ -172,7 +172,7 @@ def qa_section(e: dict) -> list[str]:
             em, f1 = _scores(q["answers"][:sample["n"]], e["gold_answers"][:sample["n"]])
             cells += [f"{em:.1f}", f"{f1:.1f}"]
         cells += [f"{q['calls']:.2f}", f"{q['prompt_tokens']:.0f}", f"{q['completion_tokens']:.0f}",
-                  f"{q['seconds'] / n:.0f}", str(q["errors"]), ANSWERING.get(mode, "")]
+                  f"{q['seconds'] / n:.0f}", str(q["errors"]), ANSWERING.get(mode, "") + _cut_note(q, n)]
         lines.append("| " + " | ".join(cells) + " |")
     if e.get("contexts"):
         lines += ["", f"What each mode gives the reader for these {e['questions']} questions, measured without an LLM "
@@ -226,3 +226,9 @@ def render(parts: list[dict], notes: str = "") -> str:
         lines += qa_section(e) if e["kind"] == "qa" else recall_section(e)
     lines += [notes] if notes else []
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _cut_note(q: dict, n: int) -> str:
+    """Says in how many questions the reader's context was cut to the model's window (qa/fit.py)."""
+    cut = q.get("contexts_cut")
+    return f"; context cut to the reader's window in {cut} of {n} questions" if cut else ""

@@ -72,6 +72,14 @@ class LLMClient(ABC):
         delegate to their inner client."""
         return None
 
+    def prompt_tokens(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
+                      temperature: float | None = None) -> tuple[int, int] | None:
+        """``(tokens of messages as the model reads them, the model's context window)`` where the
+        client knows both (a local model), else None. The reader uses it to fit a context into
+        the window (:mod:`hippo_engine.qa.fit`), passing the parameters of the call to come;
+        wrappers delegate to their inner client (a cache answers None for a request it holds)."""
+        return None
+
     def generate_many(self, batch: Sequence[Sequence[Message]], *, max_new_tokens: int | None = None,
                       temperature: float | None = None, show_progress: bool = False,
                       desc: str = "LLM") -> list[LLMResponse | LLMError]:

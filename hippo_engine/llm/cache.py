@@ -127,6 +127,15 @@ class CachedLLM(LLMClient):
         """The inner client's effective parameters."""
         return self.inner.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)
 
+    def prompt_tokens(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
+                      temperature: float | None = None) -> tuple[int, int] | None:
+        """None when this exact request is cached (it was answered as it is: nothing to fit, and a
+        local model need not load to count it), else the inner client's count and window."""
+        request = self.request_document(messages, max_new_tokens=max_new_tokens, temperature=temperature)
+        if self._get(hashlib.sha256(request.encode("utf-8")).hexdigest()) is not None:
+            return None
+        return self.inner.prompt_tokens(messages, max_new_tokens=max_new_tokens, temperature=temperature)
+
     # ------------------------------------------------------------------ keys
     def request_document(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
                          temperature: float | None = None) -> str:

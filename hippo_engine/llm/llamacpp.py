@@ -213,6 +213,19 @@ class LlamaCppClient(LLMClient):
                 stop_token_ids=[eos] if eos != -1 else None)
         return self._chat_formatter
 
+    def _prompt(self, msgs: list[dict]) -> tuple[list[int], Any]:
+        """The token ids of ``msgs`` under the GGUF's chat template, and the formatter's result
+        (the model loaded; the caller holds the lock)."""
+        fmt = self._formatter()(messages=msgs)
+        return self._llm.tokenize(fmt.prompt.encode("utf-8"), add_bos=not fmt.added_special, special=True), fmt
+
+    def prompt_tokens(self, messages: Sequence[Message], **_: Any) -> tuple[int, int] | None:
+        """The prompt's token count under the chat template, and ``n_ctx`` (loads the model)."""
+        msgs = [{"role": m["role"], "content": m["content"]} for m in messages]
+        with self._lock:
+            self._ensure_loaded()
+            return len(self._prompt(msgs)[0]), self.n_ctx
+
     def generate(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
                  temperature: float | None = None) -> LLMResponse:
         """Generate one reply with the GGUF's chat template (greedy when temperature is 0).
@@ -236,9 +249,7 @@ class LlamaCppClient(LLMClient):
 
             try:
                 from llama_cpp import StoppingCriteriaList
-                fmt = self._formatter()(messages=msgs)
-                prompt = llm.tokenize(fmt.prompt.encode("utf-8"), add_bos=not fmt.added_special,
-                                      special=True)
+                prompt, fmt = self._prompt(msgs)
                 if len(prompt) >= self.n_ctx:
                     raise LLMError(f"the prompt is {len(prompt):,} tokens, more than the {self.n_ctx:,}-token "
                                    f"context window of {self.model_name!r} (n_ctx): shorten the context (a mode's "

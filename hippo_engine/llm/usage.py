@@ -101,6 +101,9 @@ class MeteredLLM(LLMClient):
     def generation_params(self, **kw: Any) -> dict:
         return self.inner.generation_params(**kw)
 
+    def prompt_tokens(self, messages: Sequence[Message], **kw: Any) -> tuple[int, int] | None:
+        return self.inner.prompt_tokens(messages, **kw)
+
     def generate(self, messages: Sequence[Message], *, max_new_tokens: int | None = None,
                  temperature: float | None = None) -> LLMResponse:
         try:

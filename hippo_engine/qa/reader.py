@@ -26,6 +26,7 @@ from hippo_engine.ids import chunk_id
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
 from hippo_engine.prompts import load_json_prompt, load_prompt
 from hippo_engine.qa.citations import parse_citations, strip_citations
+from hippo_engine.qa.fit import fit_parts
 from hippo_engine.qa.grounding import cut_answer, example_leak
 
 logger = logging.getLogger(__name__)
@@ -219,6 +220,27 @@ def _shown_ids(sol: QuerySolution, k: int) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- reading
+def _fitted_prompt(llm: LLMClient, sol: QuerySolution, template: ReaderTemplate, qa_top_k: int,
+                   context: str | None, call: dict) -> tuple[list[dict], int, list[str]]:
+    """``(messages, parts cut, texts shown)`` for one question: its top passages (or its assembled
+    ``context``, by lines) cut to the reader's window where the client knows it (:mod:`.fit`);
+    ``call``: the generation's ``max_new_tokens`` and ``temperature``."""
+    if context is None:
+        docs = list(sol.docs[:qa_top_k])
+        cut, msgs = fit_parts(llm, docs, lambda ps: build_reader_messages(sol.question, list(ps), template),
+                              call["max_new_tokens"], call["temperature"])
+        shown = docs[:len(docs) - cut]
+    else:
+        lines = context.split("\n")
+        cut, msgs = fit_parts(llm, lines, lambda ps: build_reader_messages(
+            sol.question, template=template, context="\n".join(ps)), call["max_new_tokens"], call["temperature"])
+        shown = ["\n".join(lines[:len(lines) - cut])] if cut else [context]
+    if cut:
+        logger.warning("reader: the context of question %r is longer than the model's window; its last %d "
+                       "%s were left out", sol.question[:80], cut, "line(s)" if context is not None else "passage(s)")
+    return msgs, cut, shown
+
+
 def _response_metadata(resp: LLMResponse | LLMError | Any) -> dict[str, Any]:
     if isinstance(resp, LLMResponse):
         return {"prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens,
@@ -240,7 +262,9 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
     Sets ``solution.answer`` (and, with a citing template over passages, ``citations``; see
     :func:`read_reply`) on each solution and returns ``(responses, metadata)``: the raw
     model replies and, per query, ``{"prompt_tokens", "completion_tokens", "cached",
-    "finish_reason", "error"}``. A failed LLM call gives the response and answer ``""`` and
+    "finish_reason", "error", "context_cut"}`` (``context_cut``: passages or context lines left out
+    to fit the model's window, :mod:`.fit`; 0 where the prompt fits or the client cannot count it).
+    A failed LLM call gives the response and answer ``""`` and
     the error text in ``metadata[i]["error"]``; it never raises. An assembled context is shown
     unnumbered (the template without citations).
     """
@@ -251,20 +275,20 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
     if contexts is not None and len(contexts) != len(solutions):
         raise ValueError(f"{len(contexts)} contexts for {len(solutions)} solutions")
     template = as_template(template) if contexts is None else as_template(template).without_citations()
-    batch = [build_reader_messages(s.question, list(s.docs[:qa_top_k]), template) if contexts is None
-             else build_reader_messages(s.question, template=template, context=contexts[i])
-             for i, s in enumerate(solutions)]
-    results = llm.generate_many(batch, max_new_tokens=max_new_tokens, temperature=temperature,
+    call = {"max_new_tokens": max_new_tokens, "temperature": temperature}
+    fitted = [_fitted_prompt(llm, s, template, qa_top_k, None if contexts is None else contexts[i], call)
+              for i, s in enumerate(solutions)]
+    results = llm.generate_many([f[0] for f in fitted], max_new_tokens=max_new_tokens, temperature=temperature,
                                 show_progress=show_progress, desc=desc)
     responses: list[str] = []
     metadata: list[dict] = []
     for i, (sol, res) in enumerate(zip(solutions, results, strict=False)):
-        meta = _response_metadata(res)
+        meta = {**_response_metadata(res), "context_cut": fitted[i][1]}
         if isinstance(res, LLMResponse):
             text = res.text or ""
-            shown = list(sol.docs[:qa_top_k]) if contexts is None else [contexts[i]]
+            shown = fitted[i][2]
             read_reply(sol, text, shown, template,
-                       _shown_ids(sol, qa_top_k) if template.cites and contexts is None else None)
+                       _shown_ids(sol, len(shown)) if template.cites and contexts is None else None)
         else:
             logger.warning("reader failed for question %r: %s", sol.question[:80], meta["error"])
             sol.errors.append(f"reader: {meta['error']}")

@@ -81,3 +81,18 @@ def test_default_threads_leave_busy_cores_alone(monkeypatch):
         assert llamacpp.default_threads() == want
     monkeypatch.setenv("HIPPO_ENGINE_LLM_THREADS", "2")
     assert LlamaCppClient().num_threads == 2
+
+
+@pytest.mark.slow
+def test_the_reader_fits_a_long_context_into_the_packaged_models_window(qwen):
+    """A context longer than the window (n_ctx 2,048 here) is cut by lines to leave the reply room,
+    counted with the model's own tokenizer and chat template: an answer instead of an error."""
+    from hippo_engine.datatypes import QuerySolution
+    from hippo_engine.qa.fit import REPLY_ROOM
+    from hippo_engine.qa.reader import answer_questions
+    lines = ["Velor is a town on the river Brask. Its fair is held in spring."] * 5 + \
+        [f"Line {i}: the weather in the hills was mild that year, and the roads were open." for i in range(300)]
+    sol = QuerySolution("Where is Velor?", [], [])
+    _, meta = answer_questions(qwen, [sol], contexts=["\n".join(lines)])
+    assert meta[0]["error"] is None and meta[0]["context_cut"] > 100
+    assert meta[0]["prompt_tokens"] <= 2048 - REPLY_ROOM and sol.answer

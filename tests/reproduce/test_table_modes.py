@@ -50,8 +50,10 @@ def test_rows_parts_and_readme_of_every_mode(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         qa_rows(rag, ds, 2, ["naive"], partial=partial, on_question=stop)
-    assert len(partial["naive"]["answers"]) == 1
+    assert len(partial["naive"]["answers"]) == 1 and partial["naive"]["context_cut"] == [0]
+    del partial["naive"]["context_cut"]             # a state saved before the field existed continues
     again = qa_rows(rag, ds, 2, ["naive"], partial=partial)["naive"]
+    assert again["contexts_cut"] == 0
     assert partial == {}
     keys = ("answers", "em", "f1", "calls", "tokens", "questions", "calls_each")
     assert {k: again[k] for k in keys} == {k: qa["naive"][k] for k in keys}
@@ -96,3 +98,13 @@ def test_a_session_without_a_finished_mode_says_so():
     done = {**going, "done": ["hi"], "wall_s": 12.4, "load_after": "up 2", "llm_threads": 2}
     assert _session_line(done) == ("Modes finished: hi; engine commit `abc`; LLM threads: 2; wall 12 s; load "
                                    "(`uptime`) before: `up 1`; after: `up 2`.")
+
+
+def test_contexts_cut_to_the_window_are_counted_and_shown():
+    from reproduce.modes_qa import _row
+    from reproduce.modes_report import _cut_note
+    st = {"answers": ["a", "b", "c"], "em": [0, 0, 1], "f1": [0, 0, 1], "calls": [1, 1, 1], "prompt_tokens": [1, 2, 3],
+          "completion_tokens": [1, 1, 1], "errors": [None] * 3, "context_cut": [None, 4, 0], "seconds": 3.0}
+    row = _row(st, 3)
+    assert row["contexts_cut"] == 1 and _cut_note(row, 3) == "; context cut to the reader's window in 1 of 3 questions"
+    assert _cut_note({"contexts_cut": 0}, 3) == _cut_note({}, 3) == ""
