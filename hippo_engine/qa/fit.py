@@ -38,7 +38,8 @@ def fit_parts(llm: Any, parts: Sequence[str], build: Callable[[Sequence[str]], l
     lo, hi = 0, len(parts) - 1          # the longest prefix that fits lies in [lo, hi]
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if llm.prompt_tokens(build(parts[:mid]), max_new_tokens=reply_tokens, temperature=temperature)[0] <= limit:
+        n = llm.prompt_tokens(build(parts[:mid]), max_new_tokens=reply_tokens, temperature=temperature)
+        if n is None or n[0] <= limit:  # None: a cache holds this request (an earlier run's cut): it fit
             lo = mid
         else:
             hi = mid - 1

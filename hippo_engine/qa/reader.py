@@ -224,7 +224,20 @@ def _fitted_prompt(llm: LLMClient, sol: QuerySolution, template: ReaderTemplate,
                    context: str | None, call: dict) -> tuple[list[dict], int, list[str]]:
     """``(messages, parts cut, texts shown)`` for one question: its top passages (or its assembled
     ``context``, by lines) cut to the reader's window where the client knows it (:mod:`.fit`);
-    ``call``: the generation's ``max_new_tokens`` and ``temperature``."""
+    ``call``: the generation's ``max_new_tokens`` and ``temperature``. A client that fails to count
+    (a model that does not load) leaves the prompt whole: the generation then reports the error."""
+    try:
+        return _fit(llm, sol, template, qa_top_k, context, call)
+    except LLMError as e:
+        logger.debug("reader: could not count the prompt's tokens (%s); not fitting it", e)
+        whole = list(sol.docs[:qa_top_k]) if context is None else [context]
+        msgs = build_reader_messages(sol.question, whole, template) if context is None else \
+            build_reader_messages(sol.question, template=template, context=context)
+        return msgs, 0, whole
+
+
+def _fit(llm: LLMClient, sol: QuerySolution, template: ReaderTemplate, qa_top_k: int, context: str | None,
+         call: dict) -> tuple[list[dict], int, list[str]]:
     if context is None:
         docs = list(sol.docs[:qa_top_k])
         cut, msgs = fit_parts(llm, docs, lambda ps: build_reader_messages(sol.question, list(ps), template),

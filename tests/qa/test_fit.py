@@ -95,3 +95,31 @@ def test_a_cached_request_needs_no_count(tmp_path):
     assert llm.prompt_tokens(asked, max_new_tokens=64) is None and inner.counted == 0
     assert llm.prompt_tokens(asked, max_new_tokens=32) == (3, 10_000) and inner.counted == 1
     llm.close()
+
+
+def test_a_prefix_the_cache_holds_counts_as_fitting():
+    """A rerun behind the cache: the whole prompt is counted (too long), the prefix an earlier run
+    sent is cached (None): the search takes it, as the earlier run did."""
+    class HalfCached(WindowLLM):
+        def prompt_tokens(self, messages, **kw):
+            content = messages[-1]["content"]
+            return None if content.count("\n") == 4 else super().prompt_tokens(messages, **kw)
+
+    build = lambda ps: [{"role": "user", "content": "\n".join(ps) + "\nQuestion: q"}]   # noqa: E731
+    parts = [_words(100, f"l{i}x") for i in range(12)]
+    assert fit_parts(HalfCached(1000), parts, build)[0] == 8                  # 4 lines, as without the cache
+
+
+def test_a_client_that_cannot_count_leaves_the_prompt_whole_and_the_call_reports():
+    from hippo_engine.llm.base import LLMError
+
+    class Broken(WindowLLM):
+        def prompt_tokens(self, messages, **kw):
+            raise LLMError("model file missing")
+
+        def generate(self, messages, *, max_new_tokens=None, temperature=None):
+            raise LLMError("model file missing")
+
+    sols = [QuerySolution("Which town?", ["Doc\nText."], [1.0])]
+    _, meta = answer_questions(Broken(100), sols)
+    assert meta[0]["context_cut"] == 0 and "model file missing" in meta[0]["error"]
