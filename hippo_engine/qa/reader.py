@@ -226,32 +226,26 @@ def _fitted_prompt(llm: LLMClient, sol: QuerySolution, template: ReaderTemplate,
     ``context``, by lines) cut to the reader's window where the client knows it (:mod:`.fit`);
     ``call``: the generation's ``max_new_tokens`` and ``temperature``. A client that fails to count
     (a model that does not load) leaves the prompt whole: the generation then reports the error."""
+    if context is None:
+        parts = list(sol.docs[:qa_top_k])
+
+        def build(ps):
+            return build_reader_messages(sol.question, list(ps), template)
+    else:
+        parts = context.split("\n")
+
+        def build(ps):
+            return build_reader_messages(sol.question, template=template, context="\n".join(ps))
     try:
-        return _fit(llm, sol, template, qa_top_k, context, call)
+        cut, msgs = fit_parts(llm, parts, build, call["max_new_tokens"], call["temperature"])
     except LLMError as e:
         logger.debug("reader: could not count the prompt's tokens (%s); not fitting it", e)
-        whole = list(sol.docs[:qa_top_k]) if context is None else [context]
-        msgs = build_reader_messages(sol.question, whole, template) if context is None else \
-            build_reader_messages(sol.question, template=template, context=context)
-        return msgs, 0, whole
-
-
-def _fit(llm: LLMClient, sol: QuerySolution, template: ReaderTemplate, qa_top_k: int, context: str | None,
-         call: dict) -> tuple[list[dict], int, list[str]]:
-    if context is None:
-        docs = list(sol.docs[:qa_top_k])
-        cut, msgs = fit_parts(llm, docs, lambda ps: build_reader_messages(sol.question, list(ps), template),
-                              call["max_new_tokens"], call["temperature"])
-        shown = docs[:len(docs) - cut]
-    else:
-        lines = context.split("\n")
-        cut, msgs = fit_parts(llm, lines, lambda ps: build_reader_messages(
-            sol.question, template=template, context="\n".join(ps)), call["max_new_tokens"], call["temperature"])
-        shown = ["\n".join(lines[:len(lines) - cut])] if cut else [context]
+        cut, msgs = 0, build(parts)
+    kept = parts[:len(parts) - cut]
     if cut:
         logger.warning("reader: the context of question %r is longer than the model's window; its last %d "
                        "%s were left out", sol.question[:80], cut, "line(s)" if context is not None else "passage(s)")
-    return msgs, cut, shown
+    return msgs, cut, kept if context is None else ["\n".join(kept)]
 
 
 def _response_metadata(resp: LLMResponse | LLMError | Any) -> dict[str, Any]:
