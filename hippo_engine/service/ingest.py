@@ -175,7 +175,7 @@ class Ingestor:
         texts = [indexed_text(d["text"], d["title"]) for d in batch]
         ids = [d["id"] for d in batch]
         if self._with_metadata:
-            self.rag.index(texts, ids=ids, metadata=[d["metadata"] or {} for d in batch])
+            self.rag.index(texts, ids=ids, metadata=[d["metadata"] for d in batch])
         else:
             if not self._warned_metadata and any(d["metadata"] for d in batch):
                 logger.warning("this HippoRAG indexes no metadata: it is kept with the documents' status only")

@@ -37,13 +37,14 @@ MAX_METADATA_CHARS = 65536
 @dataclass(frozen=True)
 class NewDocument:
     """One accepted document: its ``id``, ``text``, ``title`` (or None), ``metadata`` (a JSON object, maybe
-    empty) and ``indexed_text``, what the index receives (``"title\\ntext"`` with a title, as corpora of
-    ``{title, text}`` records are read)."""
+    empty; None where the request gave none: the index keeps what it holds for a known id) and
+    ``indexed_text``, what the index receives (``"title\\ntext"`` with a title, as corpora of ``{title, text}``
+    records are read)."""
 
     id: str
     text: str
     title: str | None
-    metadata: dict
+    metadata: dict | None
 
     @property
     def indexed_text(self) -> str:
@@ -101,9 +102,9 @@ def _check_one(d: object, i: int) -> NewDocument:
     return NewDocument(doc_id, text, title or None, metadata)
 
 
-def _check_metadata(metadata: object, where: str) -> dict:
+def _check_metadata(metadata: object, where: str) -> dict | None:
     if metadata is None:
-        return {}
+        return None
     if not isinstance(metadata, dict):
         raise ValueError(f"{where}: 'metadata' must be an object (string keys), got {type(metadata).__name__}")
     try:

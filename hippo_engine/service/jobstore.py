@@ -119,7 +119,7 @@ class JobStore(ABC):
         return job_id
 
     def _put(self, c, d: NewDocument, job_id: str, seq: int, pos: int, t: float) -> None:
-        meta = json.dumps(d.metadata, ensure_ascii=False, sort_keys=True)
+        meta = None if d.metadata is None else json.dumps(d.metadata, ensure_ascii=False, sort_keys=True)
         rev = 1
         if self._x(c, "INSERT INTO {d} (doc_id, rev, status, text, title, metadata, error, job_id, seq, pos, attempts, "
                       "owner, claimed_rev, purged, created, updated) VALUES (?, 1, ?, ?, ?, ?, NULL, ?, ?, ?, 0, NULL, "
@@ -128,8 +128,9 @@ class JobStore(ABC):
             row = self._x(c, "SELECT rev, owner FROM {d} WHERE doc_id = ?" + self._row_lock, (d.id,)).fetchone()
             rev = row[0] + 1
             status = PROCESSING if row[1] is not None else PENDING     # a claim on an older version ends first
-            self._x(c, "UPDATE {d} SET rev = ?, status = ?, text = ?, title = ?, metadata = ?, error = NULL, "
-                       "job_id = ?, seq = ?, pos = ?, attempts = 0, purged = 1, updated = ? WHERE doc_id = ?",
+            self._x(c, "UPDATE {d} SET rev = ?, status = ?, text = ?, title = ?, metadata = COALESCE(?, metadata), "
+                       "error = NULL, job_id = ?, seq = ?, pos = ?, attempts = 0, purged = 1, updated = ? "
+                       "WHERE doc_id = ?",
                     (rev, status, d.text, d.title, meta, job_id, seq, pos, t, d.id))
         self._x(c, "INSERT INTO {i} (job_id, pos, doc_id, rev) VALUES (?, ?, ?, ?)", (job_id, pos, d.id, rev))
 
@@ -163,8 +164,8 @@ class JobStore(ABC):
             for r in rows:
                 self._x(c, "UPDATE {d} SET status = ?, owner = ?, claimed_rev = rev, updated = ? WHERE doc_id = ?",
                         (PROCESSING, owner, t, r[0]))
-        return [{"id": r[0], "rev": r[1], "text": r[2], "title": r[3], "metadata": json.loads(r[4] or "{}"),
-                 "attempts": r[5]} for r in rows]
+        return [{"id": r[0], "rev": r[1], "text": r[2], "title": r[3],
+                 "metadata": None if r[4] is None else json.loads(r[4]), "attempts": r[5]} for r in rows]
 
     @_retried
     def finish(self, owner: str, outcomes: Iterable[tuple[str, int, str | None]]) -> list[str]:

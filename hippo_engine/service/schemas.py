@@ -58,7 +58,8 @@ class DocumentIn(Request):
     text: Text
     title: str | None = Field(None, max_length=2048, pattern=r"^[^\x00\n]*$",
                               description="one line; indexed as 'title\\ntext'")
-    metadata: JSONObject | None = Field(None, description="stored with the document; `where` filters on it")
+    metadata: JSONObject | None = Field(None, description="stored with the document; `where` filters on it "
+                                         "(left out: a known id keeps its stored metadata; {} clears it)")
 
 
 class AddDocuments(Request):

@@ -78,6 +78,16 @@ def test_pages_are_in_the_order_accepted_and_a_re_added_document_moves_to_the_en
     assert [d["id"] for d in s.documents(offset=4, limit=10)["documents"]] == ["d1"]
 
 
+def test_metadata_not_given_is_claimed_as_none_and_a_re_add_without_it_keeps_the_accepted_one(index_file):
+    s = SQLiteJobStore(index_file)
+    s.add([NewDocument("x", "one", None, None), NewDocument("y", "two", None, {"k": 1})])
+    assert {d["id"]: d["metadata"] for d in s.claim("me", 5)} == {"x": None, "y": {"k": 1}}
+    s.finish("me", [("x", 1, None), ("y", 1, None)])
+    s.add([NewDocument("y", "two again", None, None)])
+    assert s.document("y")["metadata"] == {"k": 1} and s.claim("me", 5)[0]["metadata"] == {"k": 1}
+    assert s.document("x")["metadata"] == {}
+
+
 def test_claims_of_a_dead_owner_are_reset_and_a_live_owners_are_kept(index_file):
     s = SQLiteJobStore(index_file)
     s.add(_docs(4))

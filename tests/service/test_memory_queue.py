@@ -245,6 +245,27 @@ def test_metadata_goes_to_the_index_and_filters_queries(memory):
     assert memory.retrieve(["Ilse Marrow"], where={"user": "alice"})[0]["passages"] == []
 
 
+def test_a_re_add_without_metadata_keeps_the_stored_metadata_and_an_empty_object_clears_it(memory):
+    """As ``rag.index(metadata=[None])`` and the CLI: a document that brings no metadata keeps what is stored for
+    its id (also when the index got it without the service), ``{}`` clears it, a deleted id starts empty."""
+    memory.rag.index([CORPUS[2]], ids=["c"], metadata=[{"user": "dora"}])       # indexed without the service
+    memory.add([{"id": "a", "text": CORPUS[0], "metadata": {"user": "alice"}}, {"id": "c", "text": CORPUS[2]}])
+    assert memory.wait(timeout=60)
+    memory.add([{"id": "a", "text": CORPUS[1]}])                                   # new text, no metadata
+    assert memory.wait(timeout=60)
+    assert memory.rag.document_metadata(["a", "c"]) == {"a": {"user": "alice"}, "c": {"user": "dora"}}
+    assert memory.document("a")["metadata"] == {"user": "alice"}
+    memory.add([{"id": "a", "text": CORPUS[1], "metadata": {}}])
+    assert memory.wait(timeout=60)
+    assert memory.rag.document_metadata(["a"]) == {"a": {}} and memory.document("a")["metadata"] == {}
+    memory.add([{"id": "c", "text": CORPUS[2], "metadata": {"user": "eve"}}])
+    assert memory.wait(timeout=60)
+    memory.delete(["c"])
+    memory.add([{"id": "c", "text": CORPUS[2]}])
+    assert memory.wait(timeout=60)
+    assert memory.rag.document_metadata(["c"]) == {"c": {}} and memory.document("c")["metadata"] == {}
+
+
 def test_a_re_add_judged_unchanged_by_another_process_while_its_old_version_is_purged_is_indexed_again(tmp_path):
     """Two memories over one index, as two server processes: A finds d0's tombstone and removes it from the
     index; between that check and the removal, d0 is added again with the same text and B's worker indexes it

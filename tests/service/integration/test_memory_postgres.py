@@ -48,6 +48,10 @@ def test_the_queue_lives_in_the_index_schema_and_works_as_on_sqlite(tmp_path, pg
         assert mem.job(job["job_id"])["progress"]["indexed"] == len(CORPUS)
         assert mem.documents(status="indexed", offset=6, limit=5)["documents"][0]["id"] == "d6"
         assert mem.delete(["d1", "nope"]) == {"deleted": ["d1"], "unknown": ["nope"]}
+        mem.add([{"id": "d2", "text": CORPUS[2] + " Again."}, {"id": "new", "text": "A new document."}])
+        assert mem.wait(timeout=120)                 # no metadata given: d2 keeps its own, a new id has none
+        assert rag.document_metadata(["d2", "new"]) == {"d2": {"i": 2}, "new": {}}
+        assert mem.document("d2")["metadata"] == {"i": 2}
         assert "d1" not in rag.index_state.all_documents()
         assert mem.retrieve(["Who founded Tamsin College?"], top_k=2)[0]["passages"]
         assert mem.stats()["storage"]["backend"] == "postgres"
