@@ -143,8 +143,9 @@ def run_qa(args, argv: Sequence[str], runner, dataset, llm=None) -> dict:
         sampled = [m for m in args.qa_sample_modes.split(",") if m] if args.qa_sample is not None else []
         todo = _todo(args, rows, sampled)
         session = {"command": shown_command(argv), "commit": engine_commit(), "load_before": load, "modes": todo,
-                   "done": []}
-        entry.update(rows=rows, sessions=[*old.get("sessions", []), session], machine=machine())
+                   "done": [], "machine": machine()}
+        # the file's machine is the first session's; a session on another machine says its own
+        entry.update(rows=rows, sessions=[*old.get("sessions", []), session], machine=old.get("machine", machine()))
         if sampled:
             entry["sample_reason"] = args.qa_sample_reason
         elif "sample_reason" in old:

@@ -146,7 +146,7 @@ def qa_section(e: dict) -> list[str]:
     lines = [f"## QA: the first {e['questions']} {e['dataset']} questions, index `{e['variant']}`, "
              f"reader LLM `{e['llm']}` ({e['llm_client']})", ""]
     for s in e["sessions"]:
-        lines += ["```bash", s["command"], "```", "", _session_line(s), ""]
+        lines += ["```bash", s["command"], "```", "", _session_line(s, e["machine"]), ""]
     going = {m: len(st.get("answers", [])) for m, st in e.get("partial", {}).items() if st.get("answers")}
     if going:
         lines += ["In progress (answered questions saved; a later run with the same command continues from the "
@@ -191,10 +191,12 @@ def qa_section(e: dict) -> list[str]:
     return lines + [""]
 
 
-def _session_line(s: dict) -> str:
-    """What one QA session did: the modes it finished, the engine, threads, wall time and load; a session
-    still running, or stopped before its first mode finished, says so instead of a wall time of 0."""
+def _session_line(s: dict, machine: str) -> str:
+    """What one QA session did: the modes it finished, the engine, threads, wall time and load (and its
+    machine when not the file's ``machine``); a session still running, or stopped before its first mode
+    finished, says so instead of a wall time of 0."""
     head = (f"Modes finished: {', '.join(s.get('done', s['modes'])) or 'none'}; engine commit `{s['commit']}`; "
+            + (f"machine: {s['machine']}; " if s.get("machine", machine) != machine else "")
             + (f"LLM threads: {s['llm_threads']}; " if s.get("llm_threads") else ""))
     if "wall_s" not in s:
         return head + (f"load (`uptime`) at its start: `{s['load_before']}`; stopped or still running before a "

@@ -94,10 +94,15 @@ def test_a_mode_with_a_smaller_row_continues_from_its_answered_questions():
 def test_a_session_without_a_finished_mode_says_so():
     from reproduce.modes_report import _session_line
     going = {"command": "c", "commit": "abc", "load_before": "up 1", "modes": ["hi"], "done": []}
-    assert "stopped or still running" in _session_line(going) and "wall" not in _session_line(going)
+    assert "stopped or still running" in _session_line(going, "m") and "wall" not in _session_line(going, "m")
     done = {**going, "done": ["hi"], "wall_s": 12.4, "load_after": "up 2", "llm_threads": 2}
-    assert _session_line(done) == ("Modes finished: hi; engine commit `abc`; LLM threads: 2; wall 12 s; load "
-                                   "(`uptime`) before: `up 1`; after: `up 2`.")
+    assert _session_line(done, "m") == ("Modes finished: hi; engine commit `abc`; LLM threads: 2; wall 12 s; load "
+                                        "(`uptime`) before: `up 1`; after: `up 2`.")
+    # a session on another machine than the file's says which (one on the same machine, or from before
+    # sessions kept theirs, does not)
+    assert _session_line({**done, "machine": "m"}, "m") == _session_line(done, "m")
+    assert _session_line({**done, "machine": "AMD"}, "m").startswith(
+        "Modes finished: hi; engine commit `abc`; machine: AMD; LLM threads: 2;")
 
 
 def test_contexts_cut_to_the_window_are_counted_and_shown():
