@@ -1,6 +1,7 @@
 """LLM clients: one interface (:class:`LLMClient`), an OpenAI-compatible HTTP client, two local
 clients (``llama-cpp-python`` for GGUF files, ``transformers`` for anything), a persistent cache
-around either, and :func:`make_llm`.
+around either, and :func:`make_llm`; :func:`streaming_to` hands the pieces of local-model
+replies to a caller while they are generated.
 
 The heavy modules (``openai``, ``torch``, ``transformers``) are imported only when a client
 that needs them is built.
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
 from hippo_engine.llm.cache import CachedLLM
 from hippo_engine.llm.factory import make_llm
+from hippo_engine.llm.streaming import streaming_to
 from hippo_engine.llm.usage import MeteredLLM, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -20,7 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from hippo_engine.llm.openai_client import OpenAIClient
 
 __all__ = ["LLMClient", "LLMError", "LLMResponse", "LLMTimeoutError", "Message", "CachedLLM",
-           "OpenAIClient", "LocalHFClient", "LlamaCppClient", "make_llm", "MeteredLLM", "Usage"]
+           "OpenAIClient", "LocalHFClient", "LlamaCppClient", "make_llm", "MeteredLLM", "Usage",
+           "streaming_to"]
 
 
 def __getattr__(name: str):

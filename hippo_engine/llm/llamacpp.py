@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
+from hippo_engine.llm.streaming import TextPieces, current_sink
 from hippo_engine.models.assets import PackagedLLM, find_packaged_llm, packaged_gguf
 from hippo_engine.progress import loading
 from hippo_engine.system import usable_cpus
@@ -241,9 +242,12 @@ class LlamaCppClient(LLMClient):
             self._ensure_loaded()
             llm = self._llm
             timed_out = False
+            pieces = _pieces_of(llm)
 
-            def past_deadline(_ids, _logits) -> bool:
+            def past_deadline(ids, _logits) -> bool:
                 nonlocal timed_out
+                if pieces is not None:
+                    pieces(ids, len(prompt))
                 timed_out = time.perf_counter() > deadline
                 return timed_out
 
@@ -274,8 +278,32 @@ class LlamaCppClient(LLMClient):
             raise LLMTimeoutError(f"local model {self.model_name!r} hit the {self.timeout:g}s "
                                   f"timeout after {n_new} of at most {max_new} new tokens")
         logger.debug("%s: %d prompt + %d new tokens in %.2fs", self.model_name, n_prompt, n_new, elapsed)
+        if pieces is not None:
+            pieces.finish(choice.get("text") or "")
         return LLMResponse(text=choice.get("text") or "", prompt_tokens=n_prompt, completion_tokens=n_new,
                            finish_reason="length" if choice.get("finish_reason") == "length" else "stop")
+
+
+class _TokenPieces(TextPieces):
+    """The pieces of a llama.cpp reply: called with the context's token ids after each sampled
+    token (as a stopping criterion, one token behind), it sends the text of the tokens it has not
+    seen yet; :meth:`finish` sends the rest of the final text."""
+
+    def __init__(self, llm, sink):
+        super().__init__(sink)
+        self._llm, self._seen = llm, 0
+
+    def __call__(self, ids, n_prompt: int) -> None:
+        new = [int(t) for t in ids[n_prompt + self._seen:]]
+        if new:
+            self._seen += len(new)
+            self.feed(self._llm.detokenize(new))
+
+
+def _pieces_of(llm) -> _TokenPieces | None:
+    """The streaming of this call's reply when its caller asked for pieces (:mod:`.streaming`)."""
+    sink = current_sink()
+    return None if sink is None else _TokenPieces(llm, sink)
 
 
 __all__ = ["LlamaCppClient", "default_threads", "llama_cpp_available", "resolve_gguf"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
+from hippo_engine.llm.streaming import TextPieces, current_sink
 from hippo_engine.models.assets import (
     DEFAULT_LLM,
     PACKAGED_LLMS,
@@ -336,6 +337,9 @@ class LocalHFClient(LLMClient):
                     gen_kwargs.update(do_sample=True, temperature=temp)
                 else:
                     gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+                sink = current_sink()
+                if sink is not None:
+                    gen_kwargs["streamer"] = _Streamer(tok, sink)
                 t0 = time.perf_counter()
                 with _torch_threads(self.num_threads), torch.inference_mode():
                     out = model.generate(**enc, **gen_kwargs)
@@ -356,8 +360,32 @@ class LocalHFClient(LLMClient):
         text = tok.decode(text_ids, skip_special_tokens=True)
         logger.debug("%s: %d prompt + %d new tokens in %.2fs (%.1f tok/s)", self.model_name,
                      n_prompt, len(new), elapsed, len(new) / elapsed if elapsed > 0 else 0.0)
+        if sink is not None:
+            gen_kwargs["streamer"].finish(text)
         return LLMResponse(text=text, prompt_tokens=n_prompt, completion_tokens=len(new),
                            finish_reason=finish)
+
+
+class _Streamer(TextPieces):
+    """A ``transformers`` streamer (``put`` / ``end``) that sends the pieces of a reply to a sink
+    (:mod:`.streaming`): the first ``put`` is the prompt, then the new tokens; the text is the
+    decoded new tokens, sent when it no longer ends in half a character."""
+
+    def __init__(self, tokenizer, sink):
+        super().__init__(sink)
+        self._tok, self._ids, self._prompt_seen = tokenizer, [], False
+
+    def put(self, value) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        self._ids.extend(value.reshape(-1).tolist())
+        so_far = self._tok.decode(self._ids, skip_special_tokens=True)
+        if not so_far.endswith("\ufffd"):
+            self.text(so_far)
+
+    def end(self) -> None:
+        return None
 
 
 __all__ = ["LocalHFClient", "convert_packaged_model", "DEFAULT_LLM"]

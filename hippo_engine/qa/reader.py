@@ -24,6 +24,7 @@ from typing import Any
 from hippo_engine.datatypes import QuerySolution  # noqa: F401 (re-exported: its old import path)
 from hippo_engine.ids import chunk_id
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
+from hippo_engine.llm.streaming import streamed_replies
 from hippo_engine.prompts import load_json_prompt, load_prompt
 from hippo_engine.qa.citations import parse_citations, strip_citations
 from hippo_engine.qa.fit import fit_parts
@@ -285,8 +286,9 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
     call = {"max_new_tokens": max_new_tokens, "temperature": temperature}
     fitted = [_fitted_prompt(llm, s, template, qa_top_k, None if contexts is None else contexts[i], call)
               for i, s in enumerate(solutions)]
-    results = llm.generate_many([f[0] for f in fitted], max_new_tokens=max_new_tokens, temperature=temperature,
-                                show_progress=show_progress, desc=desc)
+    with streamed_replies():      # a caller streaming the answer (the service) reads these replies as written
+        results = llm.generate_many([f[0] for f in fitted], max_new_tokens=max_new_tokens,
+                                    temperature=temperature, show_progress=show_progress, desc=desc)
     responses: list[str] = []
     metadata: list[dict] = []
     for i, (sol, res) in enumerate(zip(solutions, results, strict=False)):

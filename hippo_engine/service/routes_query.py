@@ -27,7 +27,8 @@ from hippo_engine.service.schemas import (
 MAX_SUBGRAPH_NODES = 500
 #: the answer route's responses: JSON, or the event stream
 ANSWER_CONTENT = {"application/json": {}, sse.MEDIA_TYPE: {"schema": {
-    "type": "object", "description": "one event (OpenAPI 3.1: the schema of each event): passages, answer, done, "
+    "type": "object", "description": "one event (OpenAPI 3.1: the schema of each event): delta (a piece of the "
+                                     "reader's text as it is written), passages, answer, done, "
                                      "or error; its data is one line of JSON",
     "properties": {"event": {"type": "string", "enum": list(sse.EVENTS)},
                    "data": {"type": "string", "contentMediaType": "application/json"}},
@@ -61,7 +62,8 @@ def build(scope: Scope) -> APIRouter:
                  responses={200: {"content": ANSWER_CONTENT}})
     def answer(body: AnswerRequest, request: Request, memory: Read) -> Any:
         """Retrieve, then answer with the reader LLM, citing the passages it used. With ``stream``
-        (or ``Accept: text/event-stream``) the reply is server-sent events: passages, answer, done."""
+        (or ``Accept: text/event-stream``) the reply is server-sent events: delta (each piece of the reader's
+        text as a local model writes it), passages, answer, done."""
         question = body.text()
         limits.check_queries(settings(request), [question], "question")
         limits.check_top_k(settings(request), body.top_k)

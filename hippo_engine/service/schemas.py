@@ -174,7 +174,9 @@ class AnswerRequest(QueryOptions):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_one_of(("question", "query")))
     question: Text | Absent = None
     query: Text | Absent = Field(None, description="the same as question")
-    stream: bool = Field(False, description="answer as server-sent events (also with Accept: text/event-stream)")
+    stream: bool = Field(False, description="answer as server-sent events (also with Accept: text/event-stream): "
+                                             "the reader's text as it is written (delta), then passages, "
+                                             "answer, done")
 
     @model_validator(mode="after")
     def _one_question_field(self) -> AnswerRequest:

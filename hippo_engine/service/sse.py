@@ -1,10 +1,13 @@
 """Server-sent events for ``POST /answer`` with ``{"stream": true}`` (or ``Accept: text/event-stream``).
 
-The memory answers in one call (retrieval, then the reader), so the stream carries the answer in
-parts as soon as it is ready: ``event: passages`` (what the reader read), ``event: answer`` (the
-answer, its citations and notes) and ``event: done``; while the call runs, a comment line every
-``keepalive_s`` seconds keeps proxies from closing the connection. A failure after the stream has
-started is ``event: error`` with the same JSON as an error response (never a traceback).
+While the reader writes the answer, ``event: delta`` carries each new piece of its text
+(``{"text": ...}``, the reader's raw output: with the default prompt its reasoning, then the
+``Answer:`` line) as the local model (llama.cpp or ``transformers``) generates it; a reply that comes
+whole (an OpenAI-compatible server, the response cache) gives no deltas. Then ``event: passages``
+(what the reader read), ``event: answer`` (the parsed answer, its citations and notes: what to show)
+and ``event: done``. While nothing else is sent, a comment line every ``keepalive_s`` seconds keeps
+proxies from closing the connection. A failure after the stream has started is ``event: error`` with
+the same JSON as an error response (never a traceback).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
+from hippo_engine.llm.streaming import streaming_to
 from hippo_engine.service.errors import TYPES, ApiError, error_body
 
 log = logging.getLogger("hippo_engine.service")
@@ -24,7 +28,7 @@ log = logging.getLogger("hippo_engine.service")
 KEEPALIVE_S = 10.0
 MEDIA_TYPE = "text/event-stream"
 #: the events a stream may carry
-EVENTS = ("passages", "answer", "done", "error")
+EVENTS = ("delta", "passages", "answer", "done", "error")
 
 
 def event(name: str, data: Any) -> bytes:
@@ -49,17 +53,46 @@ def answer_events(result: dict) -> list[bytes]:
     return [event("passages", {"passages": result.get("passages", [])}), event("answer", rest), event("done", {})]
 
 
+def _drain(queue: asyncio.Queue) -> str:
+    """The pieces waiting in ``queue``, joined."""
+    out = []
+    while not queue.empty():
+        out.append(queue.get_nowait())
+    return "".join(out)
+
+
 async def stream_call(call: Callable[[], dict], to_events: Callable[[dict], list[bytes]] = answer_events,
                       keepalive_s: float = KEEPALIVE_S) -> AsyncIterator[bytes]:
-    """Run the blocking ``call`` in the thread pool; yield keep-alive comments until it returns,
-    then its events (or one ``error`` event)."""
-    task = asyncio.ensure_future(run_in_threadpool(call))
+    """Run the blocking ``call`` in the thread pool with its reader's text streamed
+    (:func:`~hippo_engine.llm.streaming.streaming_to`); yield a ``delta`` event for the pieces as they
+    come and keep-alive comments while nothing comes, then the call's events (or one ``error``)."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str] = asyncio.Queue()
+
+    def sink(text: str) -> None:     # in the call's thread
+        loop.call_soon_threadsafe(queue.put_nowait, text)
+
+    def streamed() -> dict:
+        with streaming_to(sink):
+            return call()
+
+    task = asyncio.ensure_future(run_in_threadpool(streamed))
+    getter: asyncio.Future | None = None
     try:
         yield b": started\n\n"
         while not task.done():
-            done, _ = await asyncio.wait({task}, timeout=keepalive_s)
-            if not done:
+            getter = getter or asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({task, getter}, timeout=keepalive_s, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                text, getter = getter.result() + _drain(queue), None
+                yield event("delta", {"text": text})
+            elif not done:
                 yield b": keep-alive\n\n"
+        if getter is not None:
+            getter.cancel()         # an item it was woken for stays in the queue
+        rest = _drain(queue)
+        if rest:
+            yield event("delta", {"text": rest})
         try:
             result = task.result()
         except Exception as e:    # noqa: BLE001 - every failure becomes an error event
@@ -68,5 +101,7 @@ async def stream_call(call: Callable[[], dict], to_events: Callable[[dict], list
         for chunk in to_events(result):
             yield chunk
     finally:
+        if getter is not None and not getter.done():
+            getter.cancel()
         if not task.done():       # the client went away: the thread finishes on its own, nobody waits
             task.add_done_callback(lambda t: t.cancelled() or t.exception())

@@ -61,6 +61,12 @@ def test_packaged_gguf_generates_deterministically(qwen):
 
 
 @pytest.mark.slow
+def test_a_streamed_reply_comes_in_pieces_that_make_the_same_text(qwen):
+    from test_streaming import check_streamed_reply
+    check_streamed_reply(qwen)
+
+
+@pytest.mark.slow
 def test_packaged_gguf_timeout_and_context_overflow(qwen):
     old = qwen.timeout
     qwen.timeout = 1e-4

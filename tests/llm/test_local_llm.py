@@ -126,6 +126,12 @@ def test_packaged_model_generates(qwen):
 
 
 @pytest.mark.slow
+def test_a_streamed_reply_comes_in_pieces_that_make_the_same_text(qwen):
+    from test_streaming import check_streamed_reply
+    check_streamed_reply(qwen)
+
+
+@pytest.mark.slow
 def test_packaged_model_timeout(qwen):
     old = qwen.timeout
     qwen.timeout = 1e-4  # max_time stops generation after the first token

@@ -116,6 +116,24 @@ def test_answer_questions_respects_top_k_and_fills_answers():
                        "finish_reason": "stop", "error": None, "context_cut": 0}
 
 
+def test_the_readers_replies_are_the_streamed_ones():
+    from hippo_engine.llm.streaming import current_sink, streaming_to
+
+    class Streaming(FakeLLM):     # as the local clients do: each piece to the sink of the call, if any
+        def generate(self, messages, **kw):
+            res = super().generate(messages, **kw)
+            sink = current_sink()
+            for piece in (res.text[:6], res.text[6:]) if sink else ():
+                sink(piece)
+            return res
+    pieces: list[str] = []
+    llm = Streaming()
+    with streaming_to(pieces.append):
+        answer_questions(llm, [QuerySolution(question="q1?", docs=DOCS, doc_scores=[4.0, 3.0, 2.0, 1.0])], 2)
+        llm.generate([{"role": "user", "content": "an LLM call that is not the reader's"}])
+    assert pieces == ["Some t", "hought.\nAnswer: Cetra"]
+
+
 def test_answer_questions_error_does_not_crash():
     llm = FakeLLM(cached=True)
     sols = [QuerySolution("FAIL please", DOCS, [1, 1, 1, 1]), QuerySolution("fine?", DOCS, [1, 1, 1, 1])]

@@ -124,6 +124,37 @@ def test_keep_alive_comments_while_the_answer_is_made():
     assert chunks[-1].startswith(b"event: done")
 
 
+def test_the_readers_pieces_stream_as_delta_events_before_the_answer():
+    import asyncio
+    import threading
+
+    from hippo_engine.llm.streaming import current_sink, streamed_replies
+    release = threading.Event()
+
+    def answering():              # as a local reader does: pieces to the sink of the call, in its thread
+        assert current_sink() is None          # only the reader's replies are streamed
+        with streamed_replies():
+            sink = current_sink()
+            assert sink is not None
+            sink("Thought: Berlin is the capital. ")
+            release.wait(5)
+            sink("Answer: Berlin")
+        return {"question": "q", "answer": "Berlin", "citations": [], "passages": [], "notes": []}
+
+    async def collect():
+        out, stream = [], sse.stream_call(answering, keepalive_s=0.05)
+        async for c in stream:
+            out.append(c)
+            if c.startswith(b"event: delta"):
+                release.set()     # the first piece arrived while the call still runs
+        return out
+    chunks = asyncio.run(collect())
+    events = _events(b"".join(c for c in chunks if not c.startswith(b":")).decode())
+    assert [e[0] for e in events] == ["delta", "delta", "passages", "answer", "done"]
+    assert "".join(e[1]["text"] for e in events[:2]) == "Thought: Berlin is the capital. Answer: Berlin"
+    assert current_sink() is None
+
+
 def test_an_unknown_query_parameter_is_422_naming_it(client):
     err = _json_error(client.get("/documents", params={"lmit": 5}), 422, "validation_error")
     assert err["message"] == "unknown query parameter(s): 'lmit'; this route takes: limit, offset, status"

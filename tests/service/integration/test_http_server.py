@@ -38,12 +38,13 @@ def free_port() -> int:
 class Serve:
     """``hippo-engine serve`` in a subprocess; ``client`` talks to it with the access key."""
 
-    def __init__(self, save_dir: Path, llm_url: str, *extra: str, key: str | None = KEY):
+    def __init__(self, save_dir: Path, llm_url: str | None, *extra: str, key: str | None = KEY):
+        """``llm_url``: the scripted reader's URL, or None for the default reader (the packaged local model)."""
         self.port, self.log = free_port(), save_dir.parent / f"serve-{save_dir.name}-{time.monotonic_ns()}.log"
         env = {**os.environ, "HIPPO_ENGINE_ACCESS_KEY": key or ""}
+        reader = ["--llm", "scripted-reader", "--llm-base-url", llm_url, "--api-key", "none"] if llm_url else []
         cmd = [sys.executable, "-m", "hippo_engine.cli", "serve", "--save-dir", str(save_dir), "--port",
-               str(self.port), "--extractor", "ner", "--llm", "scripted-reader", "--llm-base-url", llm_url,
-               "--api-key", "none", *extra]
+               str(self.port), "--extractor", "ner", *reader, *extra]
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         self.url = f"http://127.0.0.1:{self.port}"
