@@ -278,9 +278,10 @@ class LlamaCppClient(LLMClient):
             raise LLMTimeoutError(f"local model {self.model_name!r} hit the {self.timeout:g}s "
                                   f"timeout after {n_new} of at most {max_new} new tokens")
         logger.debug("%s: %d prompt + %d new tokens in %.2fs", self.model_name, n_prompt, n_new, elapsed)
+        text = choice.get("text") or ""
         if pieces is not None:
-            pieces.finish(choice.get("text") or "")
-        return LLMResponse(text=choice.get("text") or "", prompt_tokens=n_prompt, completion_tokens=n_new,
+            pieces.finish(text)
+        return LLMResponse(text=text, prompt_tokens=n_prompt, completion_tokens=n_new,
                            finish_reason="length" if choice.get("finish_reason") == "length" else "stop")
 
 

@@ -88,9 +88,7 @@ async def stream_call(call: Callable[[], dict], to_events: Callable[[dict], list
                 yield event("delta", {"text": text})
             elif not done:
                 yield b": keep-alive\n\n"
-        if getter is not None:
-            getter.cancel()         # an item it was woken for stays in the queue
-        rest = _drain(queue)
+        rest = _drain(queue)        # the call has ended: no more pieces come; a pending getter holds none
         if rest:
             yield event("delta", {"text": rest})
         try:
@@ -102,6 +100,6 @@ async def stream_call(call: Callable[[], dict], to_events: Callable[[dict], list
             yield chunk
     finally:
         if getter is not None and not getter.done():
-            getter.cancel()
+            getter.cancel()         # (an item it was woken for stays in the queue)
         if not task.done():       # the client went away: the thread finishes on its own, nobody waits
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
