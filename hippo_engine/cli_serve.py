@@ -57,6 +57,18 @@ def add_parser(sub, common: Callable, ranking_flags: Callable, positive: Callabl
                     help="most documents per POST /documents (default 1000; more: 413)")
     sp.add_argument("--index-batch", type=positive, default=None, metavar="N",
                     help="documents indexed per batch by the background indexer (default 32)")
+    sp.add_argument("--allowed-hosts", action="append", default=None, metavar="NAMES",
+                    help="Host header names to accept besides this machine's loopback names and --host (comma-"
+                         "separated, repeatable; e.g. the name a reverse proxy forwards); others get 400")
+    sp.add_argument("--max-answers", type=positive, default=4, metavar="N",
+                    help="answers (reader LLM calls) in flight at once (default 4; more: 503 with Retry-After)")
+    sp.add_argument("--max-connections", type=positive, default=200, metavar="N",
+                    help="connections and requests held at once (default 200; more: 503)")
+    sp.add_argument("--max-workspaces", type=positive, default=1000, metavar="N",
+                    help="named workspaces that may exist (default 1000; creating more: 409)")
+    sp.add_argument("--max-open-workspaces", type=positive, default=16, metavar="N",
+                    help="workspaces open at once (default 16): the least recently used idle one is closed to "
+                         "open another and reopened when asked for again")
     ranking_flags(sp)
     common(sp, creates=True)
     sp.set_defaults(func=cmd_serve)
@@ -72,7 +84,14 @@ def build_settings(args, environ: dict[str, str] | None = None) -> ServiceSettin
     return ServiceSettings(save_dir=str(args.save_dir), rag_options=rag_options(args), memory_options=memory,
                            host=args.host, access_key=args.access_key or env.get(ENV_ACCESS_KEY) or None,
                            max_body_bytes=args.max_body_mb * 2 ** 20, max_batch=args.max_batch,
-                           cors_origins=tuple(args.cors_origin or ()))
+                           cors_origins=tuple(args.cors_origin or ()), allowed_hosts=_names(args.allowed_hosts),
+                           max_answers=args.max_answers, max_connections=args.max_connections,
+                           max_workspaces=args.max_workspaces, max_open_workspaces=args.max_open_workspaces)
+
+
+def _names(values: list[str] | None) -> tuple[str, ...]:
+    """The names of repeated, comma-separated ``--allowed-hosts`` flags."""
+    return tuple(n.strip() for v in values or () for n in v.split(",") if n.strip())
 
 
 def is_loopback(host: str) -> bool:

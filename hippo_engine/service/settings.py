@@ -46,15 +46,39 @@ class ServiceSettings:
     #: mount the MCP server at /mcp and the web page at / when their modules are installed
     mount_mcp: bool = True
     mount_web: bool = True
+    #: Host header names accepted besides the loopback names and ``host`` itself (a DNS name, a reverse
+    #: proxy's name; ``name`` or ``name:port``); every other Host is refused (400), on every route and /mcp
+    allowed_hosts: tuple[str, ...] = ()
+    #: characters in one document text (every door: REST, MCP over HTTP and stdio)
+    max_text_chars: int = 1_000_000
+    #: answers (reader LLM calls) in flight at once; one more is refused (503, Retry-After)
+    max_answers: int = 4
+    #: connections and requests the server holds at once (uvicorn's limit_concurrency; more: 503)
+    max_connections: int = 200
+    #: seconds a client has to send a request's headers, and at most between two pieces of its body
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    #: named workspaces that may exist; creating one more is refused (409)
+    max_workspaces: int = 1000
+    #: workspaces open at once; the least recently used idle one is closed to open another (all busy: 503)
+    max_open_workspaces: int = 16
+    #: seconds after its last request when an open workspace is closed (reopened on its next request)
+    workspace_idle_s: float = 300.0
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_batch", "max_queries", "max_query_chars", "max_top_k"):
+        for name in ("max_body_bytes", "max_batch", "max_queries", "max_query_chars", "max_top_k", "max_text_chars",
+                     "max_answers", "max_connections", "max_workspaces", "max_open_workspaces"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"ServiceSettings.{name} must be a positive whole number, got {value!r}")
+        for name in ("header_timeout_s", "body_timeout_s", "workspace_idle_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                raise ValueError(f"ServiceSettings.{name} must be a positive number of seconds, got {value!r}")
         if self.access_key is not None and not self.access_key.strip():
             raise ValueError("the access key must not be empty")
         object.__setattr__(self, "cors_origins", tuple(self.cors_origins))
+        object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
 
     def to_json(self) -> str:
         """The settings as JSON, without the access key (see :data:`ENV_ACCESS_KEY`)."""
