@@ -2,6 +2,10 @@
 in a shuffled corpus order, a caching encoder that encodes each text once across all of them, and the
 ``extractor="ner"`` index of each (built once under the work folder, then reused).
 
+The single-relation sets (``2wiki_single``, its halves ``2wiki_single_first`` / ``2wiki_single_second``) are
+generated from 2Wiki's evidence triples by :mod:`hippo_engine.evaluation.single_relation` (rule and seed there)
+over the 2Wiki corpus: they share 2Wiki's corpus, its shuffle and so its index (:data:`INDEX_OF`).
+
 Untitled data: every passage ``"title\\ntext"`` becomes ``text`` alone, and so does every gold passage (two
 passages whose texts are equal merge into one, which the index would do anyway). Nothing else changes: the
 questions, the gold sets and the corpus are those of the titled dataset.
@@ -32,7 +36,12 @@ logger = logging.getLogger(__name__)
 #: the corpus order of every run (``random.Random(SHUFFLE_SEED).shuffle``): recall must not depend on it
 SHUFFLE_SEED = 12345
 #: dataset name -> its folder under the data root
-DATASETS = {"musique": "musique/hipporag_v1_train", "2wiki": "2wikimultihopqa"}
+DATASETS = {"musique": "musique/hipporag_v1_train", "2wiki": "2wikimultihopqa", "2wiki_single": "2wikimultihopqa",
+            "2wiki_single_first": "2wikimultihopqa", "2wiki_single_second": "2wikimultihopqa"}
+#: the generated single-relation sets: name -> the half it keeps (``None``: both)
+SINGLE = {"2wiki_single": None, "2wiki_single_first": "first", "2wiki_single_second": "second"}
+#: a dataset whose corpus (and so index) is another's: name -> that dataset
+INDEX_OF = dict.fromkeys(SINGLE, "2wiki")
 
 
 def untitled(doc: str) -> str:
@@ -45,7 +54,10 @@ def load(name: str, titles: bool, data_root: Path, limit: int | None = None):
     questions, and, without ``titles``, every passage and gold passage stripped of its title line."""
     from hippo_engine.evaluation.datasets import load_dataset
 
-    ds = load_dataset(data_root / DATASETS[name]).head(limit)
+    ds = load_dataset(data_root / DATASETS[name])
+    if name in SINGLE:
+        ds = single_relation(ds, name)
+    ds = ds.head(limit)
     docs = list(ds.docs)
     random.Random(SHUFFLE_SEED).shuffle(docs)
     if ds.gold_docs is None:
@@ -55,6 +67,23 @@ def load(name: str, titles: bool, data_root: Path, limit: int | None = None):
         docs = list(dict.fromkeys(untitled(d) for d in docs))
         gold = [list(dict.fromkeys(untitled(g) for g in gs)) for gs in gold]
     return dataclasses.replace(ds, docs=docs, gold_docs=gold)
+
+
+def single_relation(ds, name: str):
+    """The single-relation set ``name`` (a key of :data:`SINGLE`) generated from the 2Wiki dataset ``ds``: its
+    questions, gold passages (subject's page first, then the answer entities' pages) and answers; same corpus."""
+    from hippo_engine.evaluation.single_relation import build, gold_docs
+
+    samples = json.loads(ds.path.read_text(encoding="utf-8"))
+    items = [it for it in build(samples, ds.docs) if SINGLE[name] in (None, it.half)]
+    return dataclasses.replace(ds, name=name, questions=[it.question for it in items],
+                               gold_docs=gold_docs(items, ds.docs), gold_answers=[list(it.objects) for it in items],
+                               question_ids=[it.id for it in items], gold_match={})
+
+
+def _folder(work: Path, name: str, titles: bool) -> Path:
+    """The index folder of one variant (shared by datasets of one corpus, :data:`INDEX_OF`)."""
+    return work / f"{INDEX_OF.get(name, name)}-{'titled' if titles else 'untitled'}-shuffle{SHUFFLE_SEED}"
 
 
 class CachingEncoder(Encoder):
@@ -108,7 +137,7 @@ def open_index(work: Path, name: str, titles: bool, docs: Sequence[str], encoder
 
     from .common import ForbiddenLLM
 
-    folder = work / f"{name}-{'titled' if titles else 'untitled'}-shuffle{SHUFFLE_SEED}"
+    folder = _folder(work, name, titles)
     meta = folder / "build.json"
     rag = HippoRAG(folder / "index", llm=ForbiddenLLM(), encoder=encoder, extractor="ner", show_progress=False,
                    **config)
@@ -129,5 +158,5 @@ def open_index(work: Path, name: str, titles: bool, docs: Sequence[str], encoder
 
 def build_info(work: Path, name: str, titles: bool) -> dict:
     """What ``open_index`` recorded about the build of one variant ({} before it)."""
-    p = work / f"{name}-{'titled' if titles else 'untitled'}-shuffle{SHUFFLE_SEED}" / "build.json"
+    p = _folder(work, name, titles) / "build.json"
     return json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}

@@ -1,7 +1,7 @@
-"""LLM-free recall (issue 24): dense retrieval, the ``extractor="ner"`` memory and its variants on MuSiQue
-and 2Wiki, with and without passage titles, corpus order shuffled.
+"""LLM-free recall (issue 24): dense retrieval, the ``extractor="ner"`` memory and its variants on MuSiQue,
+2Wiki and 2Wiki single-relation questions (issue 38), with and without passage titles, corpus order shuffled.
 
-    python -m reproduce table-recall-llm-free [--datasets musique,2wiki] [--titles both|titled|untitled]
+    python -m reproduce table-recall-llm-free [--datasets musique,2wiki,2wiki_single] [--titles both|titled|untitled]
         [--limit N] [--work DIR] [--out FILE]
 
 Per dataset variant (``reproduce/recall_data.py``): the ``ner`` index is built once under ``--work`` (default
@@ -17,7 +17,9 @@ Printed and written (``--out``, default ``reproduce/results/recall/table.md``; a
 it): Recall@1/2/5/10/20 per row, the share of second-hop gold passages (a gold passage that shares no
 entity with the question's spaCy entities, decided on the titled index) in the top 5 / 20, retrieval
 milliseconds per question over the batch (dense scores, linking, walks; encoding excluded), the index
-builds (wall time, texts encoded and taken from the cache) and the load (``uptime``).
+builds (wall time, texts encoded and taken from the cache) and the load (``uptime``). On the single-relation
+sets (``2wiki_single`` and its halves ``2wiki_single_first`` / ``_second``, :mod:`reproduce.recall_data`) also
+Recall@k of each gold kind: the subject's page (each question's first gold passage) and the answer entity's page.
 """
 from __future__ import annotations
 
@@ -116,7 +118,9 @@ def best(measure: Callable, ranking):
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The command's options."""
-    ap.add_argument("--datasets", default="musique,2wiki", help="comma-separated: musique, 2wiki (default both)")
+    ap.add_argument("--datasets", default="musique,2wiki,2wiki_single",
+                    help="comma-separated: musique, 2wiki, 2wiki_single (2Wiki single-relation questions), "
+                         "2wiki_single_first, 2wiki_single_second (its halves) (default the first three)")
     ap.add_argument("--titles", choices=("both", "titled", "untitled"), default="both")
     ap.add_argument("--limit", type=int, default=None, help="only the first N questions of each dataset")
     ap.add_argument("--rows", default=None, help="comma-separated row keys (default all)")
@@ -142,7 +146,7 @@ def _variants(args) -> list[tuple[str, bool]]:
 
 def measure(args, name: str, titles: bool, chosen: Sequence[Row], encoder, masks: dict) -> dict:
     """Every chosen row on one dataset variant: recall, second-hop shares, milliseconds per question."""
-    from .recall_data import build_info, load, open_index
+    from .recall_data import SINGLE, build_info, load, open_index
 
     ds = load(name, titles, args.data, args.limit)
     rag = open_index(args.work, name, titles, ds.docs, encoder)
@@ -163,6 +167,8 @@ def measure(args, name: str, titles: bool, chosen: Sequence[Row], encoder, masks
             share = best(lambda r: b.recall(r, (5, 20), mask), ranking)
             out["rows"][row.key] = {"label": row.label, "recall": best(b.recall, ranking),
                                     "second_hop": share, "ms_per_question": 1000.0 * seconds / b.nq}
+            if name in SINGLE:
+                out["rows"][row.key]["kinds"] = best(lambda r: gold_kind_recall(b, r), ranking)
             if isinstance(ranking, dict):
                 out["rows"][row.key]["settings"] = {n: b.recall(r) for n, r in ranking.items()}
             r = out["rows"][row.key]
@@ -172,6 +178,27 @@ def measure(args, name: str, titles: bool, chosen: Sequence[Row], encoder, masks
         return out
     finally:
         rag.close()
+
+
+def gold_kind_recall(b: Bench, ranking) -> dict[str, dict[int, float]]:
+    """Recall@k of the subject's page (the first gold passage) and of the answer entities' pages (the rest)."""
+    subject = [[i == 0 for i in range(len(g))] for g in b.gold]
+    answer = [[i > 0 for i in range(len(g))] for g in b.gold]
+    return {"subject": b.recall(ranking, KS, subject), "answer": b.recall(ranking, KS, answer)}
+
+
+def _kind_lines(res: dict) -> list[str]:
+    """The gold-kind table of a single-relation set (nothing for the others)."""
+    rows = [r for r in res["rows"].values() if "kinds" in r]
+    if not rows:
+        return []
+    out = ["Per gold kind (R@k of the subject's page | of the answer entity's page, where the corpus has it):", "",
+           "| row | " + " | ".join(f"subject R@{k}" for k in KS) + " | " + " | ".join(f"answer R@{k}" for k in KS)
+           + " |", "| --- |" + " --- |" * (2 * len(KS))]
+    for r in rows:
+        out.append(f"| {r['label']} | " + " | ".join(f"{r['kinds'][kind][k]:.1f}" for kind in ("subject", "answer")
+                                                     for k in KS) + " |")
+    return out + [""]
 
 
 def markdown(results: list[dict], argv: Sequence[str], load_before: str, load_after: str, commit: str) -> str:
@@ -194,6 +221,7 @@ def markdown(results: list[dict], argv: Sequence[str], load_before: str, load_af
             lines.append(f"| {r['label']} | " + " | ".join(f"{r['recall'][k]:.1f}" for k in KS)
                          + f" | {r['second_hop'][5]:.1f} | {r['second_hop'][20]:.1f} | {r['ms_per_question']:.1f} |")
         lines.append("")
+        lines += _kind_lines(res)
     return "\n".join(lines) + "\n"
 
 
