@@ -30,6 +30,7 @@ from . import (
     rankings,
     ray_index,
 )
+from . import serve_abuse as service_abuse
 from . import serve_fuzz as service_fuzz
 from . import serve_load as service_load
 from . import serve_overhead as service_overhead
@@ -108,6 +109,7 @@ SERVICE: dict[str, tuple[ModuleType, str]] = {
     "serve-overhead": (service_overhead, "service: one retrieve through HTTP vs in-process on the same warm memory"),
     "serve-load": (service_load, "service: 8 clients retrieve while documents come and go; consistency, latency"),
     "serve-restarts": (service_restarts, "service: SIGKILL the server while it ingests, restart; indexed exactly once"),
+    "serve-abuse": (service_abuse, "service: abandoned answers, idle/slow sockets, 500 workspaces (issue 37's limits)"),
 }
 
 
