@@ -8,6 +8,15 @@ otherwise; with an access key (``--access-key`` or the environment variable
 ranking flags work here too. Ctrl-C (or SIGTERM) stops gracefully: requests in flight finish, then
 each memory's indexing finishes its current batch. Light to import (uvicorn and the engine load
 when the command runs).
+
+The network edge: every route checks ``Host`` (``--allowed-hosts``) and ``Origin``
+(:mod:`hippo_engine.service.hosts`); a connection gets ``header_timeout_s`` for each request head and
+the app ``body_timeout_s`` between two pieces of a body (408); ``--max-connections`` caps what is held
+at once (:mod:`hippo_engine.service.edge`); the log never holds a key sent in a query string and
+floods of one line are throttled (:mod:`hippo_engine.service.logfilters`). Secrets stay out of the
+environment: one process needs none there, several workers read a private file
+(:func:`~hippo_engine.service.settings.private_settings_file`), and the access key read from
+``HIPPO_ENGINE_ACCESS_KEY`` is removed from it, so that no child process inherits them.
 """
 from __future__ import annotations
 
@@ -19,7 +28,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from hippo_engine.service.settings import ENV_ACCESS_KEY, ENV_SETTINGS, ServiceSettings
+from hippo_engine.service.settings import ENV_ACCESS_KEY, ServiceSettings, private_settings_file
 
 #: seconds uvicorn waits for requests in flight at shutdown
 GRACEFUL_S = 30
@@ -113,14 +122,28 @@ def cmd_serve(args) -> int:
     except ImportError as e:
         raise RuntimeError(f"serve needs the server extra: pip install 'hippo-engine[server]' ({e})") from e
     settings = build_settings(args)
-    if not is_loopback(args.host) and settings.access_key is None:
-        print(f"hippo-engine: warning: serving on {args.host} without an access key: anyone who can reach "
+    os.environ.pop(ENV_ACCESS_KEY, None)        # read once: no child process inherits it
+    _warn_about_exposure(settings)
+    level = "warning" if args.quiet else "info"
+    if args.workers == 1:                       # nothing in the environment: this process builds the app
+        app = open_app(settings, keep=True)
+        return run_server(args.host, args.port, 1, level, app=app, settings=settings)
+    open_app(settings, keep=False)
+    with private_settings_file(settings):       # the workers read it; removed when they have stopped
+        return run_server(args.host, args.port, args.workers, level, settings=settings)
+
+
+def _warn_about_exposure(settings: ServiceSettings) -> None:
+    """Warnings on stderr for a server reachable from other machines."""
+    from hippo_engine.service.hosts import is_wildcard
+    if not is_loopback(settings.host) and settings.access_key is None:
+        print(f"hippo-engine: warning: serving on {settings.host} without an access key: anyone who can reach "
               f"this port can read and change the memory (set --access-key or {ENV_ACCESS_KEY})", file=sys.stderr)
-    os.environ[ENV_SETTINGS] = settings.to_json()
-    if settings.access_key is not None:
-        os.environ[ENV_ACCESS_KEY] = settings.access_key
-    app = open_app(settings, keep=args.workers == 1)
-    return run_server(args.host, args.port, args.workers, "warning" if args.quiet else "info", app=app)
+    if is_wildcard(settings.host) and not settings.allowed_hosts:
+        print(f"hippo-engine: note: serving on {settings.host}: requests must name this server by an IP address, "
+              "localhost or this machine's host name in their Host header; other names (a DNS name, a proxy's) "
+              "get 400 until listed in --allowed-hosts ('*': any, when a proxy in front checks them)",
+              file=sys.stderr)
 
 
 def open_app(settings: ServiceSettings, *, keep: bool) -> Any:
@@ -156,17 +179,28 @@ def tcp_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_server(host: str, port: int, workers: int, log_level: str, app: Any = None) -> int:
+def run_server(host: str, port: int, workers: int, log_level: str, app: Any = None, *,
+               settings: ServiceSettings | None = None) -> int:
     """Run uvicorn until stopped: on ``app`` (one process), else on the app factory (each worker builds
-    its app from the environment); 3 if the app failed to start (one process). With several workers, the
-    socket is made here (:func:`tcp_socket`) and uvicorn's supervisor starts them."""
+    its app from its settings file, see :func:`cmd_serve`); 3 if the app failed to start (one process).
+    With several workers, the socket is made here (:func:`tcp_socket`) and uvicorn's supervisor starts
+    them. ``settings`` (default: ``app.state.settings``, else the defaults) give the header timeout and
+    the connection cap (:class:`~hippo_engine.service.edge.EdgeConfig`)."""
     import logging
 
     import uvicorn
     from uvicorn.supervisors import Multiprocess
+
+    from hippo_engine.service.edge import EdgeConfig, connection_cap
+    from hippo_engine.service.logfilters import install_log_filters
+    settings = settings or getattr(getattr(app, "state", None), "settings", None)
+    header_s = settings.header_timeout_s if settings else ServiceSettings.header_timeout_s
+    cap = connection_cap(settings.max_connections if settings else ServiceSettings.max_connections)
     target = app if app is not None and workers == 1 else APP_FACTORY
-    config = uvicorn.Config(target, factory=target == APP_FACTORY, host=host, port=port, workers=workers,
-                            log_level=log_level, timeout_graceful_shutdown=GRACEFUL_S, server_header=False)
+    config = EdgeConfig(target, factory=target == APP_FACTORY, host=host, port=port, workers=workers,
+                        log_level=log_level, timeout_graceful_shutdown=GRACEFUL_S, server_header=False,
+                        header_timeout_s=header_s, limit_concurrency=cap)
+    install_log_filters()               # after the Config, which set up uvicorn's loggers
     server = uvicorn.Server(config)
     try:
         if workers == 1:            # uvicorn binds the address itself (a TCP socket: TCP_NODELAY is set)

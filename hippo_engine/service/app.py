@@ -2,8 +2,11 @@
 :class:`~hippo_engine.service.workspaces.Workspaces`.
 
 Every route is served twice: at ``/...`` for the default workspace (the ``--save-dir`` index) and at
-``/w/{workspace}/...`` for named ones. With an access key every route but ``/health`` needs
-``X-API-Key``. Bodies, batches and queries have limits (413/422). Errors are JSON
+``/w/{workspace}/...`` for named ones. Every route, ``/mcp`` and the web page included, checks the
+``Host`` header (400) and, for a request that may change something, the ``Origin``
+(403; :mod:`~hippo_engine.service.hosts`). With an access key every route but ``/health`` needs
+``X-API-Key``. Bodies, batches and queries have limits (413/422); a body that stops arriving is
+answered 408. Errors are JSON
 (:mod:`~hippo_engine.service.errors`). CORS is off unless origins are given. The MCP server (when
 :mod:`hippo_engine.service.mcp_server` is there) answers at ``/mcp`` and the web page at ``/``; the
 OpenAPI schema is at ``/openapi.json`` and a page describing it at ``/docs`` (no external assets).
@@ -28,8 +31,9 @@ from starlette.concurrency import run_in_threadpool
 
 from hippo_engine import __version__
 from hippo_engine.service import errors, pages, routes_documents, routes_query, routes_server
+from hippo_engine.service.hosts import HostGuard, HostPolicy
 from hippo_engine.service.routes_base import SCOPES, JSONBody, known_query
-from hippo_engine.service.security import KEY_HEADER, BodyLimit, KeyGuard, key_dependency
+from hippo_engine.service.security import KEY_HEADER, BodyLimit, BodyTimer, KeyGuard, key_dependency
 from hippo_engine.service.settings import ServiceSettings
 
 log = logging.getLogger("hippo_engine.service")
@@ -78,12 +82,15 @@ def create_app(settings: ServiceSettings, *, workspaces: Any = None, preload: bo
         _mount_mcp(app, ws, settings, extra_lifespans)
     if settings.mount_web:
         _mount_web(app)
+    app.add_middleware(BodyTimer, timeout_s=settings.body_timeout_s)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     if settings.access_key:
         app.add_middleware(KeyGuard, key=settings.access_key, is_open=_open_path(app))
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=[KEY_HEADER, "Content-Type"])
+    app.add_middleware(HostGuard, policy=HostPolicy.build(settings.host, settings.allowed_hosts,
+                                                          settings.cors_origins))
     return app
 
 
@@ -113,7 +120,9 @@ def _mount_mcp(app: FastAPI, ws: Any, settings: ServiceSettings,
     except ImportError:
         log.info("no MCP server module: /mcp is not served")
         return
-    mcp = mcp_http(build_mcp(ws), stateless=True)
+    from hippo_engine.service.limits import Limits  # the REST routes' limits hold for the tools too
+    mcp = mcp_http(build_mcp(ws, limits=Limits.of(settings)), stateless=True,
+                   host_checked=True)     # HostGuard checks Host and Origin
     endpoint: Any = mcp.endpoint     # an ASGI app: Starlette routes to it as it is
     app.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     lifespans.append(mcp.lifespan)
@@ -131,5 +140,8 @@ def _mount_web(app: FastAPI) -> None:
 
 def app_from_env() -> FastAPI:
     """The app of a uvicorn worker process (settings from the environment, see
-    :meth:`ServiceSettings.from_env`); ``uvicorn --factory hippo_engine.service.app:app_from_env``."""
+    :meth:`ServiceSettings.from_env`); ``uvicorn --factory hippo_engine.service.app:app_from_env``.
+    The worker's log gets the service's filters (:mod:`~hippo_engine.service.logfilters`)."""
+    from hippo_engine.service.logfilters import install_log_filters
+    install_log_filters()
     return create_app(ServiceSettings.from_env())

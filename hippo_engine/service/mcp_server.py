@@ -304,8 +304,15 @@ class McpHttp:
         return self.server.session_manager.run()
 
 
-def mcp_http(server: MCPServer, *, stateless: bool = False, json_response: bool = False) -> McpHttp:
+def mcp_http(server: MCPServer, *, stateless: bool = False, json_response: bool = False,
+             host_checked: bool = False) -> McpHttp:
     """Streamable HTTP for ``server`` (``stateless``: no MCP sessions, each request stands alone, e.g.
-    behind a load balancer over several processes; ``json_response``: JSON replies instead of SSE)."""
-    server.streamable_http_app(stateless_http=stateless, json_response=json_response, host="127.0.0.1")
+    behind a load balancer over several processes; ``json_response``: JSON replies instead of SSE).
+    ``host_checked``: the app in front checks Host and Origin (``hippo_engine.service.hosts.HostGuard``,
+    from ``--host``/``--allowed-hosts``/``--cors-origin``, JSON refusals), so the SDK's own check is off;
+    otherwise the SDK's stays on (Host and Origin 127.0.0.1, localhost or [::1] with a port only)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False) if host_checked else None
+    server.streamable_http_app(stateless_http=stateless, json_response=json_response, host="127.0.0.1",
+                               transport_security=security)
     return McpHttp(server, StreamableHTTPASGIApp(server.session_manager))

@@ -7,13 +7,17 @@
   schema.
 * :class:`BodyLimit`: an ASGI middleware that answers 413 to a body announced (Content-Length) or
   streamed (chunked) past the limit, before the app has read it all.
+* :class:`BodyTimer`: an ASGI middleware that answers 408 (and closes the connection) when a request's
+  body stops arriving: no piece of it for ``timeout_s`` seconds while the app waits for one.
 """
 from __future__ import annotations
 
 import hmac
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 from fastapi import Security
 from fastapi.security import APIKeyHeader
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -126,5 +130,52 @@ class BodyLimit:
             await _reply(e, scope, receive, send)
 
 
+class BodyTimedOut(ApiError):
+    """A request body that stopped arriving (408)."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(408, f"the request body stopped arriving: no data for {timeout_s:g} s", type="timeout",
+                         headers={"Connection": "close"})
+
+
+class BodyTimer:
+    """ASGI middleware: the app waits at most ``timeout_s`` seconds for each piece of a request body;
+    past that, :class:`BodyTimedOut` (408 JSON, the connection closed). Once the body is complete the
+    app's later waits (for the client to leave, as a stream does) are not timed."""
+
+    def __init__(self, app: ASGIApp, timeout_s: float) -> None:
+        self.app, self.timeout_s = app, timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not math.isfinite(self.timeout_s):
+            await self.app(scope, receive, send)
+            return
+        complete, started = False, False
+
+        async def timed_receive() -> Message:
+            nonlocal complete
+            if complete:
+                return await receive()
+            with anyio.move_on_after(self.timeout_s) as waited:
+                message = await receive()
+            if waited.cancelled_caught:
+                raise BodyTimedOut(self.timeout_s)
+            complete = message["type"] != "http.request" or not message.get("more_body", False)
+            return message
+
+        async def watching_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, timed_receive, watching_send)
+        except BodyTimedOut as e:    # read outside the app's handlers (a mounted app)
+            if started:
+                raise
+            await _reply(e, scope, receive, send)
+
+
 async def _reply(err: ApiError, scope: Scope, receive: Receive, send: Send) -> None:
-    await error_response(err.status_code, err.message, headers={"Connection": "close"})(scope, receive, send)
+    await error_response(err.status_code, err.message, type=err.type, headers={"Connection": "close"})(
+        scope, receive, send)

@@ -1,22 +1,32 @@
 """What one ``hippo-engine serve`` process needs to build its app: :class:`ServiceSettings`.
 
-The settings travel to uvicorn's worker processes (``--workers N`` starts the app from an import
-string, :func:`hippo_engine.service.app.app_from_env`) as JSON in the environment variable
-:data:`ENV_SETTINGS`. The access key never goes into that JSON: every process reads it from
-:data:`ENV_ACCESS_KEY` (``serve --access-key`` sets it for the workers it starts).
-Light to import: no FastAPI, no engine.
+The settings hold secrets (the LLM's key, a DSN's password, the access key), so they never go into
+the environment, which every child process inherits (the embedded PostgreSQL server, ...). With one
+process ``serve`` builds the app itself. Its worker processes (``--workers N`` starts the app from an
+import string, :func:`hippo_engine.service.app.app_from_env`) read them from a file readable by its
+owner only (0600, in a private folder, 0700) whose path alone is in :data:`ENV_SETTINGS_FILE`;
+:func:`private_settings_file` writes it and removes it when the server stops. A process started by
+hand (``uvicorn --factory``) may still give the JSON in :data:`ENV_SETTINGS` and the key in
+:data:`ENV_ACCESS_KEY`. Light to import: no FastAPI, no engine.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
 #: The environment variable holding the settings (JSON) of the worker processes.
 ENV_SETTINGS = "HIPPO_ENGINE_SERVE_SETTINGS"
 #: The environment variable holding the access key (``X-API-Key``) when ``--access-key`` is not given.
 ENV_ACCESS_KEY = "HIPPO_ENGINE_ACCESS_KEY"
+#: The environment variable holding the path of the worker processes' settings file.
+ENV_SETTINGS_FILE = "HIPPO_ENGINE_SERVE_SETTINGS_FILE"
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,9 @@ class ServiceSettings:
                 raise ValueError(f"ServiceSettings.{name} must be a positive number of seconds, got {value!r}")
         if self.access_key is not None and not self.access_key.strip():
             raise ValueError("the access key must not be empty")
+        if self.access_key is not None and self.access_key != self.access_key.strip():
+            raise ValueError("the access key starts or ends with whitespace, which no client can send (HTTP "
+                             "drops it around a header's value): remove it")
         object.__setattr__(self, "cors_origins", tuple(self.cors_origins))
         object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
 
@@ -102,14 +115,52 @@ class ServiceSettings:
         return cls(**data, access_key=access_key)
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> ServiceSettings:
-        """The settings a worker process was started with (:data:`ENV_SETTINGS`, :data:`ENV_ACCESS_KEY`)."""
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ServiceSettings:
+        """The settings a worker process was started with: the file named by :data:`ENV_SETTINGS_FILE`,
+        else :data:`ENV_SETTINGS` and :data:`ENV_ACCESS_KEY`."""
         env = os.environ if environ is None else environ
+        if env.get(ENV_SETTINGS_FILE):
+            return cls.from_file(Path(env[ENV_SETTINGS_FILE]))
         text = env.get(ENV_SETTINGS)
         if not text:
-            raise ValueError(f"{ENV_SETTINGS} is not set: start the server with `hippo-engine serve`")
+            raise ValueError(f"{ENV_SETTINGS_FILE} is not set: start the server with `hippo-engine serve`")
         return cls.from_json(text, access_key=env.get(ENV_ACCESS_KEY) or None)
+
+    @classmethod
+    def from_file(cls, path: Path) -> ServiceSettings:
+        """Settings from :meth:`write_private`'s file (the access key included)."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"cannot read the server's settings file {path}: {e}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("settings"), dict):
+            raise ValueError(f"the server's settings file {path} does not hold its settings")
+        return cls.from_json(json.dumps(data["settings"]), access_key=data.get("access_key"))
+
+    def write_private(self, path: Path) -> None:
+        """Write the settings, the access key included, to a new file readable by its owner only (0600)."""
+        text = json.dumps({"settings": json.loads(self.to_json()), "access_key": self.access_key})
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
 
     def with_access_key(self, key: str | None) -> ServiceSettings:
         """A copy with another access key."""
         return replace(self, access_key=key)
+
+
+@contextmanager
+def private_settings_file(settings: ServiceSettings, environ: dict[str, str] | None = None) -> Iterator[Path]:
+    """The settings in a file for worker processes: a private folder (0700) holding the file (0600),
+    its path in :data:`ENV_SETTINGS_FILE` of ``environ`` (default ``os.environ``, which the workers
+    inherit) while the block runs; afterwards the variable, the file and the folder are gone."""
+    env = os.environ if environ is None else environ
+    folder = Path(tempfile.mkdtemp(prefix="hippo-engine-serve-"))
+    try:
+        path = folder / "settings.json"
+        settings.write_private(path)
+        env[ENV_SETTINGS_FILE] = str(path)
+        yield path
+    finally:
+        env.pop(ENV_SETTINGS_FILE, None)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,11 +1,19 @@
 """``hippo-engine serve``'s flags and settings (the real server: tests/service/integration/test_http_server.py)."""
 import json
+import os
+from pathlib import Path
 
 import pytest
 
 from hippo_engine import cli_serve
 from hippo_engine.cli import build_parser, main
-from hippo_engine.service.settings import ENV_ACCESS_KEY, ENV_SETTINGS, ServiceSettings
+from hippo_engine.service.settings import (
+    ENV_ACCESS_KEY,
+    ENV_SETTINGS,
+    ENV_SETTINGS_FILE,
+    ServiceSettings,
+    private_settings_file,
+)
 
 
 def _args(*argv):
@@ -45,28 +53,89 @@ def test_bad_flags_are_usage_errors(argv, capsys):
     assert e.value.code == 2
 
 
-def test_serve_hands_the_settings_to_the_workers_in_the_environment(monkeypatch, capsys):
+def _fake_serve(monkeypatch):
+    """``serve``'s uvicorn replaced by a recorder of what it gets and of what is in the environment then."""
+    import os
     seen = {}
 
-    def fake_run(host, port, workers, log_level, app=None):
-        import os
-        seen.update(host=host, port=port, workers=workers, settings=os.environ[ENV_SETTINGS],
-                    key=os.environ.get(ENV_ACCESS_KEY), app=app)
+    def fake_run(host, port, workers, log_level, app=None, *, settings=None):
+        path = os.environ.get(ENV_SETTINGS_FILE)
+        seen.update(host=host, port=port, workers=workers, app=app, settings=settings, path=path,
+                    environ=dict(os.environ), file=None if path is None else Path(path).read_text(),
+                    mode=None if path is None else (Path(path).stat().st_mode & 0o777,
+                                                    Path(path).parent.stat().st_mode & 0o777),
+                    loaded=None if path is None else ServiceSettings.from_env())   # what each worker does
         return 0
 
     monkeypatch.setattr(cli_serve, "run_server", fake_run)
     monkeypatch.setattr(cli_serve, "open_app", lambda settings, keep: "the app" if keep else None)
-    for name in (ENV_ACCESS_KEY, ENV_SETTINGS):      # restored after the test, whatever serve sets
+    for name in (ENV_ACCESS_KEY, ENV_SETTINGS, ENV_SETTINGS_FILE):    # restored after the test
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
-    assert main(["serve", "--save-dir", "idx", "--workers", "3", "--host", "0.0.0.0", "--port", "0"]) == 0
-    assert seen["workers"] == 3 and seen["host"] == "0.0.0.0" and seen["port"] == 0 and seen["key"] is None
-    assert seen["app"] is None                      # several workers: each builds its own app
-    assert ServiceSettings.from_json(seen["settings"]).save_dir == "idx"
+    return seen
+
+
+def _secrets_in(environ: dict, *secrets: str) -> list[str]:
+    return [k for k, v in environ.items() if any(s in v for s in secrets)]
+
+
+def test_one_process_puts_no_secret_in_the_environment(monkeypatch, capsys):
+    """Issue 37 (10): with one worker the settings (LLM key, DSN password) and the access key stay out of
+    ``os.environ``, which every child inherits; a key given in the environment is taken out of it."""
+    seen = _fake_serve(monkeypatch)
+    monkeypatch.setenv(ENV_ACCESS_KEY, "env-secret-key")
+    argv = ["serve", "--save-dir", "idx", "--api-key", "llm-secret", "--dsn", "postgresql://u:pw-secret@h/db"]
+    assert main(argv) == 0
+    assert seen["app"] == "the app" and seen["path"] is None and seen["settings"].access_key == "env-secret-key"
+    assert _secrets_in(seen["environ"], "llm-secret", "pw-secret", "env-secret-key") == []
+    assert ENV_SETTINGS not in seen["environ"] and ENV_ACCESS_KEY not in seen["environ"]
+
+
+def test_workers_get_the_settings_from_a_private_file_removed_at_exit(monkeypatch, capsys):
+    """Issue 37 (10): with --workers > 1 the settings and the key are in a 0600 file of a 0700 folder whose
+    path alone is in the environment; the workers' loader reads it; both are gone afterwards."""
+    seen = _fake_serve(monkeypatch)
+    assert main(["serve", "--save-dir", "idx", "--workers", "3", "--host", "0.0.0.0", "--port", "0",
+                 "--access-key", "key-secret", "--api-key", "llm-secret"]) == 0
+    assert seen["workers"] == 3 and seen["host"] == "0.0.0.0" and seen["port"] == 0 and seen["app"] is None
+    assert _secrets_in(seen["environ"], "llm-secret", "key-secret") == []
+    assert seen["mode"] == (0o600, 0o700) and "key-secret" in seen["file"]
+    loaded = seen["loaded"]
+    assert loaded == seen["settings"] and loaded.access_key == "key-secret"
+    assert loaded.rag_options["llm_api_key"] == "llm-secret"
+    assert not Path(seen["path"]).parent.exists() and ENV_SETTINGS_FILE not in os.environ
+    err = capsys.readouterr().err
+    assert "without an access key" not in err and "--allowed-hosts" in err     # a wildcard bind's note
+    main(["serve", "--save-dir", "idx", "--host", "0.0.0.0"])
     assert "without an access key" in capsys.readouterr().err
-    main(["serve", "--save-dir", "idx", "--access-key", "k"])
-    assert seen["key"] == "k" and "k" not in json.loads(seen["settings"]).values()
-    assert seen["app"] == "the app"                 # one process: the app opened before uvicorn starts
+
+
+@pytest.mark.parametrize("key", [" lead", "trail ", "tab\t", "\nline"])
+def test_a_key_with_whitespace_around_it_is_refused_at_startup(key, monkeypatch, capsys):
+    """Issue 37 (11): HTTP drops the whitespace around a header value, so such a key never matches."""
+    _fake_serve(monkeypatch)
+    assert main(["serve", "--save-dir", "idx", "--access-key", key]) == 2
+    assert "whitespace" in capsys.readouterr().err
+    monkeypatch.setenv(ENV_ACCESS_KEY, key)
+    assert main(["serve", "--save-dir", "idx"]) == 2
+    with pytest.raises(ValueError, match="whitespace"):
+        ServiceSettings("d", access_key=key)
+    assert ServiceSettings("d", access_key="in side").access_key == "in side"
+
+
+def test_the_settings_file_is_checked(tmp_path):
+    bad = tmp_path / "s.json"
+    bad.write_text("[1]")
+    with pytest.raises(ValueError, match="does not hold"):
+        ServiceSettings.from_env({ENV_SETTINGS_FILE: str(bad)})
+    with pytest.raises(ValueError, match="cannot read"):
+        ServiceSettings.from_env({ENV_SETTINGS_FILE: str(tmp_path / "nope.json")})
+    env: dict = {}
+    with private_settings_file(ServiceSettings("d", access_key="k"), env) as path:
+        assert env == {ENV_SETTINGS_FILE: str(path)}
+        with pytest.raises(FileExistsError):         # never reused, never followed through a link
+            ServiceSettings("d").write_private(path)
+    assert env == {} and not path.exists()
 
 
 def test_a_bad_storage_server_is_a_plain_error_before_uvicorn_starts(tmp_path, capsys, monkeypatch):

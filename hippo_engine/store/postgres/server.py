@@ -62,6 +62,7 @@ from hippo_engine.store.postgres.serverfiles import (
     parse_port,
     quote_conf,
     quote_conninfo,
+    server_env,
     sync_filesystem,
     untraversable,
 )
@@ -246,9 +247,7 @@ class EmbeddedPostgres:
         return stopped
 
     def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-        env.update(LC_ALL="C", LANG="C")
-        return env
+        return server_env(os.environ)
 
     def _as_user(self) -> dict:
         if self._uid is None:

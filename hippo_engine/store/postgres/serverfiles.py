@@ -1,11 +1,25 @@
 """Paths and files of the embedded PostgreSQL server (:mod:`.server`): which data directories
 it can take, how a value is quoted in a connection string and in ``postgresql.conf``, which
-folder its user cannot enter, and flushing to disk."""
+folder its user cannot enter, flushing to disk, and the environment its processes get."""
 from __future__ import annotations
 
 import ctypes
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
+
+#: variables a server process never gets: libpq's (PG*), the engine's (HIPPO_*: the serve settings,
+#: the access key), and any key, token, password or secret (OPENAI_API_KEY and the like)
+PRIVATE_ENV = re.compile(r"^(PG|HIPPO_)|(^|_)(API_?KEY|KEY|TOKEN|PASSWORD|PASSWD|SECRET)S?(_|$)", re.IGNORECASE)
+
+
+def server_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the server's processes: ``environ`` without :data:`PRIVATE_ENV`, locale C (a
+    server run as another user must not inherit the secrets of the process that starts it)."""
+    env = {k: v for k, v in environ.items() if not PRIVATE_ENV.search(k)}
+    env.update(LC_ALL="C", LANG="C")
+    return env
 
 #: longest data directory path, in bytes (PostgreSQL's MAXPGPATH is 1024, with room for the files in it)
 DATA_DIR_LIMIT = 900
