@@ -71,14 +71,15 @@ def load(name: str, titles: bool, data_root: Path, limit: int | None = None):
 
 def single_relation(ds, name: str):
     """The single-relation set ``name`` (a key of :data:`SINGLE`) generated from the 2Wiki dataset ``ds``: its
-    questions, gold passages (subject's page first, then the answer entities' pages) and answers; same corpus."""
+    questions, gold passages (subject's page first, then the answer entities' pages) and answers; same corpus.
+    A question's id is ``<half>:<subject title>|<relation>`` (``first`` / ``second``)."""
     from hippo_engine.evaluation.single_relation import build, gold_docs
 
     samples = json.loads(ds.path.read_text(encoding="utf-8"))
     items = [it for it in build(samples, ds.docs) if SINGLE[name] in (None, it.half)]
     return dataclasses.replace(ds, name=name, questions=[it.question for it in items],
                                gold_docs=gold_docs(items, ds.docs), gold_answers=[list(it.objects) for it in items],
-                               question_ids=[it.id for it in items], gold_match={})
+                               question_ids=[f"{it.half}:{it.id}" for it in items], gold_match={})
 
 
 def _folder(work: Path, name: str, titles: bool) -> Path:

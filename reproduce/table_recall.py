@@ -169,6 +169,7 @@ def measure(args, name: str, titles: bool, chosen: Sequence[Row], encoder, masks
                                     "second_hop": share, "ms_per_question": 1000.0 * seconds / b.nq}
             if name in SINGLE:
                 out["rows"][row.key]["kinds"] = best(lambda r: gold_kind_recall(b, r), ranking)
+                out["rows"][row.key]["halves"] = best(lambda r: half_recall(b, r), ranking)
             if isinstance(ranking, dict):
                 out["rows"][row.key]["settings"] = {n: b.recall(r) for n, r in ranking.items()}
             r = out["rows"][row.key]
@@ -187,6 +188,13 @@ def gold_kind_recall(b: Bench, ranking) -> dict[str, dict[int, float]]:
     return {"subject": b.recall(ranking, KS, subject), "answer": b.recall(ranking, KS, answer)}
 
 
+def half_recall(b: Bench, ranking) -> dict[str, dict[int, float]]:
+    """Recall@k on each half of a single-relation set (the half is the start of each question's id)."""
+    half = [qid.split(":", 1)[0] for qid in b.ds.question_ids]
+    return {h: b.recall(ranking, KS, [[half[j] == h] * len(g) for j, g in enumerate(b.gold)])
+            for h in ("first", "second") if h in half}
+
+
 def _kind_lines(res: dict) -> list[str]:
     """The gold-kind table of a single-relation set (nothing for the others)."""
     rows = [r for r in res["rows"].values() if "kinds" in r]
@@ -198,6 +206,13 @@ def _kind_lines(res: dict) -> list[str]:
     for r in rows:
         out.append(f"| {r['label']} | " + " | ".join(f"{r['kinds'][kind][k]:.1f}" for kind in ("subject", "answer")
                                                      for k in KS) + " |")
+    halves = sorted({h for r in rows for h in r.get("halves", {})})
+    if len(halves) > 1:
+        out += ["", "Per half (R@k on the first half's questions | on the second's):", "",
+                "| row | " + " | ".join(f"{h} R@{k}" for h in halves for k in KS) + " |",
+                "| --- |" + " --- |" * (len(halves) * len(KS))]
+        out += [f"| {r['label']} | " + " | ".join(f"{r['halves'][h][k]:.1f}" for h in halves for k in KS) + " |"
+                for r in rows]
     return out + [""]
 
 

@@ -45,6 +45,8 @@ def test_the_loader_generates_the_set_its_halves_and_the_untitled_variant(tmp_pa
     assert untitled.questions == full.questions
     assert untitled.gold_docs[lothair] == [PAGES["Lothair II"], PAGES["Ermengarde of Tours"]]
     assert load("2wiki_single", True, tmp_path, limit=2).questions == full.questions[:2]
+    assert [i.split(":")[0] for i in full.question_ids] == ["first"] * len(first.questions) + ["second"] * 3
+    assert full.question_ids[lothair].endswith(":Lothair II|mother")
 
 
 def test_table_on_the_single_relation_sets(tmp_path, capsys):
@@ -67,6 +69,9 @@ def test_table_on_the_single_relation_sets(tmp_path, capsys):
             assert set(row["recall"]) == {"1", "2", "5", "10", "20"}
             assert set(row["kinds"]) == {"subject", "answer"}
             assert row["kinds"]["subject"]["20"] == 100.0                     # six passages: all in the top 20
+            assert set(row["halves"]) == ({"first", "second"} if r["dataset"] == "2wiki_single" else {"first"})
+    assert "Per half" in text and "first R@1" in text
+    assert results[0]["rows"]["ner"]["halves"]["first"] == results[2]["rows"]["ner"]["recall"]
     # one index per variant, shared by the set, its half (and 2Wiki itself)
     assert sorted(p.name for p in work.iterdir() if p.is_dir()) == ["2wiki-titled-shuffle12345",
                                                                       "2wiki-untitled-shuffle12345"]
