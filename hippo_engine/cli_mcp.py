@@ -17,8 +17,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from hippo_engine.service.settings import ServiceSettings  # light: a dataclass
+
 #: how long remember waits for indexing (the tool's default; --wait changes it)
 DEFAULT_WAIT_S = 45.0
+#: the most texts (ids) in one call by default: the HTTP API's
+DEFAULT_MAX_BATCH = ServiceSettings.max_batch
 
 
 def add_parser(sub, common: Callable, ranking_flags: Callable, positive_float: Callable) -> None:
@@ -32,9 +36,36 @@ def add_parser(sub, common: Callable, ranking_flags: Callable, positive_float: C
                     "missing) instead of the folder's own index")
     sp.add_argument("--wait", type=positive_float, default=DEFAULT_WAIT_S, metavar="SECONDS",
                     help=f"longest time remember waits for its documents to be indexed (default {DEFAULT_WAIT_S:g})")
+    sp.add_argument("--max-batch", type=_positive_int, default=DEFAULT_MAX_BATCH, metavar="N",
+                    help=f"most texts per remember and ids per forget (default {DEFAULT_MAX_BATCH}, as serve's "
+                         "--max-batch; more: a tool error). The other limits are serve's defaults: "
+                         f"{_limits_line()}")
     ranking_flags(sp)
     common(sp, creates=True)
     sp.set_defaults(func=cmd_mcp)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _limits_line() -> str:
+    d = ServiceSettings
+    return (f"a text at most {d.max_text_chars:,} characters, a query or question at most {d.max_query_chars:,}, "
+            f"top_k at most {d.max_top_k}")
+
+
+def limits(args) -> Any:
+    """The tools' limits (:class:`hippo_engine.service.limits.Limits`): the HTTP API's defaults, with
+    ``--max-batch``."""
+    from hippo_engine.service.limits import Limits
+    return Limits(max_batch=args.max_batch)
 
 
 def rag_options(args) -> dict[str, Any]:
@@ -71,7 +102,7 @@ def cmd_mcp(args) -> int:
     try:
         with stdout_to_stderr():
             workspaces.get(args.workspace, create=True)
-        build_mcp(workspaces, args.workspace, wait_s=args.wait).run("stdio")
+        build_mcp(workspaces, args.workspace, wait_s=args.wait, limits=limits(args)).run("stdio")
     finally:
         with stdout_to_stderr():
             workspaces.close()

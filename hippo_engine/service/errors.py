@@ -18,6 +18,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from hippo_engine.service.schemas import PATTERNS
+
 log = logging.getLogger("hippo_engine.service")
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 
@@ -62,10 +64,18 @@ def _location(loc: tuple | list) -> str:
     return out or "request"
 
 
+def _message(error: Mapping[str, Any]) -> str:
+    """One pydantic error's message; a pattern the API uses is said in words (not as the expression)."""
+    if error.get("type") == "string_pattern_mismatch":
+        meaning = PATTERNS.get(str((error.get("ctx") or {}).get("pattern")))
+        if meaning:
+            return meaning
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+
+
 def validation_details(errors: Any) -> list[dict[str, str]]:
     """Pydantic's errors as ``[{"loc", "message"}]`` (without the offending input, which can be large)."""
-    return [{"loc": _location(e.get("loc", ())), "message": str(e.get("msg", "invalid")).removeprefix("Value error, ")}
-            for e in errors]
+    return [{"loc": _location(e.get("loc", ())), "message": _message(e)} for e in errors]
 
 
 def validation_message(details: list[dict[str, str]]) -> str:

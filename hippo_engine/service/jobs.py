@@ -21,6 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hippo_engine.ids import document_id
+from hippo_engine.lenient_json import json_depth
+from hippo_engine.store.metadata import MAX_METADATA_BYTES, MAX_METADATA_DEPTH, check_metadata_item
 
 PENDING, PROCESSING, INDEXED, FAILED, DELETED = "pending", "processing", "indexed", "failed", "deleted"
 REPLACED = "replaced"
@@ -28,10 +30,9 @@ REPLACED = "replaced"
 STORED = (PENDING, PROCESSING, INDEXED, FAILED, DELETED)
 #: the statuses ``documents(status=...)`` filters by
 LISTED = (PENDING, PROCESSING, INDEXED, FAILED)
-#: limits of one accepted document
+#: limits of one accepted document (its metadata: the engine's, hippo_engine/store/metadata.py)
 MAX_ID_CHARS = 512
 MAX_TITLE_CHARS = 2048
-MAX_METADATA_CHARS = 65536
 
 
 @dataclass(frozen=True)
@@ -107,16 +108,33 @@ def _check_metadata(metadata: object, where: str) -> dict | None:
         return None
     if not isinstance(metadata, dict):
         raise ValueError(f"{where}: 'metadata' must be an object (string keys), got {type(metadata).__name__}")
-    try:
-        encoded = json.dumps(metadata, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{where}: 'metadata' is not plain JSON ({e})") from None
-    if len(encoded) > MAX_METADATA_CHARS:
-        raise ValueError(f"{where}: 'metadata' is {len(encoded):,} characters as JSON; at most "
-                         f"{MAX_METADATA_CHARS:,}")
-    if "\x00" in encoded.replace("\\u0000", "\x00"):
-        raise ValueError(f"{where}: 'metadata' contains a NUL character (\\x00), which the index cannot store")
-    return json.loads(encoded)
+    return check_metadata(metadata, f"{where}.metadata")
+
+
+def check_metadata(metadata: object, at: str) -> dict:
+    """A document's metadata as the engine checks it (:func:`hippo_engine.store.metadata.check_metadata_item`:
+    JSON, string keys, no NUL, nested at most :data:`MAX_METADATA_DEPTH` deep, at most
+    :data:`MAX_METADATA_BYTES` of JSON), checked at the door so that metadata the index would refuse later
+    is never accepted (on either backend); a detached copy. The depth is measured first, without
+    recursion, so the message of one nested too deep stays short. ``ValueError`` messages start with ``at``."""
+    if not isinstance(metadata, dict):
+        raise ValueError(f"{at} must be an object (string keys), got {type(metadata).__name__}")
+    if nesting(metadata, MAX_METADATA_DEPTH + 1) > MAX_METADATA_DEPTH:
+        raise ValueError(f"{at}: nested more than {MAX_METADATA_DEPTH} levels deep (at most {MAX_METADATA_DEPTH})")
+    return check_metadata_item(metadata, at)
+
+
+def nesting(value: object, stop: int) -> int:
+    """How deep the values inside ``value`` (objects and lists) go: 0 for a scalar or an empty container, 1
+    for ``{"a": 1}``; counting stops at ``stop``. No recursion (a value from a parser may be very deep)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack and deepest < stop:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list | tuple) else ()
+        for child in children:
+            deepest = max(deepest, depth + 1)
+            stack.append((child, depth + 1))
+    return deepest
 
 
 # ---------------------------------------------------------------------------------------- claim owners
@@ -222,9 +240,26 @@ def job_view(job_id: str, created: float, items: Sequence[tuple]) -> dict:
             "progress": progress, "documents": docs}
 
 
+def shown_metadata(text: str | None) -> dict:
+    """A listing's ``metadata`` from its stored JSON: ``{}`` for none. Metadata nested deeper than the
+    engine's limit (stored by an older version, which did not check the depth at the door) is shown as
+    ``None`` with a ``metadata_note`` saying why, so that it never breaks a listing (parsing and sending it
+    would fail from a few hundred levels on)."""
+    if not text:
+        return {"metadata": {}}
+    depth = json_depth(text)
+    if depth > MAX_METADATA_DEPTH + 1:          # + 1: the top object itself
+        return {"metadata": None,
+                "metadata_note": f"the stored metadata nests {depth} levels deep, more than the limit of "
+                                 f"{MAX_METADATA_DEPTH}: not shown (add the document again with other metadata, or "
+                                 "{} to clear it)"}
+    return {"metadata": json.loads(text)}
+
+
 def now() -> float:
     return time.time()
 
 
-__all__ = ["DELETED", "FAILED", "INDEXED", "LISTED", "PENDING", "PROCESSING", "REPLACED", "STORED", "NewDocument",
-           "Owner", "check_documents", "indexed_text", "iso", "job_view", "now", "owner_alive", "shown_status"]
+__all__ = ["DELETED", "FAILED", "INDEXED", "LISTED", "MAX_METADATA_BYTES", "MAX_METADATA_DEPTH", "PENDING",
+           "PROCESSING", "REPLACED", "STORED", "NewDocument", "Owner", "check_documents", "check_metadata",
+           "indexed_text", "iso", "job_view", "nesting", "now", "owner_alive", "shown_metadata", "shown_status"]

@@ -41,6 +41,7 @@ from hippo_engine.service.jobs import (
     iso,
     job_view,
     now,
+    shown_metadata,
     shown_status,
 )
 
@@ -48,6 +49,13 @@ from hippo_engine.service.jobs import (
 _DOC_COLUMNS = "doc_id, status, rev, claimed_rev, title, metadata, error, job_id, updated"
 #: tries of a write that the database aborted to break a deadlock (the backend's ``_retry_on`` errors)
 RETRIES = 6
+
+
+def _storable(key: str) -> bool:
+    """Whether a document or job id can be in the tables: no NUL (which PostgreSQL cannot hold in text; the
+    queue never accepts an id with a control character). Lookups of other ids find nothing and never reach
+    the database, on either backend."""
+    return "\x00" not in key
 
 
 def _retried(method):
@@ -235,6 +243,9 @@ class JobStore(ABC):
         A tombstone is then removed from the index (an older version of a pending document may be there):
         by the caller for the unclaimed ones (:meth:`unpurged`), by the claim's worker for claimed ones
         (:meth:`finish`)."""
+        bad = next((i for i, d in enumerate(ids) if not _storable(d)), None)
+        if bad is not None:
+            raise ValueError(f"ids[{bad}] contains a NUL character (\\x00): no document has such an id")
         t, deleted, unknown = now(), [], []
         with self._write() as c:
             for doc_id in sorted(set(ids)):
@@ -254,7 +265,8 @@ class JobStore(ABC):
         with self._read() as c:
             if ids is None:
                 return [r[0] for r in self._x(c, sql + " ORDER BY doc_id", (DELETED,)).fetchall()]
-            return [d for d in dict.fromkeys(ids) if self._x(c, sql + " AND doc_id = ?", (DELETED, d)).fetchone()]
+            return [d for d in dict.fromkeys(ids)
+                    if _storable(d) and self._x(c, sql + " AND doc_id = ?", (DELETED, d)).fetchone()]
 
     @_retried
     def mark_purged(self, ids: Sequence[str]) -> None:
@@ -287,6 +299,8 @@ class JobStore(ABC):
     # ------------------------------------------------------------------ reading
     def job(self, job_id: str) -> dict | None:
         """The job ``job_id`` as the API shows it (:func:`.jobs.job_view`); None if unknown."""
+        if not _storable(job_id):
+            return None
         with self._read() as c:
             row = self._x(c, "SELECT created FROM {j} WHERE job_id = ?", (job_id,)).fetchone()
             if row is None:
@@ -319,6 +333,8 @@ class JobStore(ABC):
 
     def document(self, doc_id: str) -> dict | None:
         """One document with its text (None if unknown or deleted)."""
+        if not _storable(doc_id):
+            return None
         with self._read() as c:
             r = self._x(c, f"SELECT {_DOC_COLUMNS}, text FROM {{d}} WHERE doc_id = ? AND status <> ?",
                         (doc_id, DELETED)).fetchone()
@@ -326,9 +342,8 @@ class JobStore(ABC):
 
     @staticmethod
     def _doc(r) -> dict:
-        return {"id": r[0], "status": shown_status(r[1], r[2], r[3]), "title": r[4],
-                "metadata": json.loads(r[5]) if r[5] else {}, "error": r[6] if r[1] == FAILED else None,
-                "job_id": r[7], "updated": iso(r[8])}
+        return {"id": r[0], "status": shown_status(r[1], r[2], r[3]), "title": r[4], **shown_metadata(r[5]),
+                "error": r[6] if r[1] == FAILED else None, "job_id": r[7], "updated": iso(r[8])}
 
     def counts(self) -> dict[str, int]:
         """How many documents have each status (tombstones not counted)."""
@@ -344,7 +359,7 @@ class JobStore(ABC):
         """doc id -> stored status, for the known ``ids``."""
         with self._read() as c:
             out = {}
-            for d in dict.fromkeys(ids):
+            for d in filter(_storable, dict.fromkeys(ids)):
                 r = self._x(c, "SELECT status FROM {d} WHERE doc_id = ?", (d,)).fetchone()
                 if r is not None:
                     out[d] = r[0]

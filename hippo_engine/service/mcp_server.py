@@ -27,10 +27,12 @@ Mounting in the FastAPI app (``service/app.py``)::
 to ``/mcp/``). A route added this way bypasses FastAPI dependencies: an API-key check must be an ASGI
 middleware (or wrap the endpoint) to cover it. The SDK's DNS-rebinding protection accepts only
 ``127.0.0.1``, ``localhost`` and ``[::1]`` Host and Origin headers.
-"""
-from __future__ import annotations
 
+No ``from __future__ import annotations`` here: the tools' argument types are built in :func:`build_mcp`
+from its limits, and the SDK reads the annotations at run time.
+"""
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -43,10 +45,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp_types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from hippo_engine import __version__
 from hippo_engine.config import MODES, ConfigError
+from hippo_engine.service import errors
+from hippo_engine.service.jobs import MAX_ID_CHARS
+from hippo_engine.service.limits import Limits
 from hippo_engine.service.mcp_models import (
     AnswerResult,
     Citation,
@@ -58,10 +63,10 @@ from hippo_engine.service.mcp_models import (
     RememberResult,
     explain_line,
 )
+from hippo_engine.service.schemas import ID_PATTERN
 
 #: seconds remember waits for indexing by default (MCP clients commonly give up on a call after ~60 s)
 DEFAULT_WAIT_S = 45.0
-MAX_TOP_K = 50
 
 INSTRUCTIONS = (
     "Long-term memory over a document index (HippoRAG 2: a knowledge graph of the documents' entities and "
@@ -241,41 +246,103 @@ def _root_logging_kept() -> Iterator[None]:
         root.setLevel(level)
 
 
-def build_mcp(workspaces: Any, workspace: str | None = None, *, wait_s: float = DEFAULT_WAIT_S) -> MCPServer:
+class MemoryServer(MCPServer):
+    """The SDK's server, stricter with arguments: a call with an argument the tool does not take is refused
+    (a tool error naming it, as the HTTP API refuses unknown fields), and arguments that fail the tool's
+    schema (its limits among them) get one short line naming each bad field (not the validator's report)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: tool name -> the arguments it takes
+        self.tool_arguments: dict[str, tuple[str, ...]] = {}
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        takes = self.tool_arguments.get(name)
+        unknown = sorted(set(arguments) - set(takes)) if takes is not None else []
+        if unknown:
+            raise ToolError(f"{name}: unknown argument(s) {', '.join(map(repr, unknown))}; {name} takes "
+                            f"{', '.join(takes or ()) or 'no arguments'}")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            if isinstance(e.__cause__, ValidationError):
+                raise ToolError(f"{name}: {argument_errors(e.__cause__)}") from e.__cause__
+            raise
+
+
+def argument_errors(error: ValidationError, shown: int = 3) -> str:
+    """The first ``shown`` problems of ``error`` as ``field: problem; ...`` (without the values given)."""
+    problems = error.errors(include_url=False)
+    parts = [f"{errors.validation_details([p])[0]['loc']}: {_problem(p)}" for p in problems[:shown]]
+    more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
+    return "; ".join(parts) + more
+
+
+def _problem(p: Any) -> str:
+    """A limit's message says the value's size and the limit, as the HTTP API's do."""
+    kind, ctx, value = p.get("type"), p.get("ctx") or {}, p.get("input")
+    if kind == "string_too_long" and isinstance(value, str):
+        return f"{len(value):,} characters long; the limit is {ctx.get('max_length'):,}"
+    if kind == "too_long":
+        return f"{ctx.get('actual_length')} items in one call is over the limit of {ctx.get('max_length')}; " \
+               "split them into several calls"
+    if kind == "less_than_equal":
+        return f"{value!r:.20} is over the limit of {ctx.get('le')}"
+    return errors.validation_details([p])[0]["message"]
+
+
+def build_mcp(workspaces: Any, workspace: str | None = None, *, wait_s: float = DEFAULT_WAIT_S,
+              limits: Limits | None = None) -> MCPServer:
     """An MCP server whose tools work on ``workspaces.get(workspace, create=True)`` (``None``: the
-    default workspace); ``wait_s``: the longest remember waits for indexing."""
-    tools = MemoryTools(workspaces, workspace, wait_s=wait_s)
+    default workspace); ``wait_s``: the longest remember waits for indexing; ``limits``: what one call
+    may carry (texts, their length, query length, top_k; default ``Limits()``, the HTTP API's defaults),
+    published in the tools' input schemas and checked before a tool runs."""
+    tools, lim = MemoryTools(workspaces, workspace, wait_s=wait_s), limits or Limits()
     with _root_logging_kept():
-        server: MCPServer = MCPServer("hippo-engine", version=__version__, instructions=INSTRUCTIONS,
-                                      log_level="WARNING")
+        server = MemoryServer("hippo-engine", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    text = Annotated[str, Field(min_length=1, max_length=lim.max_text_chars)]
+    doc_id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
+    query = Field(min_length=1, max_length=lim.max_query_chars, description="a question or keywords")
+    top_k = Field(ge=1, le=lim.max_top_k, description="passages to return")
 
     async def remember(
-            texts: Annotated[list[str], Field(min_length=1, description="the documents' texts, one per document")],
+            texts: Annotated[list[text], Field(min_length=1, max_length=lim.max_batch,  # type: ignore[valid-type]
+                                               description="the documents' texts, one per document")],
             ctx: Context,
-            ids: Annotated[list[str] | None, Field(description="optional ids, one per text")] = None,
+            ids: Annotated[list[doc_id] | None, Field(max_length=lim.max_batch,  # type: ignore[valid-type]
+                                                      description="optional ids, one per text")] = None,
             wait: Annotated[bool, Field(description="wait until indexed (bounded)")] = True) -> RememberResult:
         return await tools.remember(texts, ids, wait, ctx.report_progress)
 
-    def recall(query: Annotated[str, Field(min_length=1, description="a question or keywords")],
-               top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="passages to return")] = 5,
+    def recall(query: Annotated[str, query],
+               top_k: Annotated[int, top_k] = 5,
                mode: Annotated[Mode | None, Field(description="hipporag2 (default: graph walk), naive (dense "
                                "similarity only), hi_local / hi_global / hi_bridge / hi (HiRAG: through entity "
                                "communities; the first such call builds them)")] = None,
                ) -> RecallResult:
         return tools.recall(query, top_k, mode)
 
-    def answer(question: Annotated[str, Field(min_length=1, description="the question to answer")],
-               top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="passages the reader reads")] = 5,
+    def answer(question: Annotated[str, Field(min_length=1, max_length=lim.max_query_chars,
+                                              description="the question to answer")],
+               top_k: Annotated[int, Field(ge=1, le=lim.max_top_k, description="passages the reader reads")] = 5,
                ) -> AnswerResult:
         return tools.answer(question, top_k)
 
-    def forget(ids: Annotated[list[str], Field(min_length=1, description="ids of the documents to delete")],
+    def forget(ids: Annotated[list[doc_id], Field(min_length=1, max_length=lim.max_batch,  # type: ignore[valid-type]
+                                                  description="ids of the documents to delete")],
                ) -> ForgetResult:
         return tools.forget(ids)
 
     def memory_stats() -> MemoryStats:
         return tools.stats()
 
+    _add_tools(server, (remember, recall, answer, forget, memory_stats), wait_s)
+    return server
+
+
+def _add_tools(server: MemoryServer, functions: tuple[Callable[..., Any], ...], wait_s: float) -> None:
+    """Register the five tools with their titles, descriptions and hints, and the arguments each takes."""
+    remember, recall, answer, forget, memory_stats = functions
     server.add_tool(remember, title="Remember documents", description=REMEMBER.format(wait=wait_s),
                     annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                                 idempotent_hint=True, open_world_hint=False))
@@ -288,7 +355,9 @@ def build_mcp(workspaces: Any, workspace: str | None = None, *, wait_s: float = 
                                                 idempotent_hint=True, open_world_hint=False))
     server.add_tool(memory_stats, title="Memory statistics", description=STATS,
                     annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
-    return server
+    for fn in functions:
+        params = inspect.signature(fn).parameters
+        server.tool_arguments[fn.__name__] = tuple(n for n, p in params.items() if p.annotation is not Context)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from hippo_engine.service import limits
 from hippo_engine.service.errors import ApiError
 from hippo_engine.service.routes_base import ERRORS, Scope, open_memory, settings
 from hippo_engine.service.schemas import (
+    ID_PATTERN,
     AddDocuments,
     Deleted,
     DeleteDocuments,
@@ -27,7 +28,7 @@ from hippo_engine.service.schemas import (
 #: holds it; JavaScript's numbers too)
 MAX_PAGE = 500
 MAX_OFFSET = 2 ** 53
-DocIdPath = Annotated[str, PathParam(min_length=1, description="a document id")]
+DocIdPath = Annotated[str, PathParam(min_length=1, pattern=ID_PATTERN, description="a document id")]
 
 
 def build(scope: Scope) -> APIRouter:
@@ -41,12 +42,12 @@ def build(scope: Scope) -> APIRouter:
         """Queue documents for indexing and return the job that follows them (``GET /jobs/{job_id}``).
         A document's id defaults to one derived from its text; a known id with another text replaces it.
         Adding to a workspace that does not exist creates it."""
-        limits.check_batch(settings(request), len(body.documents))
+        limits.check_documents(settings(request), body.documents)
         memory = open_memory(request, workspace, create=True)   # after the checks: a refused batch creates nothing
         return memory.add([d.model_dump(exclude_none=True) for d in body.documents])
 
     @router.get("/jobs/{job_id}", response_model=Job, summary="a job's status and progress")
-    def get_job(job_id: Annotated[str, PathParam(min_length=1)], memory: Read) -> dict:
+    def get_job(job_id: Annotated[str, PathParam(min_length=1, pattern=ID_PATTERN)], memory: Read) -> dict:
         """The job's status (pending, processing, done, failed), progress and each document's status."""
         job = memory.job(job_id)
         if job is None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from hippo_engine.config import MODES
+from hippo_engine.service.jobs import MAX_ID_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH, check_metadata
 
 #: retrieval modes: the engine's (``hippo_engine.config.MODES``)
 Mode = Literal[MODES]  # type: ignore[valid-type]
@@ -19,11 +20,18 @@ JobStatus = Literal["pending", "processing", "done", "failed"]
 DocStatus = Literal["pending", "processing", "indexed", "failed"]
 #: how a job shows each of its documents: also deleted (since) or replaced (added again since)
 JobDocStatus = Literal["pending", "processing", "indexed", "failed", "deleted", "replaced"]
-#: text with a character that is not white space, and no NUL (which the index cannot store)
-TEXT_PATTERN = r"^[^\x00]*\S[^\x00]*$"
+#: text with a character that is not white space, and no NUL (which the index cannot store); the character
+#: class excludes NUL itself (``\S`` alone matches NUL, which let one through)
+TEXT_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"
 Text = Annotated[str, Field(min_length=1, pattern=TEXT_PATTERN)]
-#: a document id: no control characters, at most 512 characters (hippo_engine/service/jobs.py)
-DocId = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f]*\S[^\x00-\x1f]*$")]
+#: a document (or job) id: a character that is not white space, no control characters (NUL included), at most
+#: 512 characters (hippo_engine/service/jobs.py)
+ID_PATTERN = r"^[^\x00-\x1f]*[^\s\x00-\x1f][^\x00-\x1f]*$"
+DocId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
+#: what each pattern means, for messages (a client is told this rather than the regular expression)
+PATTERNS = {TEXT_PATTERN: "must hold a character that is not white space, and no NUL character (\\x00)",
+            ID_PATTERN: "must be an id with a character that is not white space and no control characters "
+                        "(NUL, newline, ...)"}
 JSONObject = dict[str, Any]
 #: the largest top_k the memory serves (``hippo_engine.service.memory.MAX_TOP_K``; a test keeps them equal);
 #: the server's ``max_top_k`` setting may lower it
@@ -59,7 +67,20 @@ class DocumentIn(Request):
     title: str | None = Field(None, max_length=2048, pattern=r"^[^\x00\n]*$",
                               description="one line; indexed as 'title\\ntext'")
     metadata: JSONObject | None = Field(None, description="stored with the document; `where` filters on it "
-                                         "(left out: a known id keeps its stored metadata; {} clears it)")
+                                         "(left out: a known id keeps its stored metadata; {} clears it); "
+                                         f"JSON nested at most {MAX_METADATA_DEPTH} deep, no NUL, at most "
+                                         f"{MAX_METADATA_BYTES // 1024} KiB")
+
+    @field_validator("metadata")
+    @classmethod
+    def _storable(cls, value: JSONObject | None) -> JSONObject | None:
+        """The engine's check of stored metadata (depth, NUL, size), made before anything is accepted."""
+        if value is None:
+            return None
+        try:
+            return check_metadata(value, "metadata")
+        except ValueError as e:
+            raise ValueError(str(e).removeprefix("metadata: ")) from None
 
 
 class AddDocuments(Request):

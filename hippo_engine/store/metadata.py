@@ -42,8 +42,11 @@ OPERATORS = ("$eq", "$ne", "$in", "$nin", *COMPARE)
 LOGICAL = ("$and", "$or")
 #: bounds of one filter (its SQL stays small)
 MAX_DEPTH, MAX_CONDITIONS, MAX_IN = 8, 64, 1000
-#: bounds of one document's metadata
+#: bounds of one document's metadata: bytes of JSON, and nesting (a value inside MAX_METADATA_DEPTH
+#: containers below the top object is refused; the service's front doors check the same, see
+#: hippo_engine/service/jobs.py)
 MAX_METADATA_BYTES = 65536
+MAX_METADATA_DEPTH = 32
 _INT64 = 2 ** 63
 
 
@@ -188,19 +191,25 @@ def check_metadata(metadata: Any, n: int, what: str) -> list[dict | None]:
         if m is None:
             out.append(None)
             continue
-        if not isinstance(m, Mapping):
-            raise ValueError(f"{at} must be a dict (a JSON object) or None, got {type(m).__name__}")
-        _check_json(m, at, 0)
-        text = encode_metadata(m)
-        if len(text.encode("utf-8")) > MAX_METADATA_BYTES:
-            raise ValueError(f"{at} is {len(text.encode('utf-8')):,} bytes of JSON; at most {MAX_METADATA_BYTES:,}")
-        out.append(json.loads(text))
+        out.append(check_metadata_item(m, at))
     return out
 
 
+def check_metadata_item(m: Any, at: str) -> dict:
+    """One document's metadata (a dict) as :func:`check_metadata` checks it, a detached copy; the
+    ``ValueError`` starts with ``at``."""
+    if not isinstance(m, Mapping):
+        raise ValueError(f"{at} must be a dict (a JSON object) or None, got {type(m).__name__}")
+    _check_json(m, at, 0)
+    text = encode_metadata(m)
+    if len(text.encode("utf-8")) > MAX_METADATA_BYTES:
+        raise ValueError(f"{at} is {len(text.encode('utf-8')):,} bytes of JSON; at most {MAX_METADATA_BYTES:,}")
+    return json.loads(text)
+
+
 def _check_json(value: Any, at: str, depth: int) -> None:
-    if depth > 32:
-        raise ValueError(f"{at}: nested more than 32 deep")
+    if depth > MAX_METADATA_DEPTH:
+        raise ValueError(f"{at}: nested more than {MAX_METADATA_DEPTH} deep")
     if value is None or isinstance(value, bool):
         return
     if isinstance(value, (str, int, float)):
@@ -361,5 +370,6 @@ def _compile(f: Filter, sql: _Sql) -> tuple[str, list]:
     return sql.negated(f.key, sql.one_of(f.key, f.value))
 
 
-__all__ = ["COMPARE", "Condition", "Filter", "Junction", "LOGICAL", "OPERATORS", "check_metadata",
-           "encode_metadata", "matches", "parse_where", "sql_where"]
+__all__ = ["COMPARE", "Condition", "Filter", "Junction", "LOGICAL", "OPERATORS", "MAX_METADATA_BYTES",
+           "MAX_METADATA_DEPTH", "check_metadata", "check_metadata_item", "encode_metadata", "matches",
+           "parse_where", "sql_where"]

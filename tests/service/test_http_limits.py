@@ -4,7 +4,8 @@ each test fails if its check is removed."""
 import pytest
 from http_fakes import FakeWorkspaces, make_client
 
-LIMITS = {"max_body_bytes": 2000, "max_batch": 3, "max_queries": 2, "max_query_chars": 50, "max_top_k": 10}
+LIMITS = {"max_body_bytes": 2000, "max_batch": 3, "max_queries": 2, "max_query_chars": 50, "max_top_k": 10,
+          "max_text_chars": 100}
 
 
 @pytest.fixture
@@ -81,3 +82,22 @@ def test_a_refused_write_to_a_new_workspace_creates_nothing(client, ws):
     assert r.status_code == 413
     assert client.post("/w/team/documents", json={"documents": [{"txt": "typo"}]}).status_code == 422
     assert "team" not in ws.memories and client.get("/w/team/stats").status_code == 404
+
+
+def test_a_document_text_over_max_text_chars_is_422_naming_the_limit(client, ws):
+    docs = [{"text": "ok"}, {"text": "x" * 101}]
+    assert _error(client.post("/documents", json={"documents": docs}), 422) == \
+        "documents[1].text is 101 characters long; the limit is 100"
+    assert _error(client.post("/w/team/documents", json={"documents": docs[1:]}), 422).startswith("documents[0]")
+    assert ws.memories[None].calls == [] and "team" not in ws.memories
+    assert client.post("/documents", json={"documents": [{"text": "x" * 100}]}).status_code == 202
+
+
+def test_the_limits_view_is_the_settings():
+    from hippo_engine.service.limits import Limits
+    from hippo_engine.service.settings import ServiceSettings
+    settings = ServiceSettings(save_dir="x", **LIMITS)
+    assert Limits.of(settings) == Limits(max_batch=3, max_queries=2, max_query_chars=50, max_top_k=10,
+                                         max_text_chars=100)
+    with pytest.raises(ValueError, match="max_text_chars"):
+        Limits(max_text_chars=0)

@@ -147,3 +147,106 @@ def test_shutdown_closes_the_workspaces():
         c.get("/health")
         assert not ws.closed
     assert ws.closed
+
+
+# ------------------------------------------------------------------ metadata and NUL at the door (issue 37)
+def _nested(n: int) -> str:
+    """JSON of an object whose values nest ``n`` deep: ``{"a":{"a":...1}}``."""
+    return '{"a":' * n + "1" + "}" * n
+
+
+def _post_raw(client, body: str):
+    return client.post("/documents", content=body.encode(), headers={"Content-Type": "application/json"})
+
+
+@pytest.mark.parametrize("depth", [33, 256, 500])
+def test_metadata_nested_deeper_than_the_engine_takes_is_422_at_the_door(client, ws, depth):
+    """The engine refuses metadata nested more than 32 deep when it indexes; the door says so at once
+    (it answered 202, and from about 256 levels the stored metadata broke GET /documents)."""
+    r = _post_raw(client, '{"documents":[{"id":"deep","text":"t","metadata":' + _nested(depth) + "}]}")
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["message"] == \
+        "invalid request: body.documents[0].metadata: nested more than 32 levels deep (at most 32)"
+    assert len(r.content) < 400 and ws.memories[None].calls == []
+
+
+def test_metadata_as_deep_as_the_engine_takes_is_accepted_and_listed(client, ws):
+    assert _post_raw(client, '{"documents":[{"id":"ok","text":"t","metadata":' + _nested(32) + "}]}").status_code \
+        == 202
+    assert client.get("/documents").status_code == 200 and client.get("/documents/ok").status_code == 200
+
+
+def test_a_body_too_deep_for_the_parser_is_a_clean_400(client, ws):
+    r = _post_raw(client, '{"documents":[{"text":"t","metadata":' + _nested(200_000) + "}]}")
+    assert r.status_code == 400 and r.json()["error"]["type"] == "bad_request"
+    assert ws.memories[None].calls == []
+
+
+@pytest.mark.parametrize("metadata,message", [
+    ({"k": "v\x00"}, "metadata['k']: text with a NUL character"),
+    ({"k\x00": 1}, "NUL character"),
+    ({"k": "\u00e9" * 40000}, "80,008 bytes of JSON; at most 65,536"),
+    ({"": 1}, "keys must be non-empty strings"),
+])
+def test_metadata_the_index_cannot_store_is_422_at_the_door(client, ws, metadata, message):
+    r = client.post("/documents", json={"documents": [{"text": "t", "metadata": metadata}]})
+    assert r.status_code == 422 and message in r.json()["error"]["message"], r.text
+    assert ws.memories[None].calls == []
+
+
+def test_one_nul_in_a_text_or_an_id_is_refused(client, ws):
+    """The text pattern let exactly one NUL through (``\\S`` matches NUL), the id pattern one control character."""
+    for body in ({"documents": [{"text": "a\x00"}]}, {"documents": [{"text": "\x00"}]},
+                 {"documents": [{"id": "x\x00", "text": "t"}]}, {"documents": [{"id": "\n", "text": "t"}]}):
+        r = client.post("/documents", json=body)
+        assert r.status_code == 422 and "NUL" in r.text, (body, r.text)
+    assert client.post("/retrieve", json={"query": "\x00"}).status_code == 422
+    r = client.post("/documents/delete", json={"ids": ["x\x00"]})
+    assert r.status_code == 422 and "no control characters" in r.json()["error"]["message"]
+    assert ws.memories[None].calls == []
+
+
+@pytest.mark.parametrize("method,path", [("GET", "/documents/a%00b"), ("DELETE", "/documents/a%00b"),
+                                         ("GET", "/jobs/a%00b"), ("GET", "/w/default/documents/%00"),
+                                         ("DELETE", "/w/team/documents/x%01y"), ("GET", "/w/team/jobs/%00")])
+def test_an_id_with_a_control_character_in_the_path_is_422_before_the_memory(client, ws, method, path):
+    _add(client, prefix="/w/team")
+    _add(client, prefix="/w/default")
+    before = {name: list(m.calls) for name, m in ws.memories.items()}
+    r = client.request(method, path)
+    assert r.status_code == 422, r.text
+    message = r.json()["error"]["message"]
+    assert "no control characters" in message and "\\x1f" not in message      # said in words, not a regex
+    assert {name: list(m.calls) for name, m in ws.memories.items()} == before
+
+
+def test_deep_metadata_stored_by_an_older_version_is_listed_as_null_with_a_note(tmp_path):
+    """Rows written before the door checked the depth: the listing and the document still answer 200
+    (they answered 422 "Maximum serialization depth exceeded" from about 256 levels, 500 deeper)."""
+    import sqlite3
+
+    from helpers import make_rag
+
+    from hippo_engine.service.memory import Memory
+
+    ws = FakeWorkspaces()
+    memory = ws.memories[None] = Memory(make_rag(tmp_path / "m"), worker=False)
+    try:
+        memory.add([{"id": "deep", "text": "one"}, {"id": "deeper", "text": "two"},
+                    {"id": "fine", "text": "three", "metadata": {"k": [1, {"x": 2}]}}])
+        with sqlite3.connect(memory.store.path) as c:
+            for doc_id, depth in (("deep", 300), ("deeper", 100_000)):
+                c.execute("UPDATE service_documents SET metadata = ? WHERE doc_id = ?", (_nested(depth), doc_id))
+        with make_client(ws) as client:
+            for status in (None, "pending"):
+                r = client.get("/documents", params={"status": status} if status else {})
+                assert r.status_code == 200, r.text
+                docs = {d["id"]: d for d in r.json()["documents"]}
+                assert docs["fine"]["metadata"] == {"k": [1, {"x": 2}]} and "metadata_note" not in docs["fine"]
+                for doc_id, depth in (("deep", 300), ("deeper", 100_000)):
+                    assert docs[doc_id]["metadata"] is None
+                    assert f"nests {depth} levels deep, more than the limit of 32" in docs[doc_id]["metadata_note"]
+            one = client.get("/documents/deeper")
+            assert one.status_code == 200 and one.json()["metadata"] is None and one.json()["text"] == "two"
+    finally:
+        memory.close()

@@ -10,8 +10,10 @@ import anyio
 import pytest
 from mcp import Client
 
+from hippo_engine.service.limits import Limits
 from hippo_engine.service.mcp_models import explain_line
 from hippo_engine.service.mcp_server import build_mcp
+from hippo_engine.service.settings import ServiceSettings
 
 
 def _doc_id(text: str) -> str:
@@ -141,7 +143,7 @@ def test_tools_are_listed_with_descriptions_schemas_and_hints():
         assert len(t.description) > 150 and t.output_schema and t.output_schema.get("properties")
     assert by["remember"].input_schema["required"] == ["texts"]
     assert "ctx" not in by["remember"].input_schema["properties"]
-    assert by["recall"].input_schema["properties"]["top_k"]["maximum"] == 50
+    assert by["recall"].input_schema["properties"]["top_k"]["maximum"] == ServiceSettings.max_top_k
     assert "hipporag2" in json.dumps(by["recall"].input_schema["properties"]["mode"])
     assert by["forget"].annotations.destructive_hint and by["recall"].annotations.read_only_hint
     assert "45 s" in by["remember"].description
@@ -298,3 +300,100 @@ def test_building_the_server_leaves_root_logging_alone(monkeypatch):
     monkeypatch.setattr(root, "level", logging.ERROR)
     build_mcp(FakeWorkspaces(FakeMemory()))
     assert root.handlers == [] and root.level == logging.ERROR
+
+
+# ------------------------------------------------------------------ one set of limits for every door (issue 37)
+LIMITS = Limits(max_batch=3, max_queries=2, max_query_chars=50, max_top_k=10, max_text_chars=100)
+
+
+class CountingMemory(FakeMemory):
+    """A FakeMemory that records every call, so a test can say a refused call reached nothing."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __getattribute__(self, name):
+        if name in ("add", "retrieve", "answer", "delete", "stats"):
+            object.__getattribute__(self, "seen").append(name)
+        return object.__getattribute__(self, name)
+
+
+def _error(server, name, args) -> str:
+    async def script(c):
+        return await c.call_tool(name, args)
+    r = call(server, script)
+    assert r.is_error, r
+    text = r.content[0].text
+    assert "Traceback" not in text and "pydantic" not in text and "input_value" not in text, text
+    assert len(text) < 300, text
+    return text
+
+
+def test_the_limits_are_the_http_apis_and_published_in_the_schemas():
+    settings = ServiceSettings(save_dir="x", max_batch=7, max_queries=3, max_query_chars=60, max_top_k=12,
+                               max_text_chars=99)
+    assert Limits.of(settings) == Limits(max_batch=7, max_queries=3, max_query_chars=60, max_top_k=12,
+                                         max_text_chars=99)
+    assert Limits() == Limits.of(ServiceSettings(save_dir="x"))       # the defaults are the server's
+    tools = call(build_mcp(FakeWorkspaces(FakeMemory()), limits=Limits.of(settings)), lambda c: c.list_tools())
+    props = {t.name: t.input_schema["properties"] for t in tools.tools}
+    assert props["remember"]["texts"]["maxItems"] == 7 and props["remember"]["texts"]["items"]["maxLength"] == 99
+    assert props["recall"]["query"]["maxLength"] == 60 and props["recall"]["top_k"]["maximum"] == 12
+    assert props["answer"]["question"]["maxLength"] == 60 and props["answer"]["top_k"]["maximum"] == 12
+    assert props["forget"]["ids"]["maxItems"] == 7
+
+
+@pytest.mark.parametrize("name,args,message", [
+    ("remember", {"texts": ["a", "b", "c", "d"]}, "remember: texts: 4 items in one call is over the limit of 3"),
+    ("remember", {"texts": ["ok", "x" * 101]}, "remember: texts[1]: 101 characters long; the limit is 100"),
+    ("remember", {"texts": ["a"], "ids": ["a", "b", "c", "d"]}, "ids: 4 items in one call is over the limit of 3"),
+    ("recall", {"query": "q" * 51}, "recall: query: 51 characters long; the limit is 50"),
+    ("recall", {"query": "q", "top_k": 11}, "recall: top_k: 11 is over the limit of 10"),
+    ("answer", {"question": "q" * 51}, "answer: question: 51 characters long; the limit is 50"),
+    ("answer", {"question": "q", "top_k": 11}, "answer: top_k: 11 is over the limit of 10"),
+    ("forget", {"ids": ["a", "b", "c", "d"]}, "forget: ids: 4 items in one call is over the limit of 3"),
+])
+def test_a_call_over_a_limit_is_a_short_tool_error_and_reaches_nothing(name, args, message):
+    mem = CountingMemory()
+    assert message in _error(build_mcp(FakeWorkspaces(mem), limits=LIMITS), name, args)
+    assert mem.seen == []
+
+
+def test_the_default_limits_hold_without_settings():
+    """``hippo-engine mcp`` (stdio) builds the server without a ServiceSettings: the same defaults hold
+    (1,500 texts, a 1 MB query and a text over a million characters were accepted before)."""
+    mem, d = CountingMemory(), ServiceSettings
+    server = build_mcp(FakeWorkspaces(mem))
+    assert f"over the limit of {d.max_batch}" in _error(server, "remember", {"texts": ["t"] * (d.max_batch + 1)})
+    assert f"the limit is {d.max_text_chars:,}" in _error(server, "remember", {"texts": ["t" * (d.max_text_chars + 1)]})
+    assert f"the limit is {d.max_query_chars:,}" in _error(server, "recall", {"query": "q" * 1_080_000})
+    assert f"over the limit of {d.max_top_k}" in _error(server, "recall", {"query": "q", "top_k": d.max_top_k + 1})
+    assert mem.seen == []
+
+
+@pytest.mark.parametrize("name,args,unknown", [
+    ("recall", {"query": "x", "topk": 3}, "'topk'"),
+    ("remember", {"texts": ["a"], "metadata": {"a": 1}, "wait_s": 1}, "'metadata', 'wait_s'"),
+    ("memory_stats", {"verbose": True}, "'verbose'"),
+    ("forget", {"ids": ["a"], "all": True}, "'all'"),
+])
+def test_an_unknown_argument_is_refused_by_name(name, args, unknown):
+    mem = CountingMemory()
+    text = _error(build_mcp(FakeWorkspaces(mem)), name, args)
+    assert f"{name}: unknown argument(s) {unknown}" in text and "takes" in text
+    assert mem.seen == []
+
+
+def test_the_arguments_each_tool_takes_are_those_of_its_schema():
+    server = build_mcp(FakeWorkspaces(FakeMemory()))
+    tools = call(server, lambda c: c.list_tools())
+    assert {t.name: tuple(t.input_schema.get("properties", {})) for t in tools.tools} == server.tool_arguments
+
+
+@pytest.mark.parametrize("name,args", [("forget", {"ids": ["a\x00b"]}), ("forget", {"ids": ["ok", "x\n"]}),
+                                       ("remember", {"texts": ["t"], "ids": ["\x00"]})])
+def test_ids_with_a_control_character_never_reach_the_memory(name, args):
+    mem = CountingMemory()
+    assert "no control characters" in _error(build_mcp(FakeWorkspaces(mem)), name, args)
+    assert mem.seen == []

@@ -74,7 +74,7 @@ def test_bad_documents_are_refused_whole_with_a_message_naming_the_first_bad_one
                      ([{"text": "a"}, {"text": "b", "id": ""}], r"documents\[1\]: 'id'"),
                      ([{"text": "a", "id": "x"}, {"text": "b", "id": "x"}], "unique within a batch"),
                      ([{"text": "a", "metadata": [1]}], "'metadata' must be an object"),
-                     ([{"text": "a", "metadata": {"x": float("nan")}}], "not plain JSON"),
+                     ([{"text": "a", "metadata": {"x": float("nan")}}], "must be finite"),
                      ([{"text": "a\x00b"}], "NUL"), ([{"text": "a", "colour": 1}], "unknown field")]:
         with pytest.raises(ValueError, match=msg):
             memory.add(bad)
