@@ -1,0 +1,119 @@
+"""Issue 37 (1, 8): ``hippo-engine serve --host 127.0.0.2 --allowed-hosts ...`` for real (the command in a
+subprocess, the real memory on SQLite with extractor ``ner`` and the packaged embedder): REST and ``/mcp``
+(the official MCP client) answer at 127.0.0.2 and under the allowed names, with or without a port; a
+foreign Host gets the 400 JSON error on REST routes, the web page, ``/health`` and ``/mcp`` alike (before
+this, ``/mcp`` answered 421 plain text for any Host but 127.0.0.1/localhost/[::1] with a port, and REST
+accepted any Host)."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("uvicorn", reason="the server extra")
+
+HOST = "127.0.0.2"
+FOREIGN = "rebind.attacker.example"
+REPO = Path(__file__).resolve().parents[3]
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The server; yields its base URL (at 127.0.0.2)."""
+    root = tmp_path_factory.mktemp("serve-hosts")
+    port, log = _free_port(HOST), root / "serve.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HIPPO_ENGINE_ACCESS_KEY": ""}
+    cmd = [sys.executable, "-m", "hippo_engine.cli", "serve", "--save-dir", str(root / "memory"), "--host", HOST,
+           "--port", str(port), "--extractor", "ner", "--llm", "m", "--llm-base-url", "http://127.0.0.1:9/v1",
+           "--api-key", "none", "--allowed-hosts", "memory.test, proxy.test:8443"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    url = f"http://{HOST}:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _mcp_session(url: str, host: str | None) -> dict:
+    """The official client over streamable HTTP: tools, remember, recall, memory_stats."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main() -> dict:
+        headers = {"Host": host} if host else {}
+        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
+            async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
+                tools = {t.name for t in (await client.list_tools()).tools}
+                note = f"The Quillon Vault lies beneath the harbour of Maresk ({host})."
+                remembered = await client.call_tool("remember", {"texts": [note], "ids": [f"vault-{host}"]})
+                recalled = await client.call_tool("recall", {"query": "Where is the Quillon Vault?"})
+                stats = await client.call_tool("memory_stats", {})
+                return {"tools": tools, "remember": remembered.structured_content,
+                        "recall": recalled.structured_content, "stats": stats.structured_content}
+    return anyio.run(main)
+
+
+@pytest.mark.parametrize("host", [None, "memory.test", "memory.test:8080", "proxy.test:8443", "localhost"])
+def test_rest_and_mcp_answer_at_the_bound_address_and_the_allowed_names(served, host):
+    headers = {"Host": host} if host else {}
+    assert httpx.get(f"{served}/stats", headers=headers, timeout=30).status_code == 200
+    assert httpx.get(f"{served}/", headers=headers, timeout=30).status_code == 200
+    out = _mcp_session(served, host)
+    assert {"remember", "recall", "forget", "memory_stats", "answer"} <= out["tools"]
+    assert out["remember"]["status"] == "indexed", out["remember"]
+    assert out["recall"]["passages"], out["recall"]
+    assert out["stats"]["documents"]["indexed"] >= 1
+
+
+@pytest.mark.parametrize("host", [FOREIGN, f"{FOREIGN}:8103", "proxy.test", "proxy.test:80", "memory.test.evil"])
+def test_a_foreign_host_gets_400_json_on_rest_the_page_and_mcp(served, host):
+    for method, path in [("GET", "/stats"), ("GET", "/health"), ("GET", "/"), ("GET", "/docs"),
+                         ("GET", "/openapi.json"), ("GET", "/documents"), ("DELETE", "/documents/x")]:
+        r = httpx.request(method, f"{served}{path}", headers={"Host": host}, timeout=30)
+        assert r.status_code == 400 and r.json()["error"]["type"] == "bad_request", (method, path, r.text)
+    r = httpx.post(f"{served}/documents", json={"documents": [{"text": "x"}]}, headers={"Host": host}, timeout=30)
+    assert r.status_code == 400, r.text
+    r = httpx.post(f"{served}/mcp", json=INIT, headers={**MCP_HEADERS, "Host": host}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["type"] == "bad_request", r.text
+
+
+def test_a_foreign_origin_is_refused_on_mcp_and_writes(served):
+    evil = {"Origin": "http://evil.example"}
+    r = httpx.post(f"{served}/mcp", json=INIT, headers={**MCP_HEADERS, **evil}, timeout=30)
+    assert r.status_code == 403 and r.json()["error"]["type"] == "forbidden", r.text
+    r = httpx.post(f"{served}/documents", json={"documents": [{"text": "x"}]}, headers=evil, timeout=30)
+    assert r.status_code == 403, r.text
+    same = httpx.post(f"{served}/mcp", json=INIT, headers={**MCP_HEADERS, "Origin": served}, timeout=30)
+    assert same.status_code == 200, same.text
