@@ -209,3 +209,52 @@ def test_through_the_http_app_with_an_access_key(tmp_path):
             out = anyio.run(main)
         assert len(srv.requests) == 1
     assert out["stats"]["documents"]["indexed"] == 2
+
+
+def test_the_servers_limits_hold_at_mcp_as_at_rest(tmp_path):
+    """``create_app`` (what ``serve`` runs) with small limits: ``/mcp`` refuses exactly what the REST routes
+    refuse (too many texts, too long a text or query, too large a top_k; over HTTP it took 1,500 texts and
+    a 1.08 MB query), an unknown argument is refused by name, and calls within the limits work."""
+    import httpx
+    import httpx2  # the MCP SDK's HTTP client library
+    from mcp.client.streamable_http import streamable_http_client
+
+    from hippo_engine.service.app import create_app
+    from hippo_engine.service.settings import ServiceSettings
+
+    with FakeOpenAIServer(responder=cite_first, max_requests=5) as srv:
+        opts = {"extractor": "ner", "llm_model_name": "m", "llm_base_url": srv.base_url, "llm_api_key": "k",
+                "show_progress": False}
+        settings = ServiceSettings(save_dir=str(tmp_path / "mem"), rag_options=opts, max_batch=3, max_query_chars=50,
+                                   max_top_k=10, max_text_chars=120)
+        with uvicorn_on_localhost(create_app(settings)) as url:
+            rest = {"batch": httpx.post(f"{url}/documents", json={"documents": [{"text": "t"}] * 4}),
+                    "text": httpx.post(f"{url}/documents", json={"documents": [{"text": "x" * 121}]}),
+                    "query": httpx.post(f"{url}/retrieve", json={"query": "q" * 51}),
+                    "top_k": httpx.post(f"{url}/retrieve", json={"query": "q", "top_k": 11})}
+            assert {k: r.status_code for k, r in rest.items()} == {"batch": 413, "text": 422, "query": 422,
+                                                                   "top_k": 422}, {k: r.text for k, r in rest.items()}
+
+            async def main():
+                async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300)) as http:
+                    async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
+                        refused = {
+                            "batch": await client.call_tool("remember", {"texts": ["t"] * 4, "wait": False}),
+                            "text": await client.call_tool("remember", {"texts": ["x" * 121], "wait": False}),
+                            "query": await client.call_tool("recall", {"query": "q" * 1_080_000}),
+                            "top_k": await client.call_tool("recall", {"query": "q", "top_k": 11}),
+                            "unknown": await client.call_tool("recall", {"query": "q", "top_n": 3})}
+                        kept = data(await client.call_tool("remember", {"texts": list(DOCS.values()),
+                                                                        "ids": list(DOCS)}))
+                        found = data(await client.call_tool("recall", {"query": QUESTIONS["pike"], "top_k": 10}))
+                        return refused, kept, found
+            refused, kept, found = anyio.run(main)
+    texts = {k: r.content[0].text for k, r in refused.items() if r.is_error}
+    assert set(texts) == set(refused), refused
+    assert "4 items in one call is over the limit of 3" in texts["batch"]
+    assert "texts[0]: 121 characters long; the limit is 120" in texts["text"]
+    assert "query: 1,080,000 characters long; the limit is 50" in texts["query"]
+    assert "top_k: 11 is over the limit of 10" in texts["top_k"]
+    assert "unknown argument(s) 'top_n'" in texts["unknown"]
+    assert kept["status"] == "indexed" and kept["documents"] == list(DOCS)     # 3 texts: within the limit
+    assert found["passages"][0]["id"] == "pike"
