@@ -105,8 +105,14 @@ class LLMClient(ABC):
                     out[i] = one(msgs)
                     bar.update(1)
             else:
+                from hippo_engine.llm import cancel  # (imports this module)
+                token = cancel.current()               # the caller's cancel token reaches the pool's threads
+
+                def one_of_pool(msgs):
+                    with cancel.cancel_on(token):
+                        return one(msgs)
                 with ThreadPoolExecutor(max_workers=workers) as pool:
-                    futures = {pool.submit(one, msgs): i for i, msgs in enumerate(batch)}
+                    futures = {pool.submit(one_of_pool, msgs): i for i, msgs in enumerate(batch)}
                     from concurrent.futures import as_completed
                     for fut in as_completed(futures):
                         out[futures[fut]] = fut.result()

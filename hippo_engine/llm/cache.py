@@ -17,9 +17,11 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from pathlib import Path
 
+from hippo_engine.llm import cancel
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, Message
 from hippo_engine.llm.usage import Usage
 
@@ -205,7 +207,13 @@ class CachedLLM(LLMClient):
             if owner:
                 self._inflight[key] = fut
         if not owner:  # the same request is in flight in another thread: share its outcome
-            resp = fut.result()  # re-raises the owner's error
+            try:
+                resp = _shared(fut)  # re-raises the owner's error
+            except cancel.LLMCancelled:
+                if cancel.requested():
+                    raise
+                # the owner's caller went away, not this one's: ask again
+                return self.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature)
             self._count(hit=True)
             return replace(resp, cached=True)
         try:
@@ -271,6 +279,21 @@ class CachedLLM(LLMClient):
 
     def __repr__(self) -> str:
         return f"CachedLLM({self.inner!r}, path={str(self.path)!r})"
+
+
+def _shared(fut: Future) -> LLMResponse:
+    """The outcome of another thread's identical request; with a cancel token (:mod:`.cancel`) the wait
+    stops once it is set (the other call goes on for its own caller)."""
+    token = cancel.current()
+    if token is None:
+        return fut.result()
+    while True:
+        try:
+            return fut.result(timeout=cancel.POLL_S)
+        except FutureTimeout:
+            if token.is_set():
+                raise cancel.LLMCancelled("waiting for a shared LLM reply was cancelled: its caller went "
+                                          "away") from None
 
 
 __all__ = ["CachedLLM"]

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hippo_engine.llm import cancel
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
 from hippo_engine.llm.streaming import TextPieces, current_sink
 from hippo_engine.models.assets import PackagedLLM, find_packaged_llm, packaged_gguf
@@ -238,7 +239,8 @@ class LlamaCppClient(LLMClient):
         params = self.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)
         max_new, temp = params["max_new_tokens"], params["temperature"]
         msgs = [{"role": m["role"], "content": m["content"]} for m in messages]
-        with self._lock:
+        token = cancel.current()
+        with cancel.holding(self._lock, f"generation with {self.model_name!r}"):
             self._ensure_loaded()
             llm = self._llm
             timed_out = False
@@ -249,7 +251,7 @@ class LlamaCppClient(LLMClient):
                 if pieces is not None:
                     pieces(ids, len(prompt))
                 timed_out = time.perf_counter() > deadline
-                return timed_out
+                return timed_out or (token is not None and token.is_set())
 
             try:
                 from llama_cpp import StoppingCriteriaList
@@ -274,6 +276,9 @@ class LlamaCppClient(LLMClient):
         choice, usage = out["choices"][0], out.get("usage") or {}
         n_prompt = int(usage.get("prompt_tokens", len(prompt)))
         n_new = int(usage.get("completion_tokens", 0))
+        if token is not None and token.is_set():
+            raise cancel.LLMCancelled(f"generation with {self.model_name!r} was stopped after {n_new} new tokens: "
+                                      "its caller went away")
         if timed_out:
             raise LLMTimeoutError(f"local model {self.model_name!r} hit the {self.timeout:g}s "
                                   f"timeout after {n_new} of at most {max_new} new tokens")

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hippo_engine.llm import cancel
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
 from hippo_engine.llm.streaming import TextPieces, current_sink
 from hippo_engine.models.assets import (
@@ -324,7 +325,8 @@ class LocalHFClient(LLMClient):
         params = self.generation_params(max_new_tokens=max_new_tokens, temperature=temperature)
         max_new, temp = params["max_new_tokens"], params["temperature"]
         msgs = [dict(m) for m in messages]
-        with self._lock:
+        token = cancel.current()
+        with cancel.holding(self._lock, f"local generation with {self.model_name!r}"):
             self._ensure_loaded()
             torch = _torch()
             tok, model = self._tokenizer, self._model
@@ -340,6 +342,8 @@ class LocalHFClient(LLMClient):
                 sink = current_sink()
                 if sink is not None:
                     gen_kwargs["streamer"] = _Streamer(tok, sink)
+                if token is not None:
+                    gen_kwargs["stopping_criteria"] = _cancel_criteria(token)
                 t0 = time.perf_counter()
                 with _torch_threads(self.num_threads), torch.inference_mode():
                     out = model.generate(**enc, **gen_kwargs)
@@ -348,6 +352,9 @@ class LocalHFClient(LLMClient):
                 raise LLMError(f"local generation with {self.model_name!r} failed: {e}") from e
         n_prompt = int(enc["input_ids"].shape[1])
         new = out[0, n_prompt:].tolist()
+        if token is not None and token.is_set():
+            raise cancel.LLMCancelled(f"local generation with {self.model_name!r} was stopped after {len(new)} new "
+                                      "tokens: its caller went away")
         hit_eos = bool(new) and new[-1] in self._eos_ids
         if hit_eos:
             finish = "stop"
@@ -364,6 +371,18 @@ class LocalHFClient(LLMClient):
             gen_kwargs["streamer"].finish(text)
         return LLMResponse(text=text, prompt_tokens=n_prompt, completion_tokens=len(new),
                            finish_reason=finish)
+
+
+def _cancel_criteria(token):
+    """A ``transformers`` stopping criterion that ends the generation once ``token`` (:mod:`.cancel`) is set."""
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class _Cancelled(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            torch = _torch()
+            return torch.full((input_ids.shape[0],), token.is_set(), dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([_Cancelled()])
 
 
 class _Streamer(TextPieces):

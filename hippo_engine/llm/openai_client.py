@@ -19,16 +19,19 @@ it:
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from hippo_engine.llm import cancel
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
 
 logger = logging.getLogger(__name__)
@@ -117,11 +120,15 @@ class OpenAIClient(LLMClient):
         """One try. Raises :class:`_Retry` for a failure that may be re-sent, else
         :class:`LLMTimeoutError` / :class:`LLMError`."""
         openai = self._openai
+        request = dict(model=self.model_name, messages=[dict(m) for m in messages],
+                       max_tokens=params["max_new_tokens"], temperature=params["temperature"],
+                       extra_body=self.extra_body or None)
         try:
-            resp = self._client.chat.completions.create(
-                model=self.model_name, messages=[dict(m) for m in messages],  # type: ignore[misc]
-                max_tokens=params["max_new_tokens"], temperature=params["temperature"],
-                extra_body=self.extra_body or None)
+            token = cancel.current()
+            if token is None:
+                resp = self._client.chat.completions.create(**request)  # type: ignore[call-overload]
+            else:
+                resp = self._abandonable(request, token)
             if resp.choices is not None and not isinstance(resp.choices, list):
                 raise TypeError("choices is not a list")
             return resp
@@ -146,6 +153,31 @@ class OpenAIClient(LLMClient):
             if not _unreadable(e):
                 raise
             raise _Retry("unreadable reply body", f"{type(e).__name__}: {_short(e)}") from e
+
+    def _abandonable(self, request: dict, token: threading.Event):
+        """One try that stops once ``token`` is set (:mod:`.cancel`): the request runs on a client of its
+        own in an event loop of its own; cancelling it closes the connection, so the server sees its
+        client leave. Raises :class:`~hippo_engine.llm.cancel.LLMCancelled`, or what the request raised."""
+        cancel.check(f"the request to {self._url}")
+        openai = self._openai
+
+        async def run():
+            client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self._key, max_retries=0,
+                                        timeout=openai.Timeout(self.timeout, connect=self._connect_timeout))
+            try:
+                call = asyncio.ensure_future(client.chat.completions.create(**request))
+                while not call.done():
+                    await asyncio.wait({call}, timeout=cancel.POLL_S)
+                    if token.is_set() and not call.done():
+                        call.cancel()
+                        await asyncio.gather(call, return_exceptions=True)
+                        raise cancel.LLMCancelled(f"the request to {self._url} was cancelled (the connection "
+                                                  "closed): its caller went away")
+                return call.result()
+            finally:
+                await client.close()
+
+        return asyncio.run(run())
 
     def _status_error(self, e, where: str) -> Exception:
         """The exception for an HTTP error status: a :class:`_Retry` for 408/409/429/5xx (not
@@ -199,7 +231,11 @@ class OpenAIClient(LLMClient):
                 delay = r.delay if r.delay is not None else _backoff(attempt)
                 logger.info("%s: %s (%s); try %d of %d in %.1fs", where, r.what, self._scrub(r.detail), attempt + 2,
                             tries, delay)
-                time.sleep(delay)
+                token = cancel.current()
+                if token is None:
+                    time.sleep(delay)
+                elif token.wait(delay):
+                    cancel.check(where)
         if not getattr(resp, "choices", None):
             raise LLMError(f"{where}: the reply has no choices")
         choice = resp.choices[0]

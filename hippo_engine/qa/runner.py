@@ -160,6 +160,19 @@ class QueryRunner:
                                                temperature=cfg.temperature)
         return list(solutions), responses, metadata
 
+    def read_contexts(self, contexts: Sequence[HiContext], template=None, param: QueryParam | None = None
+                      ) -> QAResult:
+        """The reader's part of ``rag_qa`` in a mode that reads assembled contexts (``reads_context``): the
+        LLM calls only, without the index (document ids come after, :meth:`attach_ids`), so a caller may run
+        it without holding the index."""
+        param = with_options(param)
+        own = getattr(self.searches.search(param.mode), "answer", None)  # answers its own way (graphrag_global)
+        return own(contexts, template, param) if own is not None else self.hirag.answer(contexts, template)
+
+    def attach_ids(self, solutions: Solutions, param: QueryParam) -> None:
+        """Each solution's document ids (under ``param.where``, the matching documents only)."""
+        self._attach_ids(solutions, param)
+
     def rag_qa(self, queries: Sequence[Any], gold_docs=None, gold_answers=None,
                template=None, dense: bool = False, param: QueryParam | None = None):
         """Retrieve (unless given solutions), read and score; see ``HippoRAG.rag_qa``."""
@@ -174,10 +187,8 @@ class QueryRunner:
                 retrieval = retrieval_metrics(solutions, gold_docs, f"rag_qa[{param.mode}]", self.retrieval_top_k)
         elif search.reads_context:
             contexts = self.contexts(queries, param, "rag_qa")
-            own = getattr(search, "answer", None)     # a mode that answers in its own way (graphrag_global)
-            solutions, responses, metadata = (own(contexts, template, param) if own is not None
-                                              else self.hirag.answer(contexts, template))
-            self._attach_ids(solutions, param)
+            solutions, responses, metadata = self.read_contexts(contexts, template, param)
+            self.attach_ids(solutions, param)
             if gold_docs is not None:
                 retrieval = retrieval_metrics(solutions, gold_docs, f"rag_qa[{param.mode}]", self.retrieval_top_k)
         else:

@@ -5,7 +5,9 @@ several processes over one index never share a document), indexes them with
 ``rag.index(texts, ids=..., metadata=...)`` (the index's writer lock serialises writers) and records each
 document ``indexed`` or ``failed`` with its error. A batch that fails is retried one document at a time, so
 one bad document fails alone; a passing failure (the index busy past its lock timeout, the database
-unreachable) gives the claims back to the queue, up to ``max_attempts`` tries.
+unreachable) gives the claims back to the queue, up to ``max_attempts`` tries; running out of file descriptors
+(``EMFILE``/``ENFILE``, :func:`exhausted`) gives them back without limit, waiting longer each time (a document
+never fails for it).
 
 Exactly once: indexing an id with the text it already has is a no-op, so a worker killed between the
 index's commit and the status update leaves a claim that the next start resets (:meth:`Ingestor.recover`);
@@ -18,6 +20,7 @@ the old version still there, so its ``index`` call changes nothing); the purge t
 from __future__ import annotations
 
 import contextlib
+import errno
 import inspect
 import logging
 import sqlite3
@@ -44,6 +47,31 @@ def transient_errors() -> tuple[type[BaseException], ...]:
     return tuple(kinds)
 
 
+#: errors that say the process ran out of a resource (file descriptors): passing, retried without limit
+EXHAUSTED_ERRNOS = (errno.EMFILE, errno.ENFILE)
+EXHAUSTED_TEXTS = ("too many open files", "unable to open database file")
+#: ``max_attempts`` for claims given back because files ran out: never reached
+NEVER = 2 ** 62
+#: the longest wait between two tries while resources are exhausted
+EXHAUSTED_MAX_WAIT_S = 30.0
+
+
+def exhausted(e: BaseException) -> bool:
+    """Whether ``e`` (or an error it was raised from) says the process has too many open files
+    (``EMFILE``/``ENFILE``, or SQLite's "unable to open database file" that they cause): the documents
+    are not at fault, so they are tried again later and never fail for it."""
+    seen: set[int] = set()
+    err: BaseException | None = e
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in EXHAUSTED_ERRNOS:
+            return True
+        if any(t in str(err).lower() for t in EXHAUSTED_TEXTS):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
 def describe(e: BaseException) -> str:
     """An error as a document's ``error``: its type and message."""
     return f"{type(e).__name__}: {e}"[:2000]
@@ -66,6 +94,8 @@ class Ingestor:
         self._wake, self._stop = threading.Event(), threading.Event()
         self._thread: threading.Thread | None = None
         self._busy = threading.Event()
+        self._empty = threading.Event()     # the last look at the queue found nothing (cleared by wake)
+        self._exhausted_wait = 1.0
         self._transient = transient_errors()
         self._with_metadata = "metadata" in inspect.signature(rag.index).parameters
         self._warned_metadata = False
@@ -79,7 +109,16 @@ class Ingestor:
 
     def wake(self) -> None:
         """Look for work now (after an add) rather than after ``poll_s``."""
+        self._empty.clear()
         self._wake.set()
+
+    @property
+    def idle(self) -> bool:
+        """Whether this worker has nothing to do as far as it knows: it runs no batch and its last look
+        found the queue empty, with no add since (a worker that is not running is idle)."""
+        if not self.running:
+            return True
+        return self._empty.is_set() and not self._busy.is_set()
 
     def stop(self, timeout: float | None = 60.0) -> None:
         """Stop after the current batch (its statuses are recorded first)."""
@@ -124,8 +163,10 @@ class Ingestor:
     # ------------------------------------------------------------------ work
     def run_once(self) -> int:
         """Claim one batch and index it; returns how many documents were claimed (0: the queue is empty)."""
+        self._empty.clear()
         batch = self.store.claim(str(self.owner), self.batch_size)
         if not batch:
+            self._empty.set()
             return 0
         self._busy.set()
         try:
@@ -140,18 +181,32 @@ class Ingestor:
             with self.lock:
                 self._index(batch)
             outcomes: list[tuple[str, int, str | None]] = [(d["id"], d["rev"], None) for d in batch]
-        except self._transient as e:
-            msg = describe(e)
-            logger.warning("%s: indexing %d document(s) failed for now (%s); they go back to the queue",
-                           self.store.location, len(batch), msg)
-            self._until_done(lambda: self.store.release(owner, [d["id"] for d in batch], msg, self.max_attempts))
-            self._stop.wait(1.0)
-            return
-        except Exception as e:  # noqa: BLE001 - recorded as the documents' error
+        except Exception as e:  # noqa: BLE001 - passing failures go back to the queue, others are recorded
+            if self._give_back(batch, e):
+                return
             outcomes = self._one_by_one(batch, e)
+        self._exhausted_wait = 1.0
         gone = self._until_done(lambda: self.store.finish(owner, outcomes))
         if gone:
             self.purge(gone)
+
+    def _give_back(self, batch: list[dict], e: Exception) -> bool:
+        """After a passing failure (:func:`transient_errors`, or files ran out: :func:`exhausted`), give the
+        claims back to the queue and wait before the next try (doubling while files stay exhausted, up to
+        :data:`EXHAUSTED_MAX_WAIT_S`); False for another failure."""
+        out_of_files = exhausted(e)
+        if not out_of_files and not isinstance(e, self._transient):
+            return False
+        msg, owner = describe(e), str(self.owner)
+        logger.warning("%s: indexing %d document(s) failed for now (%s); they go back to the queue",
+                       self.store.location, len(batch), msg)
+        tries = NEVER if out_of_files else self.max_attempts
+        self._until_done(lambda: self.store.release(owner, [d["id"] for d in batch], msg, tries))
+        wait = 1.0
+        if out_of_files:
+            wait, self._exhausted_wait = self._exhausted_wait, min(self._exhausted_wait * 2, EXHAUSTED_MAX_WAIT_S)
+        self._stop.wait(wait)
+        return True
 
     def _one_by_one(self, batch: list[dict], error: Exception) -> list[tuple[str, int, str | None]]:
         """After a batch failed: each document alone, so only the bad ones fail."""
@@ -167,6 +222,10 @@ class Ingestor:
                     self._index([d])
                 out.append((d["id"], d["rev"], None))
             except Exception as e:  # noqa: BLE001 - recorded as the document's error
+                if exhausted(e):     # not the document's fault: back to the queue, never failed for it
+                    self._until_done(lambda d=d, e=e: self.store.release(str(self.owner), [d["id"]], describe(e),
+                                                                         NEVER))
+                    continue
                 logger.warning("%s: document %r failed: %s", self.store.location, d["id"], describe(e))
                 out.append((d["id"], d["rev"], describe(e)))
         return out
@@ -226,4 +285,4 @@ class Ingestor:
         return [d for d in unknown if d in set(removed)]
 
 
-__all__ = ["STALE_CHECK_S", "Ingestor", "describe", "transient_errors"]
+__all__ = ["STALE_CHECK_S", "Ingestor", "describe", "exhausted", "transient_errors"]

@@ -159,18 +159,35 @@ class Memory:
 
     def answer(self, question: str, *, top_k: int = 5, mode: str | None = None, where: dict | None = None) -> dict:
         """Answer ``question`` from the memory with the reader LLM: ``{"question", "answer", "citations",
-        "passages", "notes"}`` (citations: the passages the answer cites)."""
+        "passages", "notes"}`` (citations: the passages the answer cites).
+
+        The passages (or a hi_* mode's context) are read under the memory's read lock; the reader's LLM
+        call runs without it, so a slow LLM never holds up the memory's other queries, its indexing or its
+        closing (the reader touches no index: its LLM client is thread-safe, or holds a lock of its own)."""
         from hippo_engine.config import QueryParam
+        from hippo_engine.hirag.modes import MODE_SPECS
         question = _texts([question], "question")[0]
         top_k, mode = _positive(top_k, "top_k", MAX_TOP_K), self._mode(mode)
         extra = self._filter(where)
+        param = QueryParam(mode=mode, top_k=top_k, qa_top_k=top_k, **extra)
+        contexts = MODE_SPECS[mode].reads_context
         with self._read_lock:
+            self._check_open()
             if self._empty():
                 return {"question": question, "answer": None, "citations": [], "passages": [],
                         "notes": ["the memory holds no documents yet"]}
-            param = QueryParam(mode=mode, top_k=top_k, qa_top_k=top_k)
-            queries = self.rag.retrieve([question], param=param, **extra) if extra else [question]
-            sols = self.rag.rag_qa(queries, param=param)[0]
+            if contexts:
+                ranked = self.rag.retrieve_context([question], param=param)
+            else:
+                ranked = self.rag.retrieve([question], param=param)
+            _ = self.rag.llm    # made here, once, under the lock (two answers never make two clients)
+        if not contexts:
+            sols = self.rag.qa(ranked, param=param)[0]
+            return results.answer(question, sols[0])
+        sols = self.rag.queries.read_contexts(ranked, None, param)[0]
+        with self._read_lock:
+            self._check_open()
+            self.rag.queries.attach_ids(sols, param)
         return results.answer(question, sols[0])
 
     def explain(self, query: str, passage_ids: list[str] | None = None, top: int = 5,
@@ -214,12 +231,22 @@ class Memory:
             graph = self.rag.graph_stats() if len(state) else {}
             out = {"graph": graph, "documents": self.store.counts(),
                    "extractor": state.extractor or self.rag.config.extractor,
-                   "storage": {"backend": self.store.name, "location": state.db.location},
+                   "storage": {"backend": self.store.name, "location": results.storage_location(state.db)},
                    "index_version": state.version, "version": __version__}
         out["worker"] = {"running": self.ingestor.running, "batch_size": self.ingestor.batch_size}
         return out
 
     # ------------------------------------------------------------------ lifecycle
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KeyError("this workspace was closed (deleted) while the request ran")
+
+    @property
+    def idle(self) -> bool:
+        """Whether the queue has nothing to do here (nothing pending or being indexed as far as this
+        memory's worker knows): closing the memory then loses no work."""
+        return self.ingestor.idle
+
     def close(self) -> None:
         """Stop the worker (after its batch), close the job store and the index(es). Idempotent."""
         if self._closed:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Path, Request
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from hippo_engine.service.errors import ApiError
 from hippo_engine.service.schemas import ErrorBody
@@ -67,9 +68,10 @@ def _query_names(dependant: Any) -> set[str]:
     return names
 
 
-def known_query(request: Request) -> None:
+async def known_query(request: Request) -> None:
     """Refuse query parameters the route does not take (a typo such as ``?lmit=5`` is a 422 that names
-    it, as an unknown body field is, rather than a silently ignored option)."""
+    it, as an unknown body field is, rather than a silently ignored option). Runs in the event loop (no
+    thread: ``/health`` depends on it)."""
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
     if dependant is None:
@@ -98,15 +100,39 @@ def settings(request: Request) -> ServiceSettings:
 def open_memory(request: Request, name: str | None, *, create: bool) -> Memory:
     """The memory of workspace ``name`` (None: the default); 404 when absent and not ``create``. A read
     also checks that a named workspace's folder is still there: another server process may have deleted
-    the workspace since this one opened it."""
+    the workspace since this one opened it. The request holds a lease on the workspace until it has been
+    answered (the route's workspace dependency ends it: :func:`release_leases`), so it is not closed under
+    it; 409 when creating one more workspace than ``--max-workspaces``, 503 (``Retry-After``) when every
+    open workspace is busy."""
+    from hippo_engine.service.workspaces import WorkspaceLimitError, WorkspacesBusyError
     ws = workspaces(request)
     missing = ApiError(404, f"no workspace {name!r} (adding documents to /w/{name}/documents creates it)")
     if name is not None and not create and not _folder_exists(ws, name):
         raise missing
     try:
-        return ws.get(name, create=create)
+        lease = getattr(ws, "lease", None)
+        if lease is None:       # a plain workspaces object (no lifecycle): nothing to release
+            return ws.get(name, create=create)
+        held = lease(name, create=create)
     except KeyError:
         raise missing from None
+    except WorkspaceLimitError as e:
+        raise ApiError(409, str(e)) from None
+    except WorkspacesBusyError as e:
+        raise ApiError(503, str(e), headers={"Retry-After": str(e.retry_after)}) from None
+    leases = getattr(request.state, "leases", None)
+    if leases is None:
+        leases = request.state.leases = []
+    leases.append(held)
+    return held.memory
+
+
+def release_leases(request: Request) -> None:
+    """End the request's leases on workspaces (see :func:`open_memory`)."""
+    leases = getattr(request.state, "leases", None) or []
+    request.state.leases = []
+    for held in leases:
+        held.release()
 
 
 def _folder_exists(ws: Any, name: str) -> bool:
@@ -117,8 +143,9 @@ def _folder_exists(ws: Any, name: str) -> bool:
 @dataclass(frozen=True)
 class Scope:
     """The dependencies of one route prefix: ``read`` gives the request's ``Memory`` (404 for a workspace
-    that does not exist), ``name`` its workspace name (None: the default; a write opens the memory with
-    :func:`open_memory` once the request has passed its checks, creating the workspace)."""
+    that does not exist; opened on the route thread pool), ``name`` its workspace name (None: the default; a
+    write opens the memory with :func:`open_memory` once the request has passed its checks, creating the
+    workspace). Both end the request's workspace leases once it has been answered (a stream: once sent)."""
 
     read: Callable[..., Any]
     name: Callable[..., Any]
@@ -126,21 +153,33 @@ class Scope:
 
 
 def _default_scope() -> Scope:
-    def read(request: Request) -> Any:
-        return open_memory(request, None, create=False)
+    async def read(request: Request) -> AsyncIterator[Any]:
+        try:
+            yield await run_in_threadpool(open_memory, request, None, create=False)
+        finally:
+            release_leases(request)
 
-    def name() -> str | None:
-        return None
+    async def name(request: Request) -> AsyncIterator[str | None]:
+        try:
+            yield None
+        finally:
+            release_leases(request)
 
     return Scope(read, name, "")
 
 
 def _workspace_scope() -> Scope:
-    def read(request: Request, workspace: WorkspaceName) -> Any:
-        return open_memory(request, workspace, create=False)
+    async def read(request: Request, workspace: WorkspaceName) -> AsyncIterator[Any]:
+        try:
+            yield await run_in_threadpool(open_memory, request, workspace, create=False)
+        finally:
+            release_leases(request)
 
-    def name(workspace: WorkspaceName) -> str | None:
-        return workspace
+    async def name(request: Request, workspace: WorkspaceName) -> AsyncIterator[str | None]:
+        try:
+            yield workspace
+        finally:
+            release_leases(request)
 
     return Scope(read, name, "/w/{workspace}")
 

@@ -7,15 +7,17 @@ and they name the per-prefix dependencies built inside :func:`build`."""
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response
 
-from hippo_engine.service import limits, sse
+from hippo_engine.service import answering, limits, sse
+from hippo_engine.service.errors import ApiError
 from hippo_engine.service.routes_base import ERRORS, Scope, settings
 from hippo_engine.service.schemas import (
     MAX_TOP_K,
     TEXT_PATTERN,
     AnswerRequest,
     AnswerResponse,
+    ErrorBody,
     ExplainRequest,
     ExplainResponse,
     RetrieveRequest,
@@ -23,6 +25,10 @@ from hippo_engine.service.schemas import (
     Subgraph,
 )
 
+#: the status logged for an answer whose client left before it was ready (nginx's "client closed request")
+CLIENT_CLOSED = 499
+ERRORS_503 = {"model": ErrorBody, "description": "the most answers that may run at once are running "
+                                                 "(Retry-After says when to try again)"}
 #: the most graph nodes GET /subgraph returns
 MAX_SUBGRAPH_NODES = 500
 #: the answer route's responses: JSON, or the event stream
@@ -59,22 +65,34 @@ def build(scope: Scope) -> APIRouter:
         return {"results": results}
 
     @router.post("/answer", response_model=AnswerResponse, summary="answer a question with citations",
-                 responses={200: {"content": ANSWER_CONTENT}})
-    def answer(body: AnswerRequest, request: Request, memory: Read) -> Any:
+                 responses={200: {"content": ANSWER_CONTENT}, 503: ERRORS_503})
+    async def answer(body: AnswerRequest, request: Request, memory: Read) -> Any:
         """Retrieve, then answer with the reader LLM, citing the passages it used. With ``stream``
         (or ``Accept: text/event-stream``) the reply is server-sent events: delta (each piece of the reader's
-        text as a local model writes it), passages, answer, done."""
+        text as a local model writes it), passages, answer, done. At most ``--max-answers`` answers run at
+        once (one more: 503 with ``Retry-After``); an answer whose client leaves stops at once."""
         question = body.text()
         limits.check_queries(settings(request), [question], "question")
         limits.check_top_k(settings(request), body.top_k)
+        slot = answering.slots_of(request.app.state, settings(request).max_answers).take()
+        if slot is None:
+            raise ApiError(503, f"{settings(request).max_answers} answers are being made (--max-answers); "
+                                f"try again in {answering.RETRY_AFTER_S} s",
+                           headers={"Retry-After": str(answering.RETRY_AFTER_S)})
 
         def call() -> dict:
             return memory.answer(question, top_k=body.top_k, mode=body.mode, where=body.where)
 
         if wants_stream(body, request):
-            return StreamingResponse(sse.stream_call(call), media_type=sse.MEDIA_TYPE,
+            events = sse.stream_call(call, run=slot.run, disconnected=request.is_disconnected)
+            return sse.ClosingStream(events, on_close=slot.release, media_type=sse.MEDIA_TYPE,
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        return call()
+        try:
+            return await slot.run_while(call, request.is_disconnected)
+        except answering.ClientGone:
+            return Response(status_code=CLIENT_CLOSED)     # nobody reads it; the access log shows it
+        finally:
+            slot.release()
 
     @router.post("/explain", response_model=ExplainResponse, summary="why passages ranked where they did")
     def explain(body: ExplainRequest, request: Request, memory: Read) -> dict:

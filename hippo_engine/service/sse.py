@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from hippo_engine.llm.streaming import streaming_to
 from hippo_engine.service.errors import TYPES, ApiError, error_body
@@ -27,6 +29,8 @@ log = logging.getLogger("hippo_engine.service")
 #: seconds between keep-alive comments while the answer is being made
 KEEPALIVE_S = 10.0
 MEDIA_TYPE = "text/event-stream"
+#: seconds between two looks at whether the client of a stream is still there
+DISCONNECT_POLL_S = 0.2
 #: the events a stream may carry
 EVENTS = ("delta", "passages", "answer", "done", "error")
 
@@ -62,10 +66,14 @@ def _drain(queue: asyncio.Queue) -> str:
 
 
 async def stream_call(call: Callable[[], dict], to_events: Callable[[dict], list[bytes]] = answer_events,
-                      keepalive_s: float = KEEPALIVE_S) -> AsyncIterator[bytes]:
-    """Run the blocking ``call`` in the thread pool with its reader's text streamed
-    (:func:`~hippo_engine.llm.streaming.streaming_to`); yield a ``delta`` event for the pieces as they
-    come and keep-alive comments while nothing comes, then the call's events (or one ``error``)."""
+                      keepalive_s: float = KEEPALIVE_S, *,
+                      run: Callable[[Callable[[], dict]], Awaitable[dict]] | None = None,
+                      disconnected: Callable[[], Awaitable[bool]] | None = None) -> AsyncIterator[bytes]:
+    """Run the blocking ``call`` (``run``: on the route thread pool by default) with its reader's text
+    streamed (:func:`~hippo_engine.llm.streaming.streaming_to`); yield a ``delta`` event for the pieces as
+    they come and keep-alive comments while nothing comes, then the call's events (or one ``error``).
+    ``disconnected``: looked at every :data:`DISCONNECT_POLL_S` seconds; once it says the client left, the
+    stream ends (whoever gave ``run`` stops the call, see :mod:`.answering`)."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str] = asyncio.Queue()
 
@@ -76,18 +84,25 @@ async def stream_call(call: Callable[[], dict], to_events: Callable[[dict], list
         with streaming_to(sink):
             return call()
 
-    task = asyncio.ensure_future(run_in_threadpool(streamed))
+    task = asyncio.ensure_future((run or run_in_threadpool)(streamed))
     getter: asyncio.Future | None = None
+    wait_s = keepalive_s if disconnected is None else min(keepalive_s, DISCONNECT_POLL_S)
     try:
         yield b": started\n\n"
+        quiet_since = loop.time()
         while not task.done():
             getter = getter or asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({task, getter}, timeout=keepalive_s, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({task, getter}, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
             if getter in done:
                 text, getter = getter.result() + _drain(queue), None
                 yield event("delta", {"text": text})
+                quiet_since = loop.time()
             elif not done:
-                yield b": keep-alive\n\n"
+                if disconnected is not None and await disconnected():
+                    return
+                if loop.time() - quiet_since >= keepalive_s:
+                    yield b": keep-alive\n\n"
+                    quiet_since = loop.time()
         rest = _drain(queue)        # the call has ended: no more pieces come; a pending getter holds none
         if rest:
             yield event("delta", {"text": rest})
@@ -103,3 +118,18 @@ async def stream_call(call: Callable[[], dict], to_events: Callable[[dict], list
             getter.cancel()         # (an item it was woken for stays in the queue)
         if not task.done():       # the client went away: the thread finishes on its own, nobody waits
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
+class ClosingStream(StreamingResponse):
+    """A streaming response that calls ``on_close`` once it has ended, whichever way: sent whole, the client
+    gone, or never started (an event stream that was never iterated has no ``finally`` of its own)."""
+
+    def __init__(self, content: AsyncIterator[bytes], *, on_close: Callable[[], None], **kwargs: Any):
+        super().__init__(content, **kwargs)
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_close()

@@ -8,31 +8,48 @@ or, without one, on the embedded server of the default workspace (``root/postgre
 reached only through its folder, so no request reaches another workspace's data.
 
 Each open workspace is a :class:`~hippo_engine.service.memory.Memory` with two ``HippoRAG`` objects on its
-index (queries, and the ingestion worker's writes) sharing one encoder per server (:class:`SharedEncoder`:
-loaded once, one ``encode`` at a time).
+index (queries, and the ingestion worker's writes) sharing one encoder per server
+(:class:`~.workspace_parts.SharedEncoder`: loaded once, one ``encode`` at a time).
+
+Lifecycle. A request holds a :class:`Lease` on the workspace it uses (:meth:`Workspaces.lease`). At most
+``max_workspaces`` named workspaces exist (one more: :class:`WorkspaceLimitError`); at most ``max_open`` named
+ones are open: opening another closes the least recently used idle one (no lease, nothing queued or being
+indexed), and when every open one is busy it is refused (:class:`WorkspacesBusyError`, try again). A named
+workspace unused for ``idle_s`` seconds is closed by a sweeper thread; a closed workspace opens again on its
+next request. The default workspace stays open.
+
+Locks: the global lock guards the tables only and is never held across a long call (opening or closing a
+``HippoRAG``, waiting for a batch, dropping a schema): each name has a lock of its own for its opening and
+deletion, so a workspace that opens, closes or is deleted never holds up requests to another. Deletion marks
+the workspace first (new requests get ``KeyError``: 404), then closes it and drops its data.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import shutil
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from hippo_engine.models.encoder import Encoder
 from hippo_engine.service.memory import Memory
-from hippo_engine.store.base import StoreError
+from hippo_engine.service.workspace_parts import (
+    SharedEncoder,
+    count_closed,
+    drop_index_schema,
+    share_encoder,
+    storage_options,
+)
 
 logger = logging.getLogger(__name__)
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 DEFAULT = "default"
 FOLDER = "workspaces"
+#: seconds a client is asked to wait (``Retry-After``) when every open workspace is busy
+BUSY_RETRY_S = 2
 
 
 def check_name(name: str | None) -> str:
@@ -45,53 +62,68 @@ def check_name(name: str | None) -> str:
     return name
 
 
-class SharedEncoder(Encoder):
-    """One encoder for several ``HippoRAG`` objects and threads: made by ``make`` on first use, one
-    ``encode`` at a time (tokenizers are not safe to share across threads); other attributes are the inner's."""
+class WorkspaceLimitError(Exception):
+    """Creating one more named workspace would pass the server's limit (HTTP 409)."""
 
-    def __init__(self, make: Callable[[], Encoder], name: str):
-        self.name, self._make = name, make
-        self._inner: Encoder | None = None
-        self._lock = threading.Lock()
 
-    def inner(self) -> Encoder:
-        with self._lock:
-            if self._inner is None:
-                self._inner = self._make()
-            return self._inner
+class WorkspacesBusyError(Exception):
+    """The most workspaces that may be open are open and each is in use (HTTP 503; try again later)."""
 
-    @property
-    def dim(self) -> int:  # type: ignore[override]  # a plain attribute in Encoder; known once made here
-        return self.inner().dim
+    retry_after = BUSY_RETRY_S
 
-    def encode(self, texts: Sequence[str], **kwargs: Any) -> np.ndarray:
-        inner = self.inner()
-        with self._lock:
-            return inner.encode(texts, **kwargs)
 
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_"):
-            raise AttributeError(attr)
-        return getattr(self.inner(), attr)
+class Lease:
+    """A request's hold on an open workspace: while held, the workspace is not closed for idleness or to
+    make room (deletion still closes it). :meth:`release` (idempotent) ends it; also a context manager."""
+
+    def __init__(self, owner: Workspaces, name: str, memory: Memory):
+        self.name, self.memory, self._owner, self._held = name, memory, owner, True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._owner._release(self.name)
+
+    def __enter__(self) -> Memory:
+        return self.memory
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 class Workspaces:
     """The workspaces under ``root``. ``rag_options``: ``HippoRAG`` keyword arguments (``storage``, ``dsn``,
     models, ``extractor``, config overrides) for every workspace; ``memory_options``: ``Memory`` keyword
     arguments (``batch_size``, ``worker``, ``poll_s``). ``separate_writer``: give each memory a second
-    ``HippoRAG`` for its worker's writes (queries never wait for a batch). Thread-safe."""
+    ``HippoRAG`` for its worker's writes (queries never wait for a batch). ``max_workspaces``,
+    ``max_open``, ``idle_s``: the lifecycle limits of the module docstring (None: no limit). Thread-safe."""
 
     def __init__(self, root: str | Path, *, rag_options: dict | None = None, memory_options: dict | None = None,
-                 separate_writer: bool = True):
+                 separate_writer: bool = True, max_workspaces: int | None = None, max_open: int | None = None,
+                 idle_s: float | None = None):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.memory_options = dict(memory_options or {})
         self.separate_writer = separate_writer
-        self._opts, self._storage, self._dsn = _storage_options(self.root, dict(rag_options or {}))
-        self._memories: dict[str, Memory] = {}
+        self.max_workspaces, self.max_open, self.idle_s = max_workspaces, max_open, idle_s
+        self._opts, self._storage, self._dsn = storage_options(self.root, dict(rag_options or {}))
+        self._memories: OrderedDict[str, Memory] = OrderedDict()    # least recently used first
+        self._leases: Counter[str] = Counter()
+        self._used: dict[str, float] = {}
+        self._names: dict[str, threading.Lock] = {}     # one lock per name: its opening and deletion
+        self._closing: dict[str, threading.Event] = {}  # names being closed (idle, room): set once closed
+        self._deleting: set[str] = set()
+        self._opening = 0
         self._lock = threading.RLock()
+        self._create_lock = threading.Lock()
+        self._shared_lock = threading.Lock()
         self._encoder: SharedEncoder | None = None
         self._server: Any = None        # the embedded server named workspaces use (PostgreSQL without a DSN)
+        self._stop = threading.Event()
+        self._sweeper: threading.Thread | None = None
+        if idle_s is not None:
+            self._sweeper = threading.Thread(target=self._sweep_loop, name="hippo-workspaces-sweeper", daemon=True)
+            self._sweeper.start()
 
     # ------------------------------------------------------------------ where
     def path(self, name: str | None) -> Path:
@@ -108,27 +140,137 @@ class Workspaces:
     # ------------------------------------------------------------------ open
     def get(self, name: str | None, *, create: bool) -> Memory:
         """The memory of workspace ``name`` (None: the default one), opened on first use. ``create``: make it
-        if missing (writes); otherwise a missing workspace is a ``KeyError``."""
-        name = check_name(name)
-        with self._lock:
-            mem = self._memories.get(name)
-            if mem is not None and name != DEFAULT and not self.path(name).is_dir():
-                self._evict(name, mem)      # another server process deleted it: forget our stale copy
-                mem = None
-            if mem is not None:
-                return mem
-            if not create and not self.exists(name):
-                raise KeyError(f"no workspace {name!r}")
-            mem = self._memories[name] = self._open(name)
-            return mem
+        if missing (writes); otherwise a missing workspace is a ``KeyError``. Holds no lease: a caller that
+        uses the memory for long takes one (:meth:`lease`)."""
+        with self.lease(name, create=create) as memory:
+            return memory
 
-    def _evict(self, name: str, mem: Memory) -> None:
-        """Drop an open workspace whose data is gone, stopping its worker (errors of its dead store are logged)."""
-        self._memories.pop(name, None)
+    def lease(self, name: str | None, *, create: bool) -> Lease:
+        """A :class:`Lease` on workspace ``name``, opening it if needed (see :meth:`get`). Raises ``KeyError``
+        (missing, or being deleted), :class:`WorkspaceLimitError`, :class:`WorkspacesBusyError`."""
+        name = check_name(name)
+        while True:
+            with self._lock:
+                if name in self._deleting:
+                    raise KeyError(f"no workspace {name!r} (it is being deleted)")
+                mem, closing = self._memories.get(name), self._closing.get(name)
+                if mem is not None and (name == DEFAULT or self.path(name).is_dir()):
+                    return self._take(name, mem)
+                lock = self._names.setdefault(name, threading.Lock())
+            if closing is not None:
+                closing.wait()
+                continue
+            if mem is not None:
+                self._forget(name, mem)     # another server process deleted it: forget our stale copy
+            with lock:
+                lease = self._open_locked(name, create)
+            if lease is not None:
+                return lease
+
+    def _take(self, name: str, mem: Memory) -> Lease:
+        """A lease on an open memory (under the global lock)."""
+        self._leases[name] += 1
+        self._used[name] = time.monotonic()
+        self._memories.move_to_end(name)
+        return Lease(self, name, mem)
+
+    def _release(self, name: str) -> None:
+        with self._lock:
+            self._leases[name] -= 1
+            if self._leases[name] <= 0:
+                del self._leases[name]
+            self._used[name] = time.monotonic()
+
+    def _open_locked(self, name: str, create: bool) -> Lease | None:
+        """Open ``name`` under its own lock (None: it was opened meanwhile, look again)."""
+        with self._lock:
+            if name in self._memories or name in self._closing:
+                return None
+            if name in self._deleting:
+                raise KeyError(f"no workspace {name!r} (it is being deleted)")
+        if not self.exists(name):
+            if not create:
+                raise KeyError(f"no workspace {name!r}")
+            self._reserve(name)
+        victims = self._make_room(name)
+        try:
+            for victim, mem in victims:
+                self._close_now(victim, mem, "to open another")
+            mem = self._open(name)
+        except BaseException:
+            with self._lock:
+                self._opening -= name != DEFAULT
+            raise
+        with self._lock:
+            self._opening -= name != DEFAULT
+            self._memories[name] = mem
+            return self._take(name, mem)
+
+    def _reserve(self, name: str) -> None:
+        """Make the folder of a new named workspace, unless ``max_workspaces`` exist already."""
+        if name == DEFAULT:
+            return
+        with self._create_lock:
+            folder = self.path(name)
+            if self.max_workspaces is not None and not folder.is_dir():
+                n = self._named_folders()
+                if n >= self.max_workspaces:
+                    raise WorkspaceLimitError(
+                        f"this server holds {n} named workspaces, its limit (--max-workspaces "
+                        f"{self.max_workspaces}): delete one (DELETE /workspaces/{{name}}) or raise the limit")
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def _named_folders(self) -> int:
+        base = self.root / FOLDER
+        if not base.is_dir():
+            return 0
+        return sum(1 for p in base.iterdir() if p.is_dir() and NAME.fullmatch(p.name) and p.name != DEFAULT)
+
+    def _make_room(self, name: str) -> list[tuple[str, Memory]]:
+        """Count ``name`` as opening, taking the least recently used idle workspaces out of the table when
+        ``max_open`` would be passed (the caller closes them); :class:`WorkspacesBusyError` when none is idle."""
+        with self._lock:
+            if name == DEFAULT:
+                return []
+            victims: list[tuple[str, Memory]] = []
+            if self.max_open is not None:
+                excess = sum(n != DEFAULT for n in self._memories) + self._opening + 1 - self.max_open
+                idle = [n for n in self._memories if n != DEFAULT and self._idle(n)][:max(excess, 0)]
+                if len(idle) < excess:
+                    raise WorkspacesBusyError(
+                        f"{self.max_open} workspaces are open (--max-open-workspaces) and each is in use; "
+                        f"try again in {BUSY_RETRY_S} s")
+                for n in idle:
+                    victims.append((n, self._memories.pop(n)))
+                    self._closing[n] = threading.Event()
+            self._opening += 1
+            return victims
+
+    def _idle(self, name: str) -> bool:
+        """Whether open workspace ``name`` may be closed: no lease, and its queue has nothing to do."""
+        return not self._leases.get(name) and self._memories[name].idle
+
+    def _close_now(self, name: str, mem: Memory, why: str) -> None:
+        """Close a memory taken out of the table (outside the global lock); then let waiters open it again."""
         try:
             mem.close()
-        except Exception:   # noqa: BLE001 - its database may be gone with it
-            logger.warning("workspace %r was deleted by another process; closing our copy failed", name, exc_info=True)
+            logger.info("workspace %r closed (%s)", name, why)
+        except Exception:   # noqa: BLE001 - logged; the workspace opens again on its next request
+            logger.warning("closing workspace %r failed", name, exc_info=True)
+        finally:
+            with self._lock:
+                done = self._closing.pop(name, None)
+            if done is not None:
+                done.set()
+
+    def _forget(self, name: str, mem: Memory) -> None:
+        """Drop an open workspace whose data another process deleted (errors of its dead store are logged)."""
+        with self._lock:
+            if self._memories.get(name) is not mem:
+                return
+            self._memories.pop(name)
+            self._closing[name] = threading.Event()
+        self._close_now(name, mem, "deleted by another process")
 
     def _open(self, name: str) -> Memory:
         from hippo_engine import HippoRAG
@@ -142,8 +284,9 @@ class Workspaces:
             reader = HippoRAG(folder, **opts)
         writer = None
         try:
-            if self._encoder is None:
-                self._encoder = _share_encoder(reader, opts)
+            with self._shared_lock:
+                if self._encoder is None:
+                    self._encoder = share_encoder(reader, opts)
             reader._encoder = self._encoder     # the facade's encoder slot (``Forwarded`` to its models)
             if self.separate_writer:
                 writer = HippoRAG(folder, **{**opts, "encoder": self._encoder, "llm": opts.get("llm")})
@@ -176,13 +319,44 @@ class Workspaces:
 
     def _embedded_dsn(self) -> str:
         """The DSN of the default workspace's embedded server (started or joined here, left on close)."""
-        if self._server is None:
-            from hippo_engine.store.opening import POSTGRES_DIR
-            from hippo_engine.store.postgres import EmbeddedPostgres
-            server = EmbeddedPostgres(self.root / POSTGRES_DIR)
-            server.start()
-            self._server = server
-        return self._server.dsn()
+        with self._shared_lock:
+            if self._server is None:
+                from hippo_engine.store.opening import POSTGRES_DIR
+                from hippo_engine.store.postgres import EmbeddedPostgres
+                server = EmbeddedPostgres(self.root / POSTGRES_DIR)
+                server.start()
+                self._server = server
+            return self._server.dsn()
+
+    # ------------------------------------------------------------------ idle ones
+    def sweep(self, now: float | None = None) -> list[str]:
+        """Close the named workspaces unused for ``idle_s`` seconds (no lease, nothing queued); returns them."""
+        if self.idle_s is None:
+            return []
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            names = [n for n in self._memories if n != DEFAULT and self._idle(n)
+                     and now - self._used.get(n, now) >= self.idle_s]
+            taken = [(n, self._memories.pop(n)) for n in names]
+            for n in names:
+                self._closing[n] = threading.Event()
+        for n, mem in taken:
+            self._close_now(n, mem, f"unused for {self.idle_s:g} s")
+        return names
+
+    def _sweep_loop(self) -> None:
+        assert self.idle_s is not None
+        every = min(max(self.idle_s / 4, 0.05), 30.0)
+        while not self._stop.wait(every):
+            try:
+                self.sweep()
+            except Exception:   # noqa: BLE001 - the sweeper outlives one failure; logged
+                logger.exception("closing idle workspaces failed")
+
+    def open_names(self) -> list[str]:
+        """The workspaces open now, least recently used first."""
+        with self._lock:
+            return list(self._memories)
 
     # ------------------------------------------------------------------ list, delete, close
     def list(self) -> list[dict]:
@@ -191,7 +365,8 @@ class Workspaces:
         base = self.root / FOLDER
         if base.is_dir():
             names += sorted(p.name for p in base.iterdir()
-                            if p.is_dir() and NAME.fullmatch(p.name) and p.name != DEFAULT and self.exists(p.name))
+                            if p.is_dir() and NAME.fullmatch(p.name) and p.name != DEFAULT and self.exists(p.name)
+                            and p.name not in self._deleting)
         return [{"name": n, "documents": self._count(n)} for n in names]
 
     def _count(self, name: str) -> int | None:
@@ -202,64 +377,62 @@ class Workspaces:
         try:
             if mem is not None:
                 return sum(mem.store.counts().values())
-            return self._count_closed(name)
+            return count_closed(self.path(name), lambda: self._dsn or self._embedded_dsn())
         except Exception as e:  # noqa: BLE001 - one unreadable workspace does not hide the others
             logger.warning("workspace %r: cannot count its documents: %s", name, e)
             return None
 
-    def _count_closed(self, name: str) -> int:
-        import sqlite3
-
-        from hippo_engine.store.identity import read_identity
-        from hippo_engine.store.opening import SQLITE_FILE
-        folder = self.path(name)
-        rec = read_identity(folder)
-        sql = "SELECT COUNT(*) FROM {t} WHERE status <> 'deleted'"
-        if rec is None or rec["backend"] == "sqlite":
-            path = folder / SQLITE_FILE
-            if not path.is_file():
-                return 0
-            with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as c:
-                if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'service_documents'").fetchone() is None:
-                    return 0
-                return int(c.execute(sql.format(t="service_documents")).fetchone()[0])
-        from hippo_engine.store.postgres.schema import check_schema_name, psycopg_module
-        schema = check_schema_name(rec["schema"])
-        dsn = self._dsn or self._embedded_dsn()
-        with psycopg_module().connect(dsn, autocommit=True) as c:
-            table = f'"{schema}".service_documents'
-            if not c.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
-                return 0
-            return int(c.execute(sql.format(t=table)).fetchone()[0])
-
     def delete(self, name: str) -> bool:
         """Delete workspace ``name`` with its data (its folder and, with PostgreSQL, its schema); False if it
-        does not exist. The default workspace cannot be deleted."""
+        does not exist. The default workspace cannot be deleted. The workspace is marked first (requests to
+        it get ``KeyError`` from then on); closing it (after its worker's batch) and dropping its data happen
+        outside the global lock, so other workspaces are served meanwhile."""
         name = check_name(name)
         if name == DEFAULT:
             raise ValueError("the default workspace cannot be deleted (delete its documents instead)")
         with self._lock:
-            if not self.exists(name):
+            if name in self._deleting:
                 return False
-            mem = self._memories.get(name) or self.get(name, create=False)
-            db = mem.rag.index_state.db
-            schema, dsn = getattr(db, "schema", None), getattr(db, "dsn", None)
-            self._memories.pop(name, None)
-            mem.close()
-            if schema is not None and dsn is not None:
-                drop_index_schema(dsn, schema, self.path(name))
-            shutil.rmtree(self.path(name))
+            self._deleting.add(name)
+            lock = self._names.setdefault(name, threading.Lock())
+        try:
+            with lock:
+                with self._lock:
+                    mem, closing = self._memories.pop(name, None), self._closing.get(name)
+                if closing is not None:
+                    closing.wait()
+                if mem is None and not self.exists(name):
+                    return False
+                if mem is not None:
+                    mem.close()
+                self._drop(name)
+        finally:
+            with self._lock:
+                self._deleting.discard(name)
+                self._leases.pop(name, None)
+                self._used.pop(name, None)
         return True
+
+    def _drop(self, name: str) -> None:
+        """Remove a closed workspace's data: its PostgreSQL schema (if any) and its folder."""
+        from hippo_engine.store.identity import read_identity
+        folder = self.path(name)
+        rec = read_identity(folder)
+        if rec is not None and rec.get("backend") == "postgres" and rec.get("schema"):
+            drop_index_schema(self._dsn or self._embedded_dsn(), rec["schema"], folder)
+        shutil.rmtree(folder, ignore_errors=not folder.exists())
 
     def close(self) -> None:
         """Close every open workspace (their workers finish their batch) and leave the embedded server."""
+        self._stop.set()
         with self._lock:
-            mems, self._memories = list(self._memories.values()), {}
-            for mem in mems:
-                try:
-                    mem.close()
-                except Exception:   # noqa: BLE001 - close the others; this one is logged
-                    logger.exception("closing a workspace failed")
+            mems, self._memories = list(self._memories.values()), OrderedDict()
+        for mem in mems:
+            try:
+                mem.close()
+            except Exception:   # noqa: BLE001 - close the others; this one is logged
+                logger.exception("closing a workspace failed")
+        with self._shared_lock:
             if self._server is not None:
                 self._server.stop()
                 self._server = None
@@ -271,49 +444,5 @@ class Workspaces:
         self.close()
 
 
-def _storage_options(root: Path, opts: dict) -> tuple[dict, str | None, str | None]:
-    """(the other options, the backend, the DSN): given ones, else what the root folder recorded."""
-    from hippo_engine.store.opening import recorded_storage
-    storage = opts.pop("storage", None) or opts.pop("storage_backend", None)
-    dsn = opts.pop("dsn", None) or opts.pop("postgres_dsn", None)
-    cfg = opts.get("config")
-    if cfg is not None:
-        dsn = dsn or cfg.postgres_dsn
-        storage = storage or (cfg.storage_backend if cfg.storage_backend != "sqlite" else None)
-    if dsn is not None:
-        storage = "postgres"
-    if storage is None:
-        rec = recorded_storage(root)
-        storage = rec["storage_backend"] if rec else None
-    return opts, storage, dsn
-
-
-def _share_encoder(rag, opts: dict) -> SharedEncoder:
-    """The encoder every workspace shares: the given one, or the model ``rag`` would make, made on first use."""
-    given = opts.get("encoder")
-    if isinstance(given, SharedEncoder):
-        return given
-    if given is not None:
-        return SharedEncoder(lambda: given, given.name)
-    from hippo_engine.models.providers import Models
-    models = Models(rag.config, rag.save_dir, rag.llm_model_name, rag.embedding_model_name)
-    return SharedEncoder(models.encoder, rag.embedding_model_name)
-
-
-def drop_index_schema(dsn: str, schema: str, folder: Path) -> None:
-    """Drop the PostgreSQL schema of the index of ``folder`` (under its writers' lock), after checking that
-    the schema holds that folder's index and no other's."""
-    from hippo_engine.store.identity import folder_key
-    from hippo_engine.store.postgres.schema import check_schema_name, lock_key, psycopg_module
-    check_schema_name(schema)
-    with psycopg_module().connect(dsn, autocommit=True) as conn, conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", lock_key(schema))
-        if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}".meta',)).fetchone()[0]:
-            row = conn.execute(f"SELECT value FROM \"{schema}\".meta WHERE key = 'index_folder'").fetchone()
-            if row is not None and row[0] != folder_key(folder):
-                raise StoreError(f"schema {schema} holds the index of {row[0]}, not of {folder_key(folder)}; "
-                                 "nothing was dropped")
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
-__all__ = ["DEFAULT", "NAME", "SharedEncoder", "Workspaces", "check_name", "drop_index_schema"]
+__all__ = ["DEFAULT", "NAME", "Lease", "SharedEncoder", "WorkspaceLimitError", "Workspaces", "WorkspacesBusyError",
+           "check_name", "drop_index_schema"]

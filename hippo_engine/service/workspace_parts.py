@@ -1,0 +1,119 @@
+"""What the workspaces of one server share and how a closed one is read: :class:`SharedEncoder` (one encoder
+for every workspace), the storage options of the root folder, a closed workspace's document count and the
+drop of a workspace's PostgreSQL schema (see :mod:`.workspaces`)."""
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hippo_engine.models.encoder import Encoder
+from hippo_engine.store.base import StoreError
+
+
+class SharedEncoder(Encoder):
+    """One encoder for several ``HippoRAG`` objects and threads: made by ``make`` on first use, one
+    ``encode`` at a time (tokenizers are not safe to share across threads); other attributes are the inner's."""
+
+    def __init__(self, make: Callable[[], Encoder], name: str):
+        self.name, self._make = name, make
+        self._inner: Encoder | None = None
+        self._lock = threading.Lock()
+
+    def inner(self) -> Encoder:
+        with self._lock:
+            if self._inner is None:
+                self._inner = self._make()
+            return self._inner
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]  # a plain attribute in Encoder; known once made here
+        return self.inner().dim
+
+    def encode(self, texts: Sequence[str], **kwargs: Any) -> np.ndarray:
+        inner = self.inner()
+        with self._lock:
+            return inner.encode(texts, **kwargs)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return getattr(self.inner(), attr)
+
+
+def count_closed(folder: Path, dsn: Callable[[], str]) -> int:
+    """How many documents the queue of the workspace in ``folder`` holds (any status but deleted), read
+    without opening it (``dsn``: the PostgreSQL server's DSN, asked for only when the folder's index is there)."""
+    import sqlite3
+
+    from hippo_engine.store.identity import read_identity
+    from hippo_engine.store.opening import SQLITE_FILE
+    rec = read_identity(folder)
+    sql = "SELECT COUNT(*) FROM {t} WHERE status <> 'deleted'"
+    if rec is None or rec["backend"] == "sqlite":
+        path = folder / SQLITE_FILE
+        if not path.is_file():
+            return 0
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as c:
+            if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'service_documents'").fetchone() is None:
+                return 0
+            return int(c.execute(sql.format(t="service_documents")).fetchone()[0])
+    from hippo_engine.store.postgres.schema import check_schema_name, psycopg_module
+    schema = check_schema_name(rec["schema"])
+    with psycopg_module().connect(dsn(), autocommit=True) as c:
+        table = f'"{schema}".service_documents'
+        if not c.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
+            return 0
+        return int(c.execute(sql.format(t=table)).fetchone()[0])
+
+
+def storage_options(root: Path, opts: dict) -> tuple[dict, str | None, str | None]:
+    """(the other options, the backend, the DSN): given ones, else what the root folder recorded."""
+    from hippo_engine.store.opening import recorded_storage
+    storage = opts.pop("storage", None) or opts.pop("storage_backend", None)
+    dsn = opts.pop("dsn", None) or opts.pop("postgres_dsn", None)
+    cfg = opts.get("config")
+    if cfg is not None:
+        dsn = dsn or cfg.postgres_dsn
+        storage = storage or (cfg.storage_backend if cfg.storage_backend != "sqlite" else None)
+    if dsn is not None:
+        storage = "postgres"
+    if storage is None:
+        rec = recorded_storage(root)
+        storage = rec["storage_backend"] if rec else None
+    return opts, storage, dsn
+
+
+def share_encoder(rag, opts: dict) -> SharedEncoder:
+    """The encoder every workspace shares: the given one, or the model ``rag`` would make, made on first use."""
+    given = opts.get("encoder")
+    if isinstance(given, SharedEncoder):
+        return given
+    if given is not None:
+        return SharedEncoder(lambda: given, given.name)
+    from hippo_engine.models.providers import Models
+    models = Models(rag.config, rag.save_dir, rag.llm_model_name, rag.embedding_model_name)
+    return SharedEncoder(models.encoder, rag.embedding_model_name)
+
+
+def drop_index_schema(dsn: str, schema: str, folder: Path) -> None:
+    """Drop the PostgreSQL schema of the index of ``folder`` (under its writers' lock), after checking that
+    the schema holds that folder's index and no other's."""
+    from hippo_engine.store.identity import folder_key
+    from hippo_engine.store.postgres.schema import check_schema_name, lock_key, psycopg_module
+    check_schema_name(schema)
+    with psycopg_module().connect(dsn, autocommit=True) as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", lock_key(schema))
+        if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}".meta',)).fetchone()[0]:
+            row = conn.execute(f"SELECT value FROM \"{schema}\".meta WHERE key = 'index_folder'").fetchone()
+            if row is not None and row[0] != folder_key(folder):
+                raise StoreError(f"schema {schema} holds the index of {row[0]}, not of {folder_key(folder)}; "
+                                 "nothing was dropped")
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+__all__ = ["SharedEncoder", "count_closed", "drop_index_schema", "share_encoder", "storage_options"]
