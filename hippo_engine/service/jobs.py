@@ -1,6 +1,6 @@
-"""What the ingestion queue is made of: accepted documents (:func:`check_documents`), the identity of a
-claim's owner (:class:`Owner`, :func:`owner_alive`) and how stored rows read as statuses (:func:`shown_status`,
-:func:`job_view`).
+"""What the ingestion queue is made of: accepted documents (:func:`check_documents`; their metadata checked as
+the engine checks it, :func:`check_metadata`), the identity of a claim's owner (:class:`Owner`,
+:func:`owner_alive`) and how stored rows read (:func:`shown_status`, :func:`job_view`, :func:`shown_metadata`).
 
 A document's stored ``status`` is one of :data:`STORED`: ``pending`` (waiting), ``processing`` (claimed by a
 worker, whose ``owner`` is recorded), ``indexed``, ``failed`` (with its error) or ``deleted`` (a tombstone:
