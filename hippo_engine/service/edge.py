@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import resource
 import time
 from typing import Any
 
@@ -42,8 +41,12 @@ def connection_cap(wanted: int, fd_limit: int | None = None) -> int:
     """``wanted`` connections, at most :data:`FD_SHARE` of the file descriptor limit (the rest are the
     server's: index files, the database, models), at least 8."""
     if fd_limit is None:
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        fd_limit = soft if soft != resource.RLIM_INFINITY else wanted * 2
+        try:
+            import resource
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        except ImportError:                 # no such limit (Windows)
+            soft = -1
+        fd_limit = soft if soft > 0 else wanted * 2
     return max(8, min(wanted, int(fd_limit * FD_SHARE)))
 
 

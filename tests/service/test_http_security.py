@@ -107,3 +107,84 @@ def test_the_guard_covers_mounted_apps_like_mcp():
     assert guarded.post("/mcp").status_code == 401
     assert guarded.post("/mcp", headers={KEY_HEADER: "k"}).text == "ok"
     assert guarded.get("/health").text == "ok"
+
+
+def _run_asgi(app, messages, path="/documents"):
+    """One POST straight into an ASGI app: the body ``messages``, then a client that sends nothing more."""
+    import anyio
+    sent, queue = [], list(messages)
+
+    async def receive():
+        if queue:
+            return queue.pop(0)
+        await anyio.sleep(60)               # the body stopped arriving
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    async def main():
+        with anyio.fail_after(10):
+            await app({"type": "http", "method": "POST", "path": path, "headers": [], "query_string": b""},
+                      receive, send)
+    anyio.run(main)
+    return sent
+
+
+def test_a_body_that_stops_arriving_is_a_408_and_a_complete_one_is_not_timed():
+    """Issue 37 (7): the body timer (the real server's run: tests/service/integration/test_serve_edge.py)."""
+    import json
+
+    from hippo_engine.service.security import BodyTimer
+
+    async def reads_all(scope, receive, send):
+        while (await receive()).get("more_body"):
+            pass
+        await _ok_app(scope, receive, send)
+
+    sent = _run_asgi(BodyTimer(reads_all, 0.2), [{"type": "http.request", "body": b"{", "more_body": True}])
+    assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"]
+    assert json.loads(sent[1]["body"])["error"]["type"] == "timeout"
+
+    async def waits_for_the_client_to_leave(scope, receive, send):
+        await receive()                     # the whole body
+        await _ok_app(scope, receive, send)
+        assert (await receive())["type"] == "http.disconnect"     # not timed: a stream waits like this
+
+    done = _run_asgi(BodyTimer(waits_for_the_client_to_leave, 0.2),
+                     [{"type": "http.request", "body": b"{}", "more_body": False}, {"type": "http.disconnect"}])
+    assert done[0]["status"] == 200
+
+
+def test_the_connection_cap_is_at_most_half_the_descriptors():
+    from hippo_engine.service.edge import connection_cap
+    assert connection_cap(200, 1024) == 200 and connection_cap(200, 256) == 128 and connection_cap(200, 10) == 8
+    assert connection_cap(5, 1024) == 8
+
+
+def test_query_string_keys_are_redacted_and_the_rest_is_kept():
+    from hippo_engine.service.logfilters import redact_query
+    assert redact_query("/stats?API_KEY=s1&x-api-key=s2&key=s3&access-key=s4&%61pi_key=s5&top_k=3&q=key") == \
+        "/stats?API_KEY=[redacted]&x-api-key=[redacted]&key=[redacted]&access-key=[redacted]&%61pi_key=[redacted]" \
+        "&top_k=3&q=key"
+    assert redact_query("/health") == "/health" and redact_query("/a?key") == "/a?key"
+
+
+def test_a_flood_of_one_line_is_cut_to_one_per_interval_with_a_count():
+    import logging
+
+    from hippo_engine.service.logfilters import Throttle
+    throttle = Throttle(("socket.accept() out of system resource",), interval=60)
+    err = OSError(24, "Too many open files")
+
+    def record(msg="socket.accept() out of system resource\nexception: ..."):
+        return logging.LogRecord("asyncio", logging.ERROR, "f", 1, msg, None, (OSError, err, None))
+
+    first = record()
+    assert throttle.filter(first) and first.exc_info is None
+    assert first.getMessage() == "socket.accept() out of system resource [Errno 24] Too many open files"
+    assert not any(throttle.filter(record()) for _ in range(1000))
+    assert throttle.filter(record("another line"))
+    throttle.interval = 0
+    again = record()
+    assert throttle.filter(again) and "1000 more like it" in again.getMessage()
