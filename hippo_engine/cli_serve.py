@@ -134,8 +134,10 @@ def cmd_serve(args) -> int:
 
 
 def _warn_about_exposure(settings: ServiceSettings) -> None:
-    """Warnings on stderr for a server reachable from other machines."""
-    from hippo_engine.service.hosts import is_wildcard
+    """Warnings on stderr for a server reachable from other machines (a bad ``--allowed-hosts`` entry:
+    ValueError, before anything is opened)."""
+    from hippo_engine.service.hosts import HostPolicy, is_wildcard
+    HostPolicy.build(settings.host, settings.allowed_hosts, settings.cors_origins)
     if not is_loopback(settings.host) and settings.access_key is None:
         print(f"hippo-engine: warning: serving on {settings.host} without an access key: anyone who can reach "
               f"this port can read and change the memory (set --access-key or {ENV_ACCESS_KEY})", file=sys.stderr)

@@ -123,6 +123,15 @@ def test_a_key_with_whitespace_around_it_is_refused_at_startup(key, monkeypatch,
     assert ServiceSettings("d", access_key="in side").access_key == "in side"
 
 
+def test_a_bad_allowed_host_is_a_plain_error_before_anything_opens(monkeypatch, capsys):
+    seen = _fake_serve(monkeypatch)
+    monkeypatch.setattr(cli_serve, "open_app", lambda settings, keep: pytest.fail("nothing may open"))
+    assert main(["serve", "--save-dir", "idx", "--allowed-hosts", "ok.example,http://x/"]) == 2
+    assert "'http://x/' is not a host name" in capsys.readouterr().err and not seen
+    s = cli_serve.build_settings(_args("--allowed-hosts", "a.example, b.example:8443", "--allowed-hosts", "*"), {})
+    assert s.allowed_hosts == ("a.example", "b.example:8443", "*")
+
+
 def test_the_settings_file_is_checked(tmp_path):
     bad = tmp_path / "s.json"
     bad.write_text("[1]")
