@@ -36,8 +36,9 @@ class Probe:
 
 @dataclass
 class Prober:
-    """A thread sending one request every ``every`` seconds until :meth:`stop` (``fresh``: a new
-    connection each time, else one keep-alive client)."""
+    """A thread sending one request every ``every`` seconds until :meth:`stop`: the next when the last
+    answered, on one keep-alive client; or, ``fresh``, each on a new connection in a thread of its own, on
+    time whether or not the ones before answered (a stalled server then shows in every probe it stalls)."""
     url: str
     method: str
     path: str
@@ -58,32 +59,71 @@ class Prober:
     def stop(self) -> list[Probe]:
         self._stop.set()
         self._thread.join(self.timeout + 5)
-        return list(self.probes)
+        return sorted(self.probes, key=lambda p: p.t)
 
     def _loop(self) -> None:
         import httpx
-        client = None if self.fresh else httpx.Client(base_url=self.url, timeout=self.timeout)
-        try:
+        if self.fresh:
+            threads: list[threading.Thread] = []
+            while not self._stop.is_set():
+                threads.append(threading.Thread(target=lambda: self.probes.append(self.once()), daemon=True))
+                threads[-1].start()
+                self._stop.wait(self.every)
+            for t in threads:
+                t.join(self.timeout + 5)
+            return
+        with httpx.Client(base_url=self.url, timeout=self.timeout) as client:
             while not self._stop.is_set():
                 self.probes.append(self.once(client))
                 self._stop.wait(self.every)
-        finally:
-            if client is not None:
-                client.close()
 
     def once(self, client=None) -> Probe:
-        """One request, timed (a fresh client when ``client`` is None)."""
+        """One request, timed: on ``client``, or (None) a bodiless request on a new connection
+        (:func:`raw_request`: no client object to build, so the time is the server's and the network's)."""
         import httpx
         t = time.monotonic()
+        if client is None:
+            status, error = raw_request(self.url, self.method, self.path, self.timeout)
+            return Probe(t, time.monotonic() - t, status, error)
         try:
-            if client is None:
-                with httpx.Client(base_url=self.url, timeout=self.timeout) as c:
-                    r = c.request(self.method, self.path, json=self.body)
-            else:
-                r = client.request(self.method, self.path, json=self.body)
+            r = client.request(self.method, self.path, json=self.body)
             return Probe(t, time.monotonic() - t, r.status_code, None if r.status_code < 400 else r.text[:200])
         except httpx.HTTPError as e:
             return Probe(t, time.monotonic() - t, None, f"{type(e).__name__}: {e}"[:200])
+
+
+def raw_request(url: str, method: str, path: str, timeout: float) -> tuple[int | None, str | None]:
+    """``METHOD path`` without a body on a new connection to ``url`` (``http://127.0.0.1:PORT``), read to
+    its end: (status, None), or (status or None, what went wrong) when not a 2xx or no full answer."""
+    port = int(url.rsplit(":", 1)[1])
+    deadline, data = time.monotonic() + timeout, b""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+            while (left := deadline - time.monotonic()) > 0:
+                s.settimeout(left)
+                piece = s.recv(65536)
+                if not piece:
+                    break
+                data += piece
+            else:
+                raise TimeoutError("timed out")
+    except OSError as e:
+        return _status(data), f"{type(e).__name__}: {e}"[:200]
+    status = _status(data)
+    if status is None:
+        return None, "no HTTP answer"
+    return status, None if status < 400 else data.split(b"\r\n\r\n", 1)[-1][:200].decode("latin-1")
+
+
+def _status(data: bytes) -> int | None:
+    """The status of an HTTP/1.x response's first line (None: none yet)."""
+    if not data.startswith(b"HTTP/1.") or b" " not in data:
+        return None
+    try:
+        return int(data.split(b" ", 2)[1])
+    except ValueError:
+        return None
 
 
 def within(probes: list[Probe], start: float, end: float) -> list[Probe]:
@@ -118,8 +158,7 @@ def abandon(port: int, tag: int, question: str, stream: bool, leave_after: float
         out["error"], out["abandoned"] = f"{type(e).__name__}: {e}"[:200], False
     out["left"] = time.monotonic()
     out.setdefault("sent", out["left"])
-    if data.startswith(b"HTTP/1."):
-        out["status"] = int(data.split(b" ", 2)[1])
+    out["status"] = _status(data)
     return out
 
 
@@ -260,7 +299,8 @@ def socket_summary(socks: list[Watched], kind: str) -> dict:
             "connect_errors": sum(w.error is not None for w in mine),
             "answered": sum(w.answered is not None for w in mine),
             "answers": sorted({(w.first_bytes or "").split("\r\n", 1)[0] for w in mine if w.first_bytes}),
-            "closed_by_server": len(after), "closed_after_s": after}
+            "closed_by_server": len(after), "closed_after_s_min": after[0] if after else None,
+            "closed_after_s_max": after[-1] if after else None, "closed_after_s": after}
 
 
 # ----------------------------------------------------------------------------- phase 3
@@ -313,7 +353,7 @@ def workspaces(url: str, pid: int, n: int, default_every: int, job_timeout: floa
     import httpx
     rows: list[dict[str, Any]] = []
     default_ids: list[str] = []
-    samples = [{"workspaces": 0, **proc_sample(pid)}]
+    samples = [{"workspaces": 0, "created": 0, **proc_sample(pid)}]
     stopped = None
     with httpx.Client(base_url=url, timeout=30.0) as c:
         for i in range(n):
@@ -333,7 +373,8 @@ def workspaces(url: str, pid: int, n: int, default_every: int, job_timeout: floa
             outcome = follow_job(c, prefix, job, job_timeout) if job else None
             rows.append({"workspace": f"ws-{i:03d}", "status": status, "job": outcome, "error": error,
                          "seconds": round(time.monotonic() - t, 2)})
-            samples.append({"workspaces": i + 1, **proc_sample(pid)})
+            created = sum(r["status"] == 202 and r["workspace"] != "default" for r in rows)
+            samples.append({"workspaces": i + 1, "created": created, **proc_sample(pid)})
     return {"rows": rows, "default_ids": default_ids, "samples": samples, "stopped": stopped}
 
 

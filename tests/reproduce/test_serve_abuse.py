@@ -13,7 +13,7 @@ import pytest
 
 from reproduce import serve_abuse
 from reproduce.serve_abuse_llm import LLMCall, SlowLLM
-from reproduce.serve_abuse_phases import Probe, left_running
+from reproduce.serve_abuse_phases import Probe, left_running, raw_request
 from reproduce.serve_abuse_report import slope, targets
 
 
@@ -44,6 +44,18 @@ def test_the_slow_llm_records_a_client_that_leaves_and_a_reply():
     assert calls[8].how == "replied" and calls[8].end - calls[8].start >= 1.0
 
 
+def test_a_raw_probe_reads_the_status_and_times_out_on_a_silent_server():
+    with SlowLLM(delay=1.0) as llm:
+        root = llm.base_url.removesuffix("/v1")
+        assert raw_request(root, "GET", "/health", 5.0)[0] == 501        # the scripted LLM has no GET
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        t = time.monotonic()
+        status, error = raw_request(f"http://127.0.0.1:{silent.getsockname()[1]}", "GET", "/health", 0.3)
+    assert status is None and "timed out" in error and time.monotonic() - t < 2
+
+
 def test_left_running_counts_calls_that_outlive_their_client():
     answers = [{"tag": 0, "left": 10.0}, {"tag": 1, "left": 10.0}, {"tag": 2, "left": 10.0}]
     calls = [LLMCall(0, 9.5, 10.4, "closed"),        # stopped 0.4 s after its client left: fine
@@ -54,12 +66,15 @@ def test_left_running_counts_calls_that_outlive_their_client():
     assert out["seconds_after_client_left"] == [0.4, 20.0, 30.0]
 
 
-def test_rss_growth_is_fitted_over_the_second_half():
-    flat = [{"workspaces": i, "rss_mb": 100.0 + min(i, 16) * 20} for i in range(0, 101)]
-    growing = [{"workspaces": i, "rss_mb": 100.0 + i * 20} for i in range(0, 101)]
+def test_rss_growth_is_fitted_per_created_workspace_over_the_second_half():
+    flat = [{"created": i, "rss_mb": 100.0 + min(i, 16) * 20} for i in range(0, 101)]
+    growing = [{"created": i, "rss_mb": 100.0 + i * 20} for i in range(0, 101)]
     assert slope(flat, "rss_mb") == pytest.approx(0.0)
     assert slope(growing, "rss_mb") == pytest.approx(20.0)
     assert slope(growing[:1], "rss_mb") != slope(growing[:1], "rss_mb")     # NaN: too few points
+    # a server that stops creating workspaces at 40 (descriptors gone) has not bounded its memory
+    stuck = growing[:41] + [{"created": 40, "rss_mb": 900.0}] * 60
+    assert slope(stuck, "rss_mb") > 10
 
 
 def test_targets_follow_the_figures():
@@ -82,6 +97,9 @@ def test_targets_follow_the_figures():
     bad["workspaces"]["failed_elsewhere"] = 1
     bad["workspaces"]["rss_mb_per_workspace_second_half"] = 20.0
     assert not any(t["passed"] for t in targets(args, bad))
+    broken = targets(args, {**good, "sockets": {"error": "RuntimeError: the server exited (1):\nTraceback"}})
+    assert [(t["phase"], t["target"], t["passed"]) for t in broken if not t["passed"]] == [
+        ("sockets", "the phase ran", False)] and len(broken) == 7
 
 
 def test_a_probe_without_a_200_counts_as_its_timeout():
