@@ -117,3 +117,64 @@ def test_a_foreign_origin_is_refused_on_mcp_and_writes(served):
     assert r.status_code == 403, r.text
     same = httpx.post(f"{served}/mcp", json=INIT, headers={**MCP_HEADERS, "Origin": served}, timeout=30)
     assert same.status_code == 200, same.text
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_two_workers_get_their_settings_without_secrets_in_any_environment(tmp_path):
+    """Issue 37 (10, 12): ``serve --workers 2`` with an LLM key and an access key: the workers serve with
+    the key (from the private settings file), no worker has a secret in its environment (nor the server
+    the LLM key; its own environment block keeps the access key it was started with),
+    the file is gone after the stop, and the workers' access log redacts a key sent in the query string."""
+    port, log = _free_port("127.0.0.1"), tmp_path / "serve.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HIPPO_ENGINE_ACCESS_KEY": "access-secret-1"}
+    cmd = [sys.executable, "-m", "hippo_engine.cli", "serve", "--save-dir", str(tmp_path / "memory"), "--port",
+           str(port), "--workers", "2", "--extractor", "ner", "--llm", "m", "--llm-base-url",
+           "http://127.0.0.1:9/v1", "--api-key", "llm-secret-2"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    url, key = f"http://127.0.0.1:{port}", {"X-API-Key": "access-secret-1"}
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                if httpx.get(f"{url}/stats", headers=key, timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.3)
+        fresh = {**key, "Connection": "close"}
+        assert {httpx.get(f"{url}/stats", headers=fresh, timeout=30).status_code for _ in range(6)} == {200}
+        assert httpx.get(f"{url}/stats", timeout=30).status_code == 401
+        httpx.get(f"{url}/stats?api_key=query-secret-3", timeout=30)
+        pids = [proc.pid, *_children(proc.pid)]
+        assert len(pids) >= 3, pids
+        environs = {pid: Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace") for pid in pids}
+        files = [v.split("=", 1)[1] for e in environs.values() for v in e.split("\0")
+                 if v.startswith("HIPPO_ENGINE_SERVE_SETTINGS_FILE=")]
+        assert files and all(Path(f).exists() for f in files)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for pid, text in environs.items():     # the server's own block is as it was started (the key given there)
+        secrets = ["llm-secret-2"] + (["access-secret-1"] if pid != proc.pid else [])
+        assert not any(s in text for s in secrets), (pid, [v for v in text.split("\0") if "secret-" in v])
+    assert not any(Path(f).exists() for f in files)
+    assert "query-secret-3" not in log.read_text(errors="replace")
