@@ -372,15 +372,16 @@ class Retriever(FactRows):
             if self._second is not None:
                 probs = self._second.run(g, block, graph_cols, R, probs, links, restriction, walks, top)
             head, agree = self.config.dense_first, self.dense_agree
+            wide = max(k, agree)        # the top-rank rule sees its ``agree`` ranks whatever k is: k is a cut
             for c, j in enumerate(graph_cols.tolist()):
                 if restriction is not None:
-                    order, scores = restriction.graph_rank(probs[:, c], dense[:, j], head, k)
-                    results[s + j].order, results[s + j].scores = dense_agree(order, scores,
-                                                                              restriction.masked(dense[:, j]), agree)
-                    continue
-                order = top_k(probs[:, c], k)
-                order, scores = dense_first(order, probs[order, c], dense[:, j], head, k)
-                results[s + j].order, results[s + j].scores = dense_agree(order, scores, dense[:, j], agree)
+                    order, scores = restriction.graph_rank(probs[:, c], dense[:, j], head, wide)
+                    order, scores = dense_agree(order, scores, restriction.masked(dense[:, j]), agree)
+                else:
+                    order = top_k(probs[:, c], wide)
+                    order, scores = dense_first(order, probs[order, c], dense[:, j], head, wide)
+                    order, scores = dense_agree(order, scores, dense[:, j], agree)
+                results[s + j].order, results[s + j].scores = order[:k], scores[:k]
         tim["ppr"] += time.perf_counter() - t2
         if explain:
             keep_trace(block, results, graph_cols, R if len(graph_cols) else None, probs if len(graph_cols) else None,

@@ -70,3 +70,21 @@ def test_second_hop_needs_a_hyperedge_index(tmp_path):
         rag.index(DOCS[:2])
         with pytest.raises(ValueError, match="hyperedges"):
             rag.retrieve(QUESTIONS[:1])
+
+
+#: the graph ranks Miquette Giraudy's page first and Steve Hillage's second; dense retrieval's best is his
+DISAGREE = "Which French singer and keyboard player married Steve Hillage?"
+
+
+@pytest.mark.parametrize("agree", [0, 2, len(DOCS)])
+def test_the_top_k_is_a_prefix_of_the_ranking_for_every_k(folder, agree):
+    """``top_k`` only cuts the ranking: the top-rank rule looks at its ``dense_agree`` ranks whatever k is
+    (with k=1 it saw one rank and left dense retrieval's best behind the graph's first)."""
+    questions = [*QUESTIONS, DISAGREE]
+    with HippoRAG(folder, extractor="ner", show_progress=False, dense_agree=agree) as rag:
+        full = rag.retrieve(questions, len(DOCS))
+        for k in range(1, len(DOCS) + 1):
+            for f, cut in zip(full, rag.retrieve(questions, k), strict=True):
+                assert cut.docs == f.docs[:k] and np.array_equal(cut.doc_scores, f.doc_scores[:k])
+        dense_best = rag.retrieve_dpr([DISAGREE])[0].docs[0]
+    assert (full[-1].docs[0] == dense_best) == (agree > 0)      # the rule moved it first (and only with it on)
