@@ -63,7 +63,7 @@ from hippo_engine.service.mcp_models import (
     RememberResult,
     explain_line,
 )
-from hippo_engine.service.schemas import ID_PATTERN
+from hippo_engine.service.schemas import ID_PATTERN, TEXT_PATTERN
 
 #: seconds remember waits for indexing by default (MCP clients commonly give up on a call after ~60 s)
 DEFAULT_WAIT_S = 45.0
@@ -300,9 +300,10 @@ def build_mcp(workspaces: Any, workspace: str | None = None, *, wait_s: float = 
     tools, lim = MemoryTools(workspaces, workspace, wait_s=wait_s), limits or Limits()
     with _root_logging_kept():
         server = MemoryServer("hippo-engine", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
-    text = Annotated[str, Field(min_length=1, max_length=lim.max_text_chars)]
+    text = Annotated[str, Field(min_length=1, max_length=lim.max_text_chars, pattern=TEXT_PATTERN)]
     doc_id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
-    query = Field(min_length=1, max_length=lim.max_query_chars, description="a question or keywords")
+    query = Field(min_length=1, max_length=lim.max_query_chars, pattern=TEXT_PATTERN,
+                  description="a question or keywords")
     top_k = Field(ge=1, le=lim.max_top_k, description="passages to return")
 
     async def remember(
@@ -322,7 +323,7 @@ def build_mcp(workspaces: Any, workspace: str | None = None, *, wait_s: float = 
                ) -> RecallResult:
         return tools.recall(query, top_k, mode)
 
-    def answer(question: Annotated[str, Field(min_length=1, max_length=lim.max_query_chars,
+    def answer(question: Annotated[str, Field(min_length=1, max_length=lim.max_query_chars, pattern=TEXT_PATTERN,
                                               description="the question to answer")],
                top_k: Annotated[int, Field(ge=1, le=lim.max_top_k, description="passages the reader reads")] = 5,
                ) -> AnswerResult:

@@ -233,7 +233,10 @@ def test_progress_is_reported_while_waiting():
 
 @pytest.mark.parametrize("name,args,message", [
     ("remember", {"texts": ["a", "b"], "ids": ["x"]}, "one id per text (1 ids for 2 texts)"),
-    ("remember", {"texts": ["  "]}, "must be a non-empty string"),
+    ("remember", {"texts": ["  "]}, "texts[0]: must hold a character that is not white space"),
+    ("remember", {"texts": ["ok", "one NUL\x00"]}, "texts[1]: must hold a character that is not white space, and no"),
+    ("recall", {"query": "\x00"}, "query: must hold a character that is not white space, and no NUL"),
+    ("answer", {"question": " \x00"}, "question: must hold a character"),
     ("remember", {"texts": []}, "texts"),
     ("recall", {"query": "x", "top_k": 0}, "top_k"),
     ("recall", {"query": "x", "mode": "fancy"}, "mode"),
