@@ -76,8 +76,8 @@ HELP = {
     "communities": "HiRAG communities on the MuSiQue subset: clusters, report cost, recall per mode",
     "build-filter-demos": "build the recognition filter's demonstrations (prompts/filter_program.json)",
     "citations": "reader citations and grounded answers on 20 MuSiQue questions and the sample (issue 22)",
-    "table-recall-llm-free": "issue 24: dense vs the ner memory and its variants, MuSiQue and 2Wiki, with and "
-                             "without titles (no LLM)",
+    "table-recall-llm-free": "issue 24: dense vs the ner memory and its variants, MuSiQue, 2Wiki and 2Wiki "
+                             "single-relation questions, with and without titles (no LLM)",
     "table-modes": "issue 25: Recall@2/@5 of every mode (graphrag_*, kb_*, hi_*, hipporag2, naive), F1, LLM calls",
     "ppr-scale": "issue 26: forward-push PPR vs exact PPR on synthetic graphs (100k, 1M passages): latency, top-10",
     "ppr-musique": "issue 26: Recall@1..20 and rankings hash per PPR solver (auto, exact, push) on the MuSiQue subset",
