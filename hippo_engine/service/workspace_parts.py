@@ -1,6 +1,7 @@
-"""What the workspaces of one server share and how a closed one is read: :class:`SharedEncoder` (one encoder
-for every workspace), the storage options of the root folder, a closed workspace's document count and the
-drop of a workspace's PostgreSQL schema (see :mod:`.workspaces`)."""
+"""What the workspaces of one server share and how a closed one is read (see :mod:`.workspaces`): a request's
+:class:`Lease` and the lifecycle's refusals, :class:`SharedEncoder` (one encoder for every workspace), the
+storage options of the root folder, a closed workspace's document count and the drop of a workspace's
+PostgreSQL schema."""
 from __future__ import annotations
 
 import contextlib
@@ -13,6 +14,38 @@ import numpy as np
 
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.store.base import StoreError
+
+#: seconds a client is asked to wait (``Retry-After``) when every open workspace is busy
+BUSY_RETRY_S = 2
+
+
+class WorkspaceLimitError(Exception):
+    """Creating one more named workspace would pass the server's limit (HTTP 409)."""
+
+
+class WorkspacesBusyError(Exception):
+    """The most workspaces that may be open are open and each is in use (HTTP 503; try again later)."""
+
+    retry_after = BUSY_RETRY_S
+
+
+class Lease:
+    """A request's hold on an open workspace: while held, the workspace is not closed for idleness or to
+    make room (deletion still closes it). :meth:`release` (idempotent) ends it; also a context manager."""
+
+    def __init__(self, owner: Any, name: str, memory: Any):
+        self.name, self.memory, self._owner, self._held = name, memory, owner, True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._owner._release(self.name)
+
+    def __enter__(self) -> Any:
+        return self.memory
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 class SharedEncoder(Encoder):
@@ -116,4 +149,5 @@ def drop_index_schema(dsn: str, schema: str, folder: Path) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-__all__ = ["SharedEncoder", "count_closed", "drop_index_schema", "share_encoder", "storage_options"]
+__all__ = ["BUSY_RETRY_S", "Lease", "SharedEncoder", "WorkspaceLimitError", "WorkspacesBusyError", "count_closed",
+           "drop_index_schema", "share_encoder", "storage_options"]

@@ -36,7 +36,11 @@ from typing import Any
 
 from hippo_engine.service.memory import Memory
 from hippo_engine.service.workspace_parts import (
+    BUSY_RETRY_S,
+    Lease,
     SharedEncoder,
+    WorkspaceLimitError,
+    WorkspacesBusyError,
     count_closed,
     drop_index_schema,
     share_encoder,
@@ -48,8 +52,8 @@ logger = logging.getLogger(__name__)
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 DEFAULT = "default"
 FOLDER = "workspaces"
-#: seconds a client is asked to wait (``Retry-After``) when every open workspace is busy
-BUSY_RETRY_S = 2
+#: seconds between two looks for an idle workspace to close while every open one is busy
+BUSY_POLL_S = 0.05
 
 
 def check_name(name: str | None) -> str:
@@ -62,50 +66,23 @@ def check_name(name: str | None) -> str:
     return name
 
 
-class WorkspaceLimitError(Exception):
-    """Creating one more named workspace would pass the server's limit (HTTP 409)."""
-
-
-class WorkspacesBusyError(Exception):
-    """The most workspaces that may be open are open and each is in use (HTTP 503; try again later)."""
-
-    retry_after = BUSY_RETRY_S
-
-
-class Lease:
-    """A request's hold on an open workspace: while held, the workspace is not closed for idleness or to
-    make room (deletion still closes it). :meth:`release` (idempotent) ends it; also a context manager."""
-
-    def __init__(self, owner: Workspaces, name: str, memory: Memory):
-        self.name, self.memory, self._owner, self._held = name, memory, owner, True
-
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            self._owner._release(self.name)
-
-    def __enter__(self) -> Memory:
-        return self.memory
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
 class Workspaces:
     """The workspaces under ``root``. ``rag_options``: ``HippoRAG`` keyword arguments (``storage``, ``dsn``,
     models, ``extractor``, config overrides) for every workspace; ``memory_options``: ``Memory`` keyword
     arguments (``batch_size``, ``worker``, ``poll_s``). ``separate_writer``: give each memory a second
     ``HippoRAG`` for its worker's writes (queries never wait for a batch). ``max_workspaces``,
-    ``max_open``, ``idle_s``: the lifecycle limits of the module docstring (None: no limit). Thread-safe."""
+    ``max_open``, ``idle_s``: the lifecycle limits of the module docstring (None: no limit); ``busy_wait_s``: how
+    long opening a workspace waits for an open one to become idle before it is refused. Thread-safe."""
 
     def __init__(self, root: str | Path, *, rag_options: dict | None = None, memory_options: dict | None = None,
                  separate_writer: bool = True, max_workspaces: int | None = None, max_open: int | None = None,
-                 idle_s: float | None = None):
+                 idle_s: float | None = None, busy_wait_s: float = 5.0):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.memory_options = dict(memory_options or {})
         self.separate_writer = separate_writer
         self.max_workspaces, self.max_open, self.idle_s = max_workspaces, max_open, idle_s
+        self.busy_wait_s = busy_wait_s
         self._opts, self._storage, self._dsn = storage_options(self.root, dict(rag_options or {}))
         self._memories: OrderedDict[str, Memory] = OrderedDict()    # least recently used first
         self._leases: Counter[str] = Counter()
@@ -228,23 +205,36 @@ class Workspaces:
 
     def _make_room(self, name: str) -> list[tuple[str, Memory]]:
         """Count ``name`` as opening, taking the least recently used idle workspaces out of the table when
-        ``max_open`` would be passed (the caller closes them); :class:`WorkspacesBusyError` when none is idle."""
-        with self._lock:
-            if name == DEFAULT:
-                return []
-            victims: list[tuple[str, Memory]] = []
-            if self.max_open is not None:
-                excess = sum(n != DEFAULT for n in self._memories) + self._opening + 1 - self.max_open
-                idle = [n for n in self._memories if n != DEFAULT and self._idle(n)][:max(excess, 0)]
-                if len(idle) < excess:
-                    raise WorkspacesBusyError(
-                        f"{self.max_open} workspaces are open (--max-open-workspaces) and each is in use; "
-                        f"try again in {BUSY_RETRY_S} s")
-                for n in idle:
-                    victims.append((n, self._memories.pop(n)))
-                    self._closing[n] = threading.Event()
-            self._opening += 1
-            return victims
+        ``max_open`` would be passed (the caller closes them). While none is idle it looks again for up to
+        ``busy_wait_s`` seconds (a batch being indexed usually ends soon), then raises
+        :class:`WorkspacesBusyError`."""
+        if name == DEFAULT:
+            return []
+        deadline = time.monotonic() + self.busy_wait_s
+        while True:
+            with self._lock:
+                victims = self._victims()
+                if victims is not None:
+                    self._opening += 1
+                    return victims
+            if time.monotonic() >= deadline:
+                raise WorkspacesBusyError(f"{self.max_open} workspaces are open (--max-open-workspaces) and each "
+                                          f"is in use; try again in {BUSY_RETRY_S} s")
+            time.sleep(BUSY_POLL_S)
+
+    def _victims(self) -> list[tuple[str, Memory]] | None:
+        """Under the global lock: the idle workspaces to close so that one more may open, taken out of the
+        table (None: not enough of them are idle)."""
+        if self.max_open is None:
+            return []
+        excess = sum(n != DEFAULT for n in self._memories) + self._opening + 1 - self.max_open
+        idle = [n for n in self._memories if n != DEFAULT and self._idle(n)][:max(excess, 0)]
+        if len(idle) < excess:
+            return None
+        victims = [(n, self._memories.pop(n)) for n in idle]
+        for n in idle:
+            self._closing[n] = threading.Event()
+        return victims
 
     def _idle(self, name: str) -> bool:
         """Whether open workspace ``name`` may be closed: no lease, and its queue has nothing to do."""
