@@ -6,7 +6,8 @@ the app's (:class:`hippo_engine.service.security.BodyTimer`).
 * **Header timeout**: a connection that has not delivered a complete request head within
   ``header_timeout_s`` of connecting (or of its previous response, for a kept-alive one) is closed,
   however slowly it trickles bytes (uvicorn's keep-alive timer restarts on every byte, and a new
-  connection that sends nothing has no timer at all).
+  connection that sends nothing has no timer at all). The rest of a body the app answered without
+  reading (a 401 before the body) counts as waiting for the next head.
 * **Connection cap** (``limit_concurrency``, from ``--max-connections``, at most half the process's
   file descriptors): a new connection over the cap closes the connection that has waited longest for
   a request head, so idle and slow-header sockets never keep a real client (``/health``) out; when
@@ -78,16 +79,21 @@ class EdgeProtocol(H11Protocol):
         if self.cap is not None and len(self.connections) > self.cap:
             self._evict_one()
 
+    def idle(self) -> bool:
+        """Whether no request is in progress: none started, or its response sent (the client may still be
+        sending the rest of a body the app did not read)."""
+        return self.conn.their_state is h11.IDLE or self.conn.our_state in (h11.DONE, h11.MUST_CLOSE)
+
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:      # a request head is complete (or the connection failed)
+        if not self.idle():                             # a request head is complete
             self._stop_waiting()
         elif self._head_timer is None and not self.transport.is_closing():
-            self._await_head()                          # the rest of an unread body, then a next request
+            self._await_head()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+        if not self.transport.is_closing() and self.idle() and self._head_timer is None:
             self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -107,7 +113,7 @@ class EdgeProtocol(H11Protocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        if self.idle() and not self.transport.is_closing():
             self.close_idle()
 
     def close_idle(self) -> None:

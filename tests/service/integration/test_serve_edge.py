@@ -119,6 +119,17 @@ def test_connections_without_a_complete_request_head_are_closed(tmp_path):
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
 
 
+def test_the_rest_of_a_body_answered_unread_is_timed_like_a_head(tmp_path):
+    """A route that answers without reading the body (/health; a 401 before the body alike): the client
+    trickling the rest of an endless chunked body is closed after the header timeout."""
+    with edge_server(tmp_path, "--header-timeout", "1") as (port, _):
+        s = _connect(port)
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n")
+        assert b" 200 " in _response(s).split(b"\r\n")[0]
+        waited = _closed_within(s, 6, b"1\r\nb\r\n" * 10)
+        assert waited is not None and waited < 4, waited
+
+
 def test_a_body_that_stops_arriving_gets_408_json(tmp_path):
     with edge_server(tmp_path, "--body-timeout", "1") as (port, _):
         s = _connect(port)
