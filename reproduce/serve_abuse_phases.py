@@ -196,6 +196,7 @@ def left_running(answers: list[dict], calls, grace: float, now: float) -> dict:
     late = [c for c in tagged if c.running_at(left[c.tag] + grace) or c.start > left[c.tag] + grace]
     return {"llm_calls": len(calls), "llm_calls_tagged": len(tagged), "left_running": len(late),
             "started_after_client_left": sum(c.start > left[c.tag] for c in tagged),
+            "in_flight_when_client_left": sum(c.start <= left[c.tag] for c in tagged),
             "open_at_end": sum(c.end is None for c in calls),
             "closed_by_server": sum(c.how == "closed" for c in calls),
             "replied": sum(c.how == "replied" for c in calls),

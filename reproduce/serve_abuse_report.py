@@ -131,7 +131,9 @@ def targets(args: argparse.Namespace, phases: dict) -> list[dict]:
                            a["retrieve_busy"]["probes"] > 0 and busy <= args.retrieve_ratio * idle))
         llm = a["llm"]
         out.append(_target("answers", f"no LLM call running {args.grace:g} s after its client left",
-                           f"{llm['left_running']} of {llm['llm_calls_tagged']} calls", llm["left_running"] == 0))
+                           f"{llm['left_running']} of {llm['llm_calls_tagged']} calls "
+                           f"({llm['in_flight_when_client_left']} in flight when their client left)",
+                           llm["left_running"] == 0))
     if (s := phases.get("sockets")) is not None:
         h = s["health"]
         out.append(_target("sockets", "/health answers throughout (an HTTP status within 5 s)",

@@ -63,6 +63,7 @@ def test_left_running_counts_calls_that_outlive_their_client():
              LLMCall(2, 25.0, None)]                 # started long after its client left, still open
     out = left_running(answers, calls, grace=1.0, now=40.0)
     assert out["left_running"] == 2 and out["started_after_client_left"] == 1 and out["open_at_end"] == 1
+    assert out["in_flight_when_client_left"] == 2
     assert out["seconds_after_client_left"] == [0.4, 20.0, 30.0]
 
 
@@ -81,7 +82,8 @@ def test_targets_follow_the_figures():
     args = parse("--quick")
     probes = {"probes": 100, "ok": 100, "p99_ms": 20.0, "p95_ms": 10.0}
     good = {"answers": {"health": probes, "retrieve_idle": {"p95_ms": 50.0}, "retrieve_busy": {"probes": 9,
-            "p95_ms": 90.0}, "llm": {"left_running": 0, "llm_calls_tagged": 4}},
+            "p95_ms": 90.0}, "llm": {"left_running": 0, "llm_calls_tagged": 4,
+                                                            "in_flight_when_client_left": 4}},
             "sockets": {"health": {**probes, "answered": 100}, "log_bytes": 5000, "log_emfile_lines": 0},
             "workspaces": {"server_errors": 0, "unanswered": 0, "attempted": 6, "asked": 6, "created": 6,
                            "failed_elsewhere": 0, "rechecked_workspaces": 3, "listing_errors": [],
