@@ -9,7 +9,8 @@ stdout and stderr in ``<work>/<phase>.log``:
 1. **answers**: the reader LLM is a scripted OpenAI-compatible server on 127.0.0.1 that takes
    ``--llm-delay`` (20) seconds a call and records when each call arrives and when its client (the
    service) closes the connection (:mod:`.serve_abuse_llm`). The sample corpus is indexed, the idle p95 of
-   ``/retrieve`` measured (``--idle-retrieves`` in turn), then ``--answers`` (200) ``POST /answer`` are sent
+   ``/retrieve`` measured (``--idle-retrieves`` in turn), one answer waited for (untagged, the LLM replies
+   at once: the reader's first use is a warm-up), then ``--answers`` (200) ``POST /answer`` are sent
    from ``--answer-clients`` (40) sockets, each closed ``--leave-after`` (1) s after its request (every
    ``1/--stream-share``-th asks for the event stream), and watched ``--observe`` s more. Meanwhile
    ``/health`` is probed every 0.1 s (each on a new connection, on time whatever the ones before did) and
@@ -172,6 +173,7 @@ def phase_answers(args: argparse.Namespace, log=print) -> dict:
                 for _ in range(5):                                  # warm up (the graph loads on first use)
                     idle.once(c)
                 idle_probes = [idle.once(c) for _ in range(args.idle_retrieves)]
+                warm = idle_answer(c, questions[1])
             log(f"answers: idle /retrieve measured; sending {args.answers} abandoned answers")
             health = phases.Prober(server.url, "GET", "/health", 0.1, fresh=True).start()
             busy = phases.Prober(server.url, "POST", "/retrieve", 0.25, body=retrieve, timeout=30.0).start()
@@ -187,7 +189,16 @@ def phase_answers(args: argparse.Namespace, log=print) -> dict:
             exit_code = stop(server)
     running = phases.left_running(answers, calls, args.grace, t_end)
     return summarize_answers(args, idle_probes, probes, answers, running, (t0, t_sent, t_end)) | {
-        "server_exit": exit_code, "documents": sample["documents"]}
+        "server_exit": exit_code, "documents": sample["documents"], "warm_up_answer": warm}
+
+
+def idle_answer(client, question: str) -> dict:
+    """One answer waited for (untagged: the scripted LLM replies at once), before the load: the reader's
+    first use (its client built, its modules imported) is not what the phase measures."""
+    t = time.monotonic()
+    r = client.post("/answer", json={"question": question, "top_k": 3})
+    return {"status": r.status_code, "seconds": round(time.monotonic() - t, 2),
+            "answer": r.json().get("answer") if r.status_code == 200 else r.text[:200]}
 
 
 def phase_sockets(args: argparse.Namespace, log=print) -> dict:

@@ -1,6 +1,7 @@
 """A slow scripted OpenAI-compatible chat server on 127.0.0.1 that watches its clients (``serve-abuse``).
 
-Each chat completion takes ``delay`` seconds. Meanwhile the handler polls its socket (every
+Each chat completion tagged ``[abuse-N]`` takes ``delay`` seconds (an untagged one, a warm-up's,
+``untagged_delay``: none by default). Meanwhile the handler polls its socket (every
 :data:`POLL_S`): when the client closes the connection (end of stream or a reset), the call ends
 there, unanswered. So, from this server's side, a call runs from the moment its request arrived
 until the client closed the connection or the reply was sent; :class:`LLMCall` keeps those times
@@ -71,8 +72,8 @@ def _completion(model: str, text: str, stream: bool) -> bytes:
 class SlowLLM:
     """``with SlowLLM(delay=20) as llm: llm.base_url``; ``llm.calls()`` lists what it saw."""
 
-    def __init__(self, delay: float, answer: str = "Answer: the memory does not say"):
-        self.delay, self.answer = float(delay), answer
+    def __init__(self, delay: float, answer: str = "Answer: the memory does not say", untagged_delay: float = 0.0):
+        self.delay, self.answer, self.untagged_delay = float(delay), answer, float(untagged_delay)
         self._calls: list[LLMCall] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -98,7 +99,7 @@ class SlowLLM:
         call = LLMCall(int(found.group(1)) if found else None, time.monotonic())
         with self._lock:
             self._calls.append(call)
-        deadline = call.start + self.delay
+        deadline = call.start + (self.delay if call.tag is not None else self.untagged_delay)
         while time.monotonic() < deadline and not self._stopping.is_set():
             if _client_gone(h.connection):
                 call.end, call.how = time.monotonic(), "closed"

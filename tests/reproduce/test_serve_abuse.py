@@ -119,7 +119,7 @@ def test_a_tiny_run_of_every_phase_on_the_real_server(tmp_path):
     code = serve_abuse.run(parse(*argv), argv)
     result = json.loads(out.with_suffix(".json").read_text())
     answers, socks, spaces = (result["phases"][p] for p in ("answers", "sockets", "workspaces"))
-    assert answers["answers_sent"] == 6 and answers["documents"] == 14
+    assert answers["answers_sent"] == 6 and answers["documents"] == 14 and answers["warm_up_answer"]["status"] == 200
     assert answers["health"]["probes"] > 0 and answers["retrieve_idle"]["ok"] == 10
     assert answers["llm"]["llm_calls_tagged"] <= 6 and answers["abandoned"] + sum(
         n for s, n in answers["answer_statuses"].items() if s not in ("None", "200")) >= 1
