@@ -18,9 +18,10 @@ What it is given, the same for every system in the table:
 * an LLM that raises on any call (:class:`NoLLM`): only ``LinearRAG.retrieve`` is called, never ``qa``.
 
 Its index (``LinearRAG.index``: parquet embedding stores, the spaCy results, a GraphML file) is kept under
-``WORK/linearrag/corpus-<hash of the corpus>/`` and reused. Retrieval reads its settings from the config
-at query time, so one index serves every setting in :data:`SETTINGS`; the table reports, at each k, the
-best of them (``reproduce/table_recall.py``).
+``WORK/linearrag/corpus-<hash of the corpus>/`` and reused; opening it goes through ``index`` again, which
+rewrites every file, so two runs over one work folder take turns (a file lock beside the folder).
+Retrieval reads its settings from the config at query time, so one index serves every setting in
+:data:`SETTINGS`; the table reports, at each k, the best of them (``reproduce/table_recall.py``).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock
 
 ENV_SRC = "HIPPO_LINEARRAG_SRC"
 HOW = ("export a checkout from a git mirror of DEEP-PolyU/LinearRAG with "
@@ -145,8 +147,10 @@ class Peer:
                                  working_dir=str(folder), max_workers=max(1, len(self.docs) // 64),
                                  retrieval_top_k=TOP)
         t = time.perf_counter()
-        self.rag = linear_rag(global_config=self.config)
-        self.rag.index(self.docs)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(folder) + ".lock"):    # its index() rewrites every store, even when nothing is new
+            self.rag = linear_rag(global_config=self.config)
+            self.rag.index(self.docs)
         self.index_s = time.perf_counter() - t
 
     def retrieve(self, questions: Sequence[str], setting: dict) -> list[list[str]]:

@@ -5,10 +5,12 @@ The end-to-end tests need a LinearRAG checkout (``$HIPPO_LINEARRAG_SRC``; make o
 reproduce.peer_linearrag export MIRROR DIR``) and skip without one; the refusal tests need nothing."""
 import json
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from filelock import FileLock
 
 from reproduce import peer_linearrag as peer
 from reproduce.cli import main
@@ -106,7 +108,7 @@ def test_export_writes_the_mirror_head_and_its_commit(tmp_path):
 def test_linearrag_end_to_end_on_a_tiny_corpus(tmp_path, monkeypatch):
     """Its own index and retrieval with the real MiniLM and spaCy: every passage is a passage of the corpus,
     the graph links passages only to entities (no passage-to-passage edge: no ``{idx}:`` prefix), the
-    index is cached and reused, no LLM call."""
+    index is cached and reused (one run at a time: its index() rewrites the cache), no LLM call."""
     from hippo_engine.models.encoder import TransformersEncoder
     from reproduce.recall_data import CachingEncoder
 
@@ -126,8 +128,16 @@ def test_linearrag_end_to_end_on_a_tiny_corpus(tmp_path, monkeypatch):
         assert docs[1] in got[1][:2]                  # "...wife of Steve Hillage born?": his page near the top
     assert peer.NoLLM.calls == 0
     misses = enc.misses
-    peer.Peer(src, docs, folder, enc)                 # reopened: nothing new encoded
-    assert enc.misses == misses and (folder / "index" / "ner_results.json").is_file()
+    reopened = []
+    stores = folder / "index" / "ner_results.json"
+    before = stores.stat().st_mtime_ns
+    with FileLock(str(folder) + ".lock"):             # another run holds the cache: the reopening waits
+        th = threading.Thread(target=lambda: reopened.append(peer.Peer(src, docs, folder, enc)))
+        th.start()
+        th.join(8.0)                                  # (unlocked, it rewrites the stores within a few seconds)
+        assert th.is_alive() and not reopened and stores.stat().st_mtime_ns == before
+    th.join(120)
+    assert reopened and enc.misses == misses          # reopened: nothing new encoded
 
 
 @pytest.mark.slow
