@@ -13,7 +13,8 @@ stdout and stderr in ``<work>/<phase>.log``:
    at once: the reader's first use is a warm-up), then ``--answers`` (200) ``POST /answer`` are sent
    from ``--answer-clients`` (40) sockets, each closed ``--leave-after`` (1) s after its request (every
    ``1/--stream-share``-th asks for the event stream), and watched ``--observe`` s more. Meanwhile
-   ``/health`` is probed every 0.1 s (each on a new connection, on time whatever the ones before did) and
+   ``/health`` is probed every 0.1 s (each on a new connection, on time whatever the ones before did, from
+   a process of its own: :mod:`.serve_abuse_probe`) and
    ``/retrieve`` every 0.25 s after the last answered (a keep-alive client). Targets:
    ``/health`` p99 < 100 ms and ``/retrieve`` p95 <= 2x idle over the whole window (a probe without a 200
    counts as its 5 s timeout), and 0 LLM calls running 1 s after their client left (the LLM's own record;
@@ -50,6 +51,7 @@ from pathlib import Path
 from . import serve_abuse_phases as phases
 from .common import REPO_ROOT
 from .serve_abuse_llm import SlowLLM
+from .serve_abuse_probe import ProbeProcess
 from .serve_abuse_report import render, summarize_answers, summarize_sockets, summarize_workspaces, targets
 from .serve_common import sample_corpus
 from .serve_harness import OUT_DIR, ServerProcess, command_line, redact, serve_command, uptime
@@ -175,7 +177,7 @@ def phase_answers(args: argparse.Namespace, log=print) -> dict:
                 idle_probes = [idle.once(c) for _ in range(args.idle_retrieves)]
                 warm = idle_answer(c, questions[1])
             log(f"answers: idle /retrieve measured; sending {args.answers} abandoned answers")
-            health = phases.Prober(server.url, "GET", "/health", 0.1, fresh=True).start()
+            health = ProbeProcess(server.url, "/health", 0.1, phases.PROBE_TIMEOUT).start()
             busy = phases.Prober(server.url, "POST", "/retrieve", 0.25, body=retrieve, timeout=30.0).start()
             t0 = time.monotonic()
             answers = phases.abandoned_answers(server.port, questions, args.answers, args.answer_clients,
@@ -205,7 +207,7 @@ def phase_sockets(args: argparse.Namespace, log=print) -> dict:
     """Phase 2 (see the module docstring)."""
     server = start_server(args, "sockets", args.socket_fd_limit)
     try:
-        health = phases.Prober(server.url, "GET", "/health", 0.2, fresh=True).start()
+        health = ProbeProcess(server.url, "/health", 0.2, phases.PROBE_TIMEOUT).start()
         t0 = time.monotonic()
         log(f"sockets: {args.idle_sockets} idle and {args.slow_sockets} slow sockets for {args.slow_seconds:g} s")
         socks = phases.sockets(server.port, args.idle_sockets, args.slow_sockets, args.slow_seconds,

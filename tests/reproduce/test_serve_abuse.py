@@ -56,6 +56,18 @@ def test_a_raw_probe_reads_the_status_and_times_out_on_a_silent_server():
     assert status is None and "timed out" in error and time.monotonic() - t < 2
 
 
+def test_probes_from_a_process_of_their_own_share_the_harness_clock():
+    from reproduce.serve_abuse_probe import ProbeProcess
+    with SlowLLM(delay=1.0) as llm:
+        t = time.monotonic()
+        probes = ProbeProcess(llm.base_url.removesuffix("/v1"), "/health", 0.1, 5.0).start()
+        started = time.monotonic()
+        time.sleep(1.0)
+        got = probes.stop()
+    assert len(got) >= 3 and all(p.status == 501 for p in got) and got[0].t < started + 0.5
+    assert t < got[0].t < got[-1].t < time.monotonic()
+
+
 def test_left_running_counts_calls_that_outlive_their_client():
     answers = [{"tag": 0, "left": 10.0}, {"tag": 1, "left": 10.0}, {"tag": 2, "left": 10.0}]
     calls = [LLMCall(0, 9.5, 10.4, "closed"),        # stopped 0.4 s after its client left: fine
