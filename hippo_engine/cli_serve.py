@@ -78,6 +78,8 @@ def add_parser(sub, common: Callable, ranking_flags: Callable, positive: Callabl
     sp.add_argument("--max-open-workspaces", type=positive, default=16, metavar="N",
                     help="workspaces open at once (default 16): the least recently used idle one is closed to "
                          "open another and reopened when asked for again")
+    sp.add_argument("--workspace-idle", type=_seconds, default=300.0, metavar="SECONDS",
+                    help="close a workspace this long after its last request (default 300; reopened on its next)")
     ranking_flags(sp)
     common(sp, creates=True)
     sp.set_defaults(func=cmd_serve)
@@ -95,7 +97,19 @@ def build_settings(args, environ: dict[str, str] | None = None) -> ServiceSettin
                            max_body_bytes=args.max_body_mb * 2 ** 20, max_batch=args.max_batch,
                            cors_origins=tuple(args.cors_origin or ()), allowed_hosts=_names(args.allowed_hosts),
                            max_answers=args.max_answers, max_connections=args.max_connections,
-                           max_workspaces=args.max_workspaces, max_open_workspaces=args.max_open_workspaces)
+                           max_workspaces=args.max_workspaces, max_open_workspaces=args.max_open_workspaces,
+                           workspace_idle_s=args.workspace_idle)
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a positive finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
 
 
 def _names(values: list[str] | None) -> tuple[str, ...]:

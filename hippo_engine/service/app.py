@@ -30,7 +30,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from starlette.concurrency import run_in_threadpool
 
 from hippo_engine import __version__
-from hippo_engine.service import errors, pages, routes_documents, routes_query, routes_server
+from hippo_engine.service import answering, errors, pages, routes_documents, routes_query, routes_server
 from hippo_engine.service.hosts import HostGuard, HostPolicy
 from hippo_engine.service.routes_base import SCOPES, JSONBody, known_query
 from hippo_engine.service.security import KEY_HEADER, BodyLimit, BodyTimer, KeyGuard, key_dependency
@@ -50,7 +50,8 @@ def open_workspaces(settings: ServiceSettings) -> Any:
     """The server's :class:`~hippo_engine.service.workspaces.Workspaces` over ``settings.save_dir``."""
     from hippo_engine.service.workspaces import Workspaces
     return Workspaces(Path(settings.save_dir), rag_options=dict(settings.rag_options),
-                      memory_options=dict(settings.memory_options))
+                      memory_options=dict(settings.memory_options), max_workspaces=settings.max_workspaces,
+                      max_open=settings.max_open_workspaces, idle_s=settings.workspace_idle_s)
 
 
 def create_app(settings: ServiceSettings, *, workspaces: Any = None, preload: bool = True) -> FastAPI:
@@ -121,7 +122,8 @@ def _mount_mcp(app: FastAPI, ws: Any, settings: ServiceSettings,
         log.info("no MCP server module: /mcp is not served")
         return
     from hippo_engine.service.limits import Limits  # the REST routes' limits hold for the tools too
-    mcp = mcp_http(build_mcp(ws, limits=Limits.of(settings)), stateless=True,
+    slots = answering.slots_of(app.state, settings.max_answers)     # shared with POST /answer
+    mcp = mcp_http(build_mcp(ws, limits=Limits.of(settings), slots=slots), stateless=True,
                    host_checked=True)     # HostGuard checks Host and Origin
     endpoint: Any = mcp.endpoint     # an ASGI app: Starlette routes to it as it is
     app.add_route("/mcp", endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)

@@ -52,6 +52,7 @@ from pydantic import Field, ValidationError
 from hippo_engine import __version__
 from hippo_engine.config import MODES, ConfigError
 from hippo_engine.service import errors
+from hippo_engine.service.answering import RETRY_AFTER_S, AnswerSlots
 from hippo_engine.service.jobs import MAX_ID_CHARS
 from hippo_engine.service.limits import Limits
 from hippo_engine.service.mcp_models import (
@@ -129,9 +130,9 @@ class MemoryTools:
     """The tools' logic over one workspace (kept apart from the SDK so it reads and tests plainly)."""
 
     def __init__(self, workspaces: Any, workspace: str | None = None, *, wait_s: float = DEFAULT_WAIT_S,
-                 poll_s: float = 0.2):
+                 poll_s: float = 0.2, slots: AnswerSlots | None = None):
         self.workspaces, self.workspace = workspaces, workspace
-        self.wait_s, self.poll_s = wait_s, poll_s
+        self.wait_s, self.poll_s, self.slots = wait_s, poll_s, slots
 
     def memory(self) -> Any:
         """This server's Memory (the workspace is created on first use)."""
@@ -207,6 +208,21 @@ class MemoryTools:
                                     text=p["text"], explanation=explain_line(exps.get(p["id"]), mode_used))
                     for i, p in enumerate(result["passages"])]
         return RecallResult(query=query, mode=mode_used, passages=passages, not_yet_searchable=waiting)
+
+    async def answer_bounded(self, question: str, top_k: int) -> AnswerResult:
+        """:meth:`answer` on the server's answer slots (``--max-answers``, shared with ``POST /answer``): one
+        more than the cap is a tool error at once; a call whose request is cancelled is told to stop and frees
+        its slot. Without slots (stdio: one client) on a worker thread."""
+        if self.slots is None:
+            return await anyio.to_thread.run_sync(self.answer, question, top_k)
+        slot = self.slots.take()
+        if slot is None:
+            raise ToolError(f"{self.slots.limit} answers are being made (the server's --max-answers); try again "
+                            f"in {RETRY_AFTER_S} s")
+        try:
+            return await slot.run(lambda: self.answer(question, top_k))
+        finally:
+            slot.release()
 
     def answer(self, question: str, top_k: int) -> AnswerResult:
         with _tool_errors():
@@ -294,12 +310,13 @@ def _problem(p: Any) -> str:
 
 
 def build_mcp(workspaces: Any, workspace: str | None = None, *, wait_s: float = DEFAULT_WAIT_S,
-              limits: Limits | None = None) -> MCPServer:
+              limits: Limits | None = None, slots: AnswerSlots | None = None) -> MCPServer:
     """An MCP server whose tools work on ``workspaces.get(workspace, create=True)`` (``None``: the
     default workspace); ``wait_s``: the longest remember waits for indexing; ``limits``: what one call
     may carry (texts, their length, query length, top_k; default ``Limits()``, the HTTP API's defaults),
-    published in the tools' input schemas and checked before a tool runs."""
-    tools, lim = MemoryTools(workspaces, workspace, wait_s=wait_s), limits or Limits()
+    published in the tools' input schemas and checked before a tool runs; ``slots``: the HTTP server's
+    answer slots (:mod:`.answering`), which the answer tool shares with ``POST /answer``."""
+    tools, lim = MemoryTools(workspaces, workspace, wait_s=wait_s, slots=slots), limits or Limits()
     with _root_logging_kept():
         server = MemoryServer("hippo-engine", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     text = Annotated[str, Field(min_length=1, max_length=lim.max_text_chars, pattern=TEXT_PATTERN)]
@@ -325,11 +342,11 @@ def build_mcp(workspaces: Any, workspace: str | None = None, *, wait_s: float = 
                ) -> RecallResult:
         return tools.recall(query, top_k, mode)
 
-    def answer(question: Annotated[str, Field(min_length=1, max_length=lim.max_query_chars, pattern=TEXT_PATTERN,
+    async def answer(question: Annotated[str, Field(min_length=1, max_length=lim.max_query_chars, pattern=TEXT_PATTERN,
                                               description="the question to answer")],
                top_k: Annotated[int, Field(ge=1, le=lim.max_top_k, description="passages the reader reads")] = 5,
                ) -> AnswerResult:
-        return tools.answer(question, top_k)
+        return await tools.answer_bounded(question, top_k)
 
     def forget(ids: Annotated[list[doc_id], Field(min_length=1, max_length=lim.max_batch,  # type: ignore[valid-type]
                                                   description="ids of the documents to delete")],

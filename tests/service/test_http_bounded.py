@@ -182,3 +182,52 @@ def test_stats_shows_no_absolute_path(tmp_path):
         named = client.get("/w/team/stats").json()["storage"]
     assert storage == {"backend": "sqlite", "location": "index.sqlite"} == named     # the file's name only
     assert str(tmp_path) not in str(storage) and str(tmp_path) not in str(named)
+
+
+@pytest.mark.timeout(60)
+def test_mcp_answers_share_the_cap_with_post_answer():
+    """The MCP answer tool at /mcp takes its place among the ``max_answers`` answers (it ran on the SDK's
+    worker threads, uncapped): while an MCP answer runs, one more answer is refused at once, over REST (503)
+    and over MCP (a tool error naming --max-answers); once it ends, both work again."""
+    import anyio
+    from mcp import Client
+
+    ws = FakeWorkspaces()
+    mem = ws.memories[None] = HangingMemory()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = create_app(ServiceSettings(save_dir="unused", mount_web=False, max_answers=1), workspaces=ws, preload=False)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+
+        async def main():
+            async with Client(f"{url}/mcp") as first, Client(f"{url}/mcp") as second:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(first.call_tool, "answer", {"question": "held"})
+                    with anyio.fail_after(10):
+                        while not mem.started:
+                            await anyio.sleep(0.02)
+                    with anyio.fail_after(5):      # (uncapped, it waited behind the held answer)
+                        refused = await second.call_tool("answer", {"question": "one more"})
+                    rest = await anyio.to_thread.run_sync(
+                        lambda: httpx.post(f"{url}/answer", json={"question": "rest"}, timeout=10))
+                    mem.release.set()
+                after = await second.call_tool("answer", {"question": "after"})
+            return refused, rest, after
+
+        refused, rest, after = anyio.run(main)
+    finally:
+        mem.release.set()
+        server.should_exit = True
+        thread.join(10)
+    assert refused.is_error and "--max-answers" in refused.content[0].text
+    assert rest.status_code == 503 and rest.headers["retry-after"] == "2"
+    assert not after.is_error and [q for q, _ in mem.started] == ["held", "after"]

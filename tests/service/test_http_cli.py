@@ -206,3 +206,22 @@ def test_settings_travel_as_json_without_the_key():
 def test_loopback_hosts():
     assert cli_serve.is_loopback("127.0.0.1") and cli_serve.is_loopback("::1") and cli_serve.is_loopback("localhost")
     assert not cli_serve.is_loopback("0.0.0.0") and not cli_serve.is_loopback("example.org")
+
+
+def test_the_work_and_workspace_limits_reach_the_settings_and_the_workspaces(tmp_path):
+    from dataclasses import replace
+
+    from hippo_engine.service.app import open_workspaces
+    args = _args("--max-answers", "2", "--max-connections", "50", "--max-workspaces", "7",
+                 "--max-open-workspaces", "3", "--workspace-idle", "12.5")
+    s = cli_serve.build_settings(args, environ={})
+    assert (s.max_answers, s.max_connections, s.max_workspaces, s.max_open_workspaces, s.workspace_idle_s) == \
+        (2, 50, 7, 3, 12.5)
+    defaults = cli_serve.build_settings(_args(), environ={})
+    assert (defaults.max_answers, defaults.max_workspaces, defaults.max_open_workspaces,
+            defaults.workspace_idle_s) == (4, 1000, 16, 300.0)
+    for bad in ("0", "-1", "inf", "x"):
+        with pytest.raises(SystemExit):
+            _args("--workspace-idle", bad)
+    with open_workspaces(replace(s, save_dir=str(tmp_path))) as ws:       # what serve opens
+        assert (ws.max_workspaces, ws.max_open, ws.idle_s) == (7, 3, 12.5)
