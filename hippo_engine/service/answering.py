@@ -13,12 +13,16 @@ abandoned calls can never pile up.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from starlette.types import ASGIApp, Receive, Scope, Send
+
 from hippo_engine.llm.cancel import cancel_on
+from hippo_engine.service.errors import ApiError, error_response
 
 T = TypeVar("T")
 #: seconds between two looks at whether an answer's client is still there
@@ -52,6 +56,10 @@ class AnswerSlots:
     def running(self) -> int:
         """Answer calls still running (or waiting for a thread), abandoned ones included."""
         return self._running
+
+    def full(self) -> bool:
+        """Whether :meth:`take` would refuse now."""
+        return self._held >= self.limit or self._running >= 2 * self.limit
 
     def take(self) -> Slot | None:
         """A slot, or None when ``limit`` answers run already (or ``2 * limit`` calls have not ended)."""
@@ -128,6 +136,35 @@ def _quiet(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+#: the answer route at both prefixes
+ANSWER_PATH = re.compile(r"^(/w/[^/]+)?/answer$")
+
+
+def refusal(limit: int) -> ApiError:
+    """The 503 of one answer more than ``limit``."""
+    return ApiError(503, f"{limit} answers are being made (--max-answers); try again in {RETRY_AFTER_S} s",
+                    headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
+class AnswerGate:
+    """ASGI middleware: while the answer slots are full, ``POST /answer`` (at both prefixes) is refused at once
+    (503, ``Retry-After``) before its body is read, validated or its workspace resolved, so a burst of answers
+    costs the event loop little; the route takes its slot for real (a request let through here may still be
+    refused there). Innermost: Host, key and size checks come first."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") == "POST" and ANSWER_PATH.match(scope.get("path", "")):
+            slots = slots_of(scope["app"].state, self.limit)
+            if slots.full():
+                err = refusal(self.limit)
+                await error_response(503, err.message, headers=err.headers)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def slots_of(state: Any, limit: int) -> AnswerSlots:
     """The app's :class:`AnswerSlots` (made on first use, in the event loop's thread)."""
     slots = getattr(state, "answer_slots", None)
@@ -136,4 +173,4 @@ def slots_of(state: Any, limit: int) -> AnswerSlots:
     return slots
 
 
-__all__ = ["POLL_S", "RETRY_AFTER_S", "AnswerSlots", "ClientGone", "Slot", "slots_of"]
+__all__ = ["POLL_S", "RETRY_AFTER_S", "AnswerGate", "AnswerSlots", "ClientGone", "Slot", "refusal", "slots_of"]

@@ -83,6 +83,7 @@ def create_app(settings: ServiceSettings, *, workspaces: Any = None, preload: bo
         _mount_mcp(app, ws, settings, extra_lifespans)
     if settings.mount_web:
         _mount_web(app)
+    app.add_middleware(answering.AnswerGate, limit=settings.max_answers)    # innermost: after every check
     app.add_middleware(BodyTimer, timeout_s=settings.body_timeout_s)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     if settings.access_key:

@@ -10,7 +10,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from hippo_engine.service import answering, limits, sse
-from hippo_engine.service.errors import ApiError
 from hippo_engine.service.routes_base import ERRORS, Scope, settings
 from hippo_engine.service.schemas import (
     MAX_TOP_K,
@@ -76,9 +75,7 @@ def build(scope: Scope) -> APIRouter:
         limits.check_top_k(settings(request), body.top_k)
         slot = answering.slots_of(request.app.state, settings(request).max_answers).take()
         if slot is None:
-            raise ApiError(503, f"{settings(request).max_answers} answers are being made (--max-answers); "
-                                f"try again in {answering.RETRY_AFTER_S} s",
-                           headers={"Retry-After": str(answering.RETRY_AFTER_S)})
+            raise answering.refusal(settings(request).max_answers)
 
         def call() -> dict:
             return memory.answer(question, top_k=body.top_k, mode=body.mode, where=body.where)

@@ -231,3 +231,26 @@ def test_mcp_answers_share_the_cap_with_post_answer():
     assert refused.is_error and "--max-answers" in refused.content[0].text
     assert rest.status_code == 503 and rest.headers["retry-after"] == "2"
     assert not after.is_error and [q for q, _ in mem.started] == ["held", "after"]
+
+
+def test_a_full_house_refuses_an_answer_before_reading_its_body(hanging):
+    """While the slots are full, POST /answer is refused by the gate in front of the route: its body is not
+    validated (a body that would be 422 is 503 too) and no workspace is opened for it; once a slot is free the
+    same body is 422 again (the route checks it)."""
+    server, mem = hanging
+    for q in ("a", "b"):
+        threading.Thread(target=lambda q=q: httpx.post(f"{server.url}/answer", json={"question": q}, timeout=30),
+                         daemon=True).start()
+    deadline = time.monotonic() + 10
+    while len(mem.started) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    for path in ("/answer", "/w/elsewhere/answer"):
+        r = httpx.post(f"{server.url}{path}", json={"no such field": 1}, timeout=10)
+        assert r.status_code == 503 and r.headers["retry-after"] == "2" and "--max-answers" in r.text
+    mem.release.set()
+    deadline = time.monotonic() + 10
+    while httpx.post(f"{server.url}/answer", json={"no such field": 1}, timeout=10).status_code == 503:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert httpx.post(f"{server.url}/answer", json={"no such field": 1}, timeout=10).status_code == 422
