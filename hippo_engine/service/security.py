@@ -106,7 +106,7 @@ class BodyLimit:
         await self._counted(scope, receive, send)
 
     async def _counted(self, scope: Scope, receive: Receive, send: Send) -> None:
-        seen, started = 0, False
+        seen = 0
 
         async def counting_receive() -> Message:
             nonlocal seen
@@ -117,17 +117,7 @@ class BodyLimit:
                     raise BodyTooLarge(self.limit)
             return message
 
-        async def watching_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counting_receive, watching_send)
-        except BodyTooLarge as e:    # read outside the app's handlers (a mounted app)
-            if started:
-                raise
-            await _reply(e, scope, receive, send)
+        await _answering_errors(self.app, scope, receive, send, counting_receive, BodyTooLarge)
 
 
 class BodyTimedOut(ApiError):
@@ -150,7 +140,7 @@ class BodyTimer:
         if scope["type"] != "http" or not math.isfinite(self.timeout_s):
             await self.app(scope, receive, send)
             return
-        complete, started = False, False
+        complete = False
 
         async def timed_receive() -> Message:
             nonlocal complete
@@ -163,17 +153,26 @@ class BodyTimer:
             complete = message["type"] != "http.request" or not message.get("more_body", False)
             return message
 
-        async def watching_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
+        await _answering_errors(self.app, scope, receive, send, timed_receive, BodyTimedOut)
 
-        try:
-            await self.app(scope, timed_receive, watching_send)
-        except BodyTimedOut as e:    # read outside the app's handlers (a mounted app)
-            if started:
-                raise
-            await _reply(e, scope, receive, send)
+
+async def _answering_errors(app: ASGIApp, scope: Scope, receive: Receive, send: Send, reading: Receive,
+                            caught: type[ApiError]) -> None:
+    """Run ``app`` reading the body through ``reading``; a ``caught`` error raised while reading outside the
+    app's handlers (a mounted app) is answered here, unless a response has started (then it propagates)."""
+    started = False
+
+    async def watching_send(message: Message) -> None:
+        nonlocal started
+        started = started or message["type"] == "http.response.start"
+        await send(message)
+
+    try:
+        await app(scope, reading, watching_send)
+    except caught as e:
+        if started:
+            raise
+        await _reply(e, scope, receive, send)
 
 
 async def _reply(err: ApiError, scope: Scope, receive: Receive, send: Send) -> None:
