@@ -342,14 +342,7 @@ def derive_gold(questions: Sequence[dict], docs: Sequence[str]) -> tuple[list[li
     ``question_type`` and ``all``: questions / complete), ``gold_sizes`` (per type: size ->
     questions) and ``unmatched`` (examples: id, subject, reason)."""
     res = Resolver(TitleIndex(docs))
-    first = [_resolve_question(q, res, {}) for q in questions]
-    seen: dict[str, set[str]] = defaultdict(set)
-    for titles_of, _ in first:
-        for s, ts in titles_of.items():
-            seen[s].update(ts)
-    hints = {s: next(iter(ts)) for s, ts in seen.items() if len(ts) == 1}
-    results = [r if all(r[0].values()) else _resolve_question(q, res, hints)
-               for q, r in zip(questions, first, strict=True)]
+    results = resolve_questions(questions, res)
 
     gold: list[list[str]] = []
     complete: list[bool] = []
@@ -380,3 +373,16 @@ def derive_gold(questions: Sequence[dict], docs: Sequence[str]) -> tuple[list[li
 
 __all__ = ["TitleIndex", "Resolver", "chain_sources", "derive_gold", "evidence_of", "fold", "has_evidence_only",
            "strip_parens"]
+
+
+def resolve_questions(questions: Sequence[dict], res: Resolver) -> list:
+    """Each question's subjects resolved in two passes: alone, then (where a subject matched nothing) with the
+    titles that other questions matched to the same subject string unambiguously as hints."""
+    first = [_resolve_question(q, res, {}) for q in questions]
+    seen: dict[str, set[str]] = defaultdict(set)
+    for titles_of, _ in first:
+        for s, ts in titles_of.items():
+            seen[s].update(ts)
+    hints = {s: next(iter(ts)) for s, ts in seen.items() if len(ts) == 1}
+    return [r if all(r[0].values()) else _resolve_question(q, res, hints)
+            for q, r in zip(questions, first, strict=True)]

@@ -38,7 +38,7 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
-from .evidence_gold import Resolver, TitleIndex, _resolve_question, clean_name, evidence_of, fold, strip_parens
+from .evidence_gold import Resolver, TitleIndex, clean_name, evidence_of, fold, resolve_questions, strip_parens
 
 #: the seed of :func:`build` unless told otherwise
 SEED = 38
@@ -106,16 +106,9 @@ class Item:
 
 def subject_titles(questions: Sequence[dict], index: TitleIndex) -> dict[tuple[str, str, str], str]:
     """Rule 1: distinct triple -> its subject's one title (triples matched to none or several left out)."""
-    res = Resolver(index)
-    first = [_resolve_question(q, res, {}) for q in questions]
-    seen: dict[str, set[str]] = defaultdict(set)
-    for titles_of, _ in first:
-        for s, ts in titles_of.items():
-            seen[s].update(ts)
-    hints = {s: next(iter(ts)) for s, ts in seen.items() if len(ts) == 1}
     found: dict[tuple[str, str, str], set[str]] = defaultdict(set)
-    for q, r in zip(questions, first, strict=True):
-        titles_of = r[0] if all(r[0].values()) else _resolve_question(q, res, hints)[0]
+    for q, r in zip(questions, resolve_questions(questions, Resolver(index)), strict=True):
+        titles_of = r[0]
         for s, rel, o in evidence_of(q):
             if len(titles_of.get(s, ())) == 1:
                 found[(s, rel, o)].add(titles_of[s][0])
