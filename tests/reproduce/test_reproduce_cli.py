@@ -16,7 +16,8 @@ def test_every_command_has_a_subcommand_and_a_help_line():
     assert names == set(HELP)
     assert {"table-recall", "table-ablations", "table-weights", "table-qa", "table-graph", "bench",
             "bench-musique", "check-index", "communities", "build-filter-demos", "rankings", "explain",
-            "citations", "web-screenshot", "table-recall-llm-free", "table-modes", "ppr-scale", "ppr-musique"} == names
+            "citations", "web-screenshot", "table-recall-llm-free", "table-modes", "ppr-scale", "ppr-musique",
+            "ranking-prefix"} == names
     text = build_parser().format_help()
     for name in names:
         assert name in text
@@ -29,7 +30,7 @@ def _minimal_args(name):
 
 
 @pytest.mark.parametrize("name", ["table-recall", "bench", "bench-musique", "check-index", "communities",
-                                  "build-filter-demos", "rankings"])
+                                  "build-filter-demos", "rankings", "ranking-prefix"])
 def test_command_help_explains_it(name, capsys):
     with pytest.raises(SystemExit) as e:
         build_parser().parse_args([name, "--help"])
