@@ -13,12 +13,12 @@ An index that already records its extractor keeps it, whatever is configured now
 before extractors were recorded holds OpenIE triples. :func:`resolve_auto` is the one place that
 decides, so a better measured default changes here.
 
-The retrieval settings ``second_hop``, ``second_hop_head`` and ``dense_agree`` default to ``"auto"`` too,
-resolved per index by :func:`resolve_retrieval` from its extractor: on an ``extractor="ner"`` index the best
-measured LLM-free configuration (:data:`NER_RETRIEVAL`: a second walk seeded from the query's two best
-sentences, the first walk's two best passages in front, dense retrieval's best passage first when the graph
-has it in its top 2; ``reproduce/results/recall/README.md``), on ``openie``/``nary`` indexes the paper's one
-walk (:data:`PAPER_RETRIEVAL`). A value set explicitly is kept.
+The retrieval settings ``second_hop``, ``second_hop_head``, ``dense_agree`` and ``dense_weight`` default to
+``"auto"`` too, resolved per index by :func:`resolve_retrieval` from its extractor: on an ``extractor="ner"``
+index the best measured LLM-free configuration (:data:`NER_RETRIEVAL`: a second walk seeded from the query's
+two best sentences and one score per passage, the second walk's term plus the first walk's two best passages'
+term plus dense retrieval's vote, ``retrieve/fusion.py``; ``reproduce/results/recall/README.md``), on
+``openie``/``nary`` indexes the paper's one walk (:data:`PAPER_RETRIEVAL`). A value set explicitly is kept.
 """
 from __future__ import annotations
 
@@ -31,16 +31,17 @@ from hippo_engine.progress import announce
 _ANNOUNCED: set[str] = set()
 
 
-#: ``"auto"`` retrieval settings on an ``extractor="ner"`` index (chosen on MuSiQue training questions, checked
-#: on 2Wiki: R@5 +2.4 / +3.4 points titled, R@1 above dense on all four sets measured)
-NER_RETRIEVAL: dict[str, object] = {"second_hop": "wide", "second_hop_head": 2, "dense_agree": 2}
+#: ``"auto"`` retrieval settings on an ``extractor="ner"`` index: a second walk and one score of three terms
+#: (``retrieve/fusion.py``; weights chosen on MuSiQue and the first half of the 2Wiki single-relation set, checked
+#: on 2Wiki multi-hop and the second half: ``reproduce/results/recall/README.md``)
+NER_RETRIEVAL: dict[str, object] = {"second_hop": "wide", "second_hop_head": 2, "dense_agree": 0, "dense_weight": 1.5}
 #: ``"auto"`` retrieval settings on ``openie``/``nary`` indexes (and where the extractor is unknown): one walk
-PAPER_RETRIEVAL: dict[str, object] = {"second_hop": "none", "second_hop_head": 2, "dense_agree": 0}
+PAPER_RETRIEVAL: dict[str, object] = {"second_hop": "none", "second_hop_head": 2, "dense_agree": 0, "dense_weight": 0.0}
 
 
 def resolve_retrieval(config: RetrievalConfig, extractor: str | None) -> RetrievalConfig:
     """``config`` with its ``"auto"`` retrieval settings (``second_hop``, ``second_hop_head``,
-    ``dense_agree``) resolved for an index of ``extractor``: :data:`NER_RETRIEVAL` on ``"ner"``,
+    ``dense_agree``, ``dense_weight``) resolved for an index of ``extractor``: :data:`NER_RETRIEVAL` on ``"ner"``,
     :data:`PAPER_RETRIEVAL` otherwise. Settings given explicitly are kept; unchanged when none is "auto"."""
     chosen = NER_RETRIEVAL if extractor == "ner" else PAPER_RETRIEVAL
     update = {k: v for k, v in chosen.items() if getattr(config, k) == "auto"}

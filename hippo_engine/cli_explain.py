@@ -66,8 +66,8 @@ def _placement(exp) -> str:
         return "placed by the dense ranking (no graph walk): the dense score is the explanation"
     if exp.placed_by == "dense_agree":
         return "placed first by dense_agree (dense retrieval's best, in the graph's top ranks); its PPR score below"
-    if exp.placed_by == "second_hop_head":
-        return "kept in front by second_hop_head (the first walk's best); its first-walk PPR score below"
+    if exp.placed_by == "score":
+        return "placed by its score (the terms below add up to it)"
     return "placed by PPR"
 
 
@@ -80,13 +80,18 @@ def passage_lines(exp, title: str) -> list[str]:
     total = sum(s.share for s in exp.seeds)
     if getattr(exp, "walk", ""):
         out.append(f"├─ walk: {exp.walk}")
-    out.append(f"├─ seeds ({len(exp.seeds)}, {_pct(total).strip()} of the PPR score {exp.score:.4g})")
+    what = "score" if exp.placed_by == "score" else "PPR score"
+    out.append(f"├─ seeds ({len(exp.seeds)}, {_pct(total).strip()} of the {what} {exp.score:.4g})")
     for s in exp.seeds[:SEEDS_SHOWN]:
         out.append(f"│    {_pct(s.share)}  {_clip(s.entity, 40):<40} weight {s.weight:.3g}")
     if len(exp.seeds) > SEEDS_SHOWN:
         rest = sum(s.share for s in exp.seeds[SEEDS_SHOWN:])
         out.append(f"│    {_pct(rest)}  ({len(exp.seeds) - SEEDS_SHOWN} more seeds)")
     prior = exp.dense_prior / exp.score if exp.score > 0 else 0.0
+    dense_term = getattr(exp, "dense_term", 0.0)
+    if dense_term:
+        share = dense_term / exp.score if exp.score > 0 else 0.0
+        out.append(f"├─ dense term {_pct(share).strip()} of the score ({dense_term:.4g}: dense retrieval's vote)")
     out.append(f"├─ dense prior {_pct(prior).strip()} of the score; check |terms - score| = {exp.check:.1e}")
     out.append("└─ top paths" if exp.paths else "└─ no walk from a seed reaches this passage")
     for i, p in enumerate(exp.paths):

@@ -90,17 +90,26 @@ class RetrievalConfig(_Section):
     #: (0: PPR mass alone, the paper). 1 lifts HippoRAG 2 to dense at Recall@1-2 on MuSiQue
     #: with the released OpenIE; it lowers R@1 on the "ner" path, so the default stays 0.
     dense_first: int = Field(0, ge=0)
-    #: top-rank rule: dense retrieval's best passage goes first when it is among the graph ranking's
-    #: N best (0: off; unlike dense_first the graph's first passage stays when the two disagree)
+    #: top-rank rule, an ablation switch (off by default): dense retrieval's best passage goes first when it is
+    #: among the graph ranking's N best (0: off; it looks at N ranks whatever top_k is). The default's dense
+    #: vote is the score's ``dense`` term instead (``dense_weight``)
     dense_agree: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     #: an LLM-free second walk conditioned on the first, on ``ner`` (hyperedge) indexes (``retrieve/second_hop.py``):
     #: "none" (one walk), "wide" (seeded from the query's two best sentences), "bridge" (activation through
-    #: sentences), "reseed" (bridge entities of the first walk's top passages); the first walk's
-    #: ``second_hop_head`` best passages stay in front. ``"auto"`` (here and for ``dense_agree``,
-    #: :func:`hippo_engine.auto.resolve_retrieval`): on an ``extractor="ner"`` index "wide", head 2,
-    #: dense_agree 2 (the best measured, ``reproduce/results/recall``); else "none", 0 (the paper's walk)
+    #: sentences), "reseed" (bridge entities of the first walk's top passages). With a second walk a passage's
+    #: score is one sum (``retrieve/fusion.py``): the second walk's probability relative to its best, plus
+    #: ``head_weight`` x the first walk's relative probability on the first walk's ``second_hop_head`` best
+    #: passages, plus the dense term. ``"auto"`` (here, for ``second_hop_head``, ``dense_agree`` and
+    #: ``dense_weight``, :func:`hippo_engine.auto.resolve_retrieval`): on an ``extractor="ner"`` index "wide",
+    #: head 2, dense weight 1.5 (``reproduce/results/recall``); else "none" and dense weight 0 (the paper's walk)
     second_hop: Literal["auto", "none", "wide", "bridge", "reseed"] = "auto"
     second_hop_head: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
+    #: the weight of the first walk's head term in the score (with a second walk)
+    head_weight: float = Field(2.0, ge=0.0)
+    #: the dense term of the score: ``dense_weight x exp((cos - best cos) / dense_temperature)`` (0: none;
+    #: with 0 and one walk, the score is the walk's PPR probability itself, the paper's)
+    dense_weight: Annotated[float, Field(ge=0.0)] | Literal["auto"] = "auto"
+    dense_temperature: float = Field(0.015, gt=0.0)
     #: how the second walk is solved: "update" (the first walk's scores plus a forward push of the few seeds
     #: that changed, by linearity, residual threshold second_walk_r_max: ``retrieve/walk_update.py``) or
     #: "solve" (a walk of its own, bit-identical to solving that reset alone)

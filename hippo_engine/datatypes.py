@@ -293,15 +293,17 @@ class ExplainedPath:
 class Explanation:
     """Why one passage ranked where it did (``QueryParam(explain=True)``, ``HippoRAG.explain``).
 
-    ``score`` is the passage's PPR score as ranked (``ranked_score`` the score in the solution, which
+    ``score`` is the passage's score as ranked: the one walk's PPR probability, or with a second walk or a
+    dense term the one score of ``retrieve/fusion.py`` (``ranked_score`` the score in the solution, which
     differs under ``dense_first`` or the dense fallback); ``seeds`` the entity (and community) terms,
-    ``dense_prior`` the passage seeds' total term and ``check`` = |sum of the terms - score| (the PPR
-    solver's tolerance); ``paths`` the top walks from seeds to the passage. ``dense_score`` and
+    ``dense_prior`` the passage seeds' total term, ``dense_term`` dense retrieval's vote in the score (0
+    for the paper's walk) and ``check`` = |sum of the terms - score| (the PPR solver's tolerance);
+    ``paths`` the top walks from seeds to the passage. ``dense_score`` and
     ``dense_rank`` (1-based) place it under dense retrieval, ``rank`` (1-based) in the returned
-    ranking; ``placed_by``: ``ppr``, ``dense_first``, ``dense_agree`` (dense retrieval's best passage,
-    moved first), ``second_hop_head`` (kept in front from the first walk) or ``dense_fallback`` (``dense``
-    in the naive mode). ``walk``: with a second hop, which PPR walk the terms decompose and what seeded it
-    ("" with one walk). ``candidate_facts``: the query's candidate facts (``fact``, ``score``, ``kept``);
+    ranking; ``placed_by``: ``ppr`` (the one walk's probability), ``score`` (the one score of several
+    terms), ``dense_first``, ``dense_agree`` (dense retrieval's best passage, moved first) or
+    ``dense_fallback`` (``dense`` in the naive mode). ``walk``: what the score is made of, in words ("" for
+    the one walk). ``candidate_facts``: the query's candidate facts (``fact``, ``score``, ``kept``);
     ``fallback_reason`` says why the dense fallback was used."""
 
     passage_id: str
@@ -316,6 +318,7 @@ class Explanation:
     check: float = 0.0
     placed_by: str = "ppr"
     walk: str = ""
+    dense_term: float = 0.0
     used_fallback: bool = False
     fallback_reason: str = ""
     candidate_facts: list[dict[str, Any]] = field(default_factory=list)
@@ -327,7 +330,8 @@ class Explanation:
         return {"passage_id": self.passage_id, "query": self.query, "mode": self.mode, "rank": int(self.rank),
                 "score": float(self.score), "ranked_score": float(self.ranked_score),
                 "placed_by": self.placed_by, "walk": self.walk, "seeds": [s.to_dict() for s in self.seeds],
-                "dense_prior": float(self.dense_prior), "check": float(self.check),
+                "dense_prior": float(self.dense_prior), "dense_term": float(self.dense_term),
+                "check": float(self.check),
                 "paths": [p.to_dict() for p in self.paths], "dense_score": float(self.dense_score),
                 "dense_rank": int(self.dense_rank), "used_fallback": bool(self.used_fallback),
                 "fallback_reason": self.fallback_reason, "candidate_facts": _jsonable(self.candidate_facts)}

@@ -135,9 +135,10 @@ def recall_section(e: dict) -> list[str]:
             lines.append(f"| {mode} | {row['recall'][2]:.1f} | {row['recall'][5]:.1f} | {row['llm_calls']} | "
                          f"{per_q:.2f} | `{row['hash']}`{mark} |")
     if any(m.endswith("(auto)") for m in e["rows"]):
-        lines += ["", "`hipporag2`: the paper's one walk (`second_hop=\"none\"`, `dense_agree=0`, as the `rankings` "
+        lines += ["", "`hipporag2`: the paper's one walk (`second_hop=\"none\"`, `dense_agree=0`, `dense_weight=0`, "
+                  "as the `rankings` "
                   "reference); `hipporag2 (auto)`: the engine's defaults on this index (`\"auto\"` resolves to "
-                  "`second_hop=\"wide\"`, `dense_agree=2` on a `ner` index, `hippo_engine/auto.py`)."]
+                  "`second_hop=\"wide\"` and one score of three terms on a `ner` index, `hippo_engine/auto.py`)."]
     return lines + [""]
 
 

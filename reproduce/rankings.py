@@ -6,9 +6,10 @@ Variants, both with the recognition filter off and no LLM call (an LLM that rais
     * ``openie``: ``extractor="openie"`` with the released GPT-3.5 OpenIE file imported;
     * ``ner``: ``extractor="ner"`` (spaCy, the LLM-free path).
 
-Both rank with one walk and no top-rank rule, passed explicitly (:data:`PAPER_WALK`: ``second_hop="none"``,
-``dense_agree=0``), so the hashes stay those of the paper's path whatever the engine's ``"auto"`` defaults
-choose for a ``ner`` index (there: a second walk and ``dense_agree=2``, ``hippo_engine/auto.py``).
+Both rank with one walk, no top-rank rule and no dense term, passed explicitly (:data:`PAPER_WALK`:
+``second_hop="none"``, ``dense_agree=0``, ``dense_weight=0``), so the hashes stay those of the paper's path
+whatever the engine's ``"auto"`` defaults choose for a ``ner`` index (there: a second walk and one score of
+three terms, ``hippo_engine/auto.py``).
 
 Each variant builds its index once under ``<work>/<variant>/`` (default work folder
 ``outputs/reproduce/rankings``) with the table commands' runner (same dataset loading, OpenIE import
@@ -46,7 +47,7 @@ KS = (1, 2, 5, 10, 20)
 TOP = 20
 OUT_DIR = RESULTS_DIR / "rankings"
 #: the retrieval settings every variant runs with: HippoRAG 2's one walk, no top-rank rule
-PAPER_WALK: dict = {"second_hop": "none", "dense_agree": 0}
+PAPER_WALK: dict = {"second_hop": "none", "dense_agree": 0, "dense_weight": 0.0}
 LABELS = {"openie": "HippoRAG 2, released GPT-3.5 OpenIE imported, filter off",
           "ner": 'HippoRAG 2, extractor="ner" (spaCy, no LLM), filter off'}
 

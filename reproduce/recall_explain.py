@@ -1,8 +1,8 @@
-"""Explanations under the default second walk on a real ``ner`` index (issue 24): every explained passage's
-terms add up to the score of the walk that placed it (``check`` within ``ppr_tol``), a passage ranked by
-the second walk (``placed_by="ppr"``) is explained with the score it was returned with, a passage the first
-walk kept in front (``"second_hop_head"``) with its score in the one-walk ranking, and explaining changes
-no ranking.
+"""Explanations under the default on a real ``ner`` index (issues 24, 38): every explained passage's terms
+(seed terms, dense prior, dense term) add up to the score it was returned with (``check``: the PPR solver's
+tolerance, over the walk's largest probability for the one score's walk terms, within 1e-4), the score shown
+is the score explained (``placed_by="score"``: the one score of ``retrieve/fusion.py``; ``"ppr"``: the one
+walk's probability), and explaining changes no ranking.
 
     python -m reproduce.recall_explain --index DIR [--data DIR] [--top 5]
 
@@ -20,25 +20,28 @@ from pathlib import Path
 import numpy as np
 
 from .common import MUSIQUE_TRAIN_DIR, ForbiddenLLM
-from .rankings import PAPER_WALK, uptime
+from .rankings import uptime
+
+#: the largest check accepted for the one score (its walk terms are probabilities over the walk's largest)
+SCORE_CHECK = 1e-4
 
 
-def check(explained, one_walk) -> tuple[dict[str, int], float, int]:
+def check(explained) -> tuple[dict[str, int], float, int]:
     """Placements, the largest check and the mismatches of ``explained`` (solutions searched with
-    ``explain=True``) against the one-walk solutions of the same questions."""
+    ``explain=True``): terms that do not add up to the explained score as ``check`` says, or an explained
+    score that is not the score returned."""
     placed: dict[str, int] = {}
     worst, bad = 0.0, 0
-    for sol, one in zip(explained, one_walk, strict=True):
-        first = dict(zip(one.passage_ids, np.asarray(one.doc_scores).tolist(), strict=True))
+    for sol in explained:
         for e, score in zip(sol.explanations, np.asarray(sol.doc_scores), strict=True):
             placed[e.placed_by] = placed.get(e.placed_by, 0) + 1
             if e.placed_by == "dense_fallback":
                 continue
             worst = max(worst, e.check)
-            total = sum(s.contribution for s in e.seeds) + e.dense_prior
-            bad += abs(abs(total - e.score) - e.check) > 1e-15
-            bad += e.placed_by == "ppr" and e.score != float(score)
-            bad += e.placed_by == "second_hop_head" and e.score != first.get(e.passage_id)
+            total = sum(s.contribution for s in e.seeds) + e.dense_prior + e.dense_term
+            bad += abs(abs(total - e.score) - e.check) > 1e-12
+            bad += abs(e.score - float(score)) > 1e-12 * max(1.0, abs(float(score)))
+            bad += e.check > SCORE_CHECK
     return placed, worst, int(bad)
 
 
@@ -62,17 +65,16 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         explained = rag.retrieve(qs, args.top, explain=True)
         seconds = time.perf_counter() - t
-    with HippoRAG(args.index, llm=ForbiddenLLM(), show_progress=False, **PAPER_WALK) as rag:
-        one = rag.retrieve(qs, rag.config.retrieval_top_k)
     same = all(a.passage_ids == b.passage_ids and np.array_equal(a.doc_scores, b.doc_scores)
                for a, b in zip(plain, explained, strict=True))
-    placed, worst, bad = check(explained, one)
+    placed, worst, bad = check(explained)
     print(f"{len(qs)} questions, top {args.top}; default on this index: second_hop={cfg.second_hop!r}, "
-          f"second_hop_head={cfg.second_hop_head}, dense_agree={cfg.dense_agree}; explained in {seconds:.1f} s")
+          f"second_hop_head={cfg.second_hop_head}, head_weight={cfg.head_weight}, dense_weight={cfg.dense_weight}; "
+          f"explained in {seconds:.1f} s")
     print(f"rankings unchanged by explain: {same}; placements: {placed}; largest check {worst:.2e} "
-          f"(ppr_tol {cfg.ppr_tol:g}); mismatches: {bad}")
+          f"(accepted up to {SCORE_CHECK:g}); mismatches: {bad}")
     print(f"load after: {uptime()}")
-    return 0 if same and not bad and worst < cfg.ppr_tol else 1
+    return 0 if same and not bad else 1
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Retrieval time per question of one batch of every question, encoding excluded: the one-walk ``ner``
-search (``second_hop="none"``, ``dense_agree=0``) and the engine's default on a ``ner`` index (the
+search (``second_hop="none"``, ``dense_agree=0``, ``dense_weight=0``) and the engine's default on a ``ner`` index (the
 ``"auto"`` settings, given explicitly so that an older engine runs the same configuration: a second walk
-and ``dense_agree=2``; with ``--solve`` also that default with its second walk solved afresh instead of
+and one score of three terms; with ``--solve`` also that default with its second walk solved afresh instead of
 updated from the first, ``second_walk_solver="solve"``), alternately ``--rounds`` times each, wall and
 CPU (process) seconds, with a hash of the rankings (every question's top-200 passage rows and ``float.hex``
 scores: equal hashes, same rankings and scores).

@@ -61,18 +61,19 @@ def test_resolve_auto_is_the_one_choice():
 
 def test_auto_retrieval_settings_follow_the_index_extractor():
     auto = HippoConfig().retrieval
-    assert (auto.second_hop, auto.second_hop_head, auto.dense_agree) == ("auto", "auto", "auto")
+    assert (auto.second_hop, auto.second_hop_head, auto.dense_agree, auto.dense_weight) == ("auto",) * 4
     ner = resolve_retrieval(auto, "ner")
-    assert (ner.second_hop, ner.second_hop_head, ner.dense_agree) == ("wide", 2, 2) == tuple(NER_RETRIEVAL.values())
-    for extractor in ("openie", "nary", None):        # the paper's one walk, no top-rank rule
+    assert (ner.second_hop, ner.second_hop_head, ner.dense_agree, ner.dense_weight) == ("wide", 2, 0, 1.5) \
+        == tuple(NER_RETRIEVAL.values())
+    for extractor in ("openie", "nary", None):        # the paper's one walk, no top-rank rule, no dense term
         cfg = resolve_retrieval(auto, extractor)
-        assert (cfg.second_hop, cfg.second_hop_head, cfg.dense_agree) == ("none", 2, 0) == \
+        assert (cfg.second_hop, cfg.second_hop_head, cfg.dense_agree, cfg.dense_weight) == ("none", 2, 0, 0.0) == \
             tuple(PAPER_RETRIEVAL.values())
     explicit = HippoConfig(second_hop="bridge", dense_agree=0).retrieval
     kept = resolve_retrieval(explicit, "ner")
     assert (kept.second_hop, kept.second_hop_head, kept.dense_agree) == ("bridge", 2, 0)
-    assert resolve_retrieval(HippoConfig(second_hop="none", second_hop_head=1, dense_agree=3).retrieval,
-                             "ner") == HippoConfig(second_hop="none", second_hop_head=1, dense_agree=3).retrieval
+    given = HippoConfig(second_hop="none", second_hop_head=1, dense_agree=3, dense_weight=0.5).retrieval
+    assert resolve_retrieval(given, "ner") == given
     with pytest.raises(ValueError):
         HippoConfig(dense_agree=-1)
     with pytest.raises(ValueError):

@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from hippo_engine.datatypes import ExplainedPath, Explanation, Hyperedge, PathEdge, SeedTerm
 from hippo_engine.ids import entity_id
 from hippo_engine.index.graph import KIND_CONTEXT, KIND_FACT, KIND_SYNONYMY
+from hippo_engine.retrieve.explain_fusion import FusedTerms
 from hippo_engine.retrieve.explain_math import Operator, contributions, sanitise_reset
 from hippo_engine.retrieve.explain_walks import Walk, WalkCosts, WalkSearch
 from hippo_engine.retrieve.retriever import RawResult, Retriever
@@ -195,10 +196,10 @@ def fallback_reason(r: Retriever, res: RawResult) -> str:
 def explain_result(r: Retriever, query: str, res: RawResult, rows: Sequence[int], pids: Sequence[str],
                    ranked: Sequence[float] | None = None) -> list[Explanation]:
     """Explanations of passage store ``rows`` (ids ``pids``; ``ranked``: their scores in the solution)
-    for one query searched with ``explain=True``. Each decomposes the walk whose score placed the
-    passage exactly: with a second hop, the second walk, except for the first walk's head (the passages
-    ``second_hop_head`` kept in front, placed by the first walk's scores); ``walk`` says which walk and what
-    seeded it."""
+    for one query searched with ``explain=True``. Each decomposes the score that placed the passage
+    exactly: the one walk's PPR probability, or (with a second walk or a dense term) the one score of
+    :mod:`.fusion`, whose walk terms split into their walks' seed terms (:mod:`.explain_fusion`); ``walk``
+    says what the score is made of."""
     if res.trace is None:
         raise ValueError("explain_result needs a result searched with explain=True")
     tr = res.trace
@@ -207,10 +208,9 @@ def explain_result(r: Retriever, query: str, res: RawResult, rows: Sequence[int]
     common: dict[str, Any] = {"candidate_facts": candidate_facts(r, res), "used_fallback": res.used_fallback,
               "fallback_reason": fallback_reason(r, res), "query": query}
     head = set(top_k(tr["dense"], r.config.dense_first).tolist()) if r.config.dense_first > 0 else set()
-    kept_head = set() if tr.get("head") is None else {int(x) for x in tr["head"]}
     agreed = _agreed(r, tr, order)
     out = []
-    walks = _Walks(r, tr, [int(x) for x in rows], kept_head) if tr["reset"] is not None else None
+    walks = _Walks(r, tr, [int(x) for x in rows]) if tr["reset"] is not None else None
     for j, (row, pid) in enumerate(zip(rows, pids, strict=True)):
         row = int(row)
         rank = order.index(row) + 1 if row in order else _ppr_rank(tr, dense, row)
@@ -221,12 +221,12 @@ def explain_result(r: Retriever, query: str, res: RawResult, rows: Sequence[int]
             out.append(Explanation(score=given, seeds=[], dense_prior=0.0, paths=[], placed_by="dense_fallback",
                                    **base))
             continue
-        seeds, prior, paths, score, walk = walks.terms(row)
+        seeds, prior, paths, score, walk, dense_term = walks.terms(row)
         placed = "dense_first" if row in head else "dense_agree" if row == agreed else \
-            "second_hop_head" if row in kept_head else "ppr"
-        out.append(Explanation(score=score, seeds=seeds, dense_prior=prior, paths=paths,
-                               check=abs(sum(s.contribution for s in seeds) + prior - score), placed_by=placed,
-                               walk=walk, **base))
+            "score" if walks.fused else "ppr"
+        out.append(Explanation(score=score, seeds=seeds, dense_prior=prior, paths=paths, dense_term=dense_term,
+                               check=abs(sum(s.contribution for s in seeds) + prior + dense_term - score),
+                               placed_by=placed, walk=walk, **base))
     return out
 
 
@@ -245,30 +245,29 @@ def _ppr_rank(tr: dict, dense: np.ndarray, row: int) -> int:
 
 
 class _Walks:
-    """The walks of one query's trace that explain ``rows``: the first walk for the rows it kept in front
-    (``kept_head``, with a second hop), the walk of ``reset``/``ppr`` (the only or the second) for the
-    rest; each walk's backward rows are solved once, for its rows only."""
+    """The terms of one query's score for ``rows``: the one walk's (its PPR probability), or the one score's
+    (``fused``: :class:`.explain_fusion.FusedTerms`, the last walk for every row and the first walk for the
+    rows of its head term); each walk's backward rows are solved once, for its rows only."""
 
-    def __init__(self, r: Retriever, tr: dict, rows: list[int], kept_head: set[int]):
-        second = tr.get("first") is not None
-        first_rows = [x for x in rows if second and x in kept_head]
-        last_rows = [x for x in rows if x not in first_rows]
-        self._of: dict[int, tuple[Any, int, str]] = {}
-        if first_rows:
-            reset, ppr = tr["first"]
-            note = (f"the first walk (the one walk of second_hop='none'): its {len(kept_head)} best passages stay "
-                    "in front of the second walk's ranking")
-            fn = _terms(r, reset, ppr, first_rows)
-            self._of.update((x, (fn, i, note)) for i, x in enumerate(first_rows))
-        if last_rows:
-            fn = _terms(r, tr["reset"], tr["ppr"], last_rows)
-            note = tr.get("hop") or ""
-            self._of.update((x, (fn, i, note)) for i, x in enumerate(last_rows))
+    def __init__(self, r: Retriever, tr: dict, rows: list[int]):
+        fusion = tr.get("fusion")
+        self.fused = fusion is not None
+        last = _terms(r, tr["reset"], tr["ppr"], rows)
+        if fusion is None:
+            self._plain = last
+            self._index = {x: i for i, x in enumerate(rows)}
+            return
+        head = set() if tr.get("head") is None else {int(x) for x in tr["head"]}
+        head_rows = [x for x in rows if x in head] if tr.get("first") is not None else []
+        first = _terms(r, tr["first"][0], tr["first"][1], head_rows) if head_rows else None
+        self._fused = FusedTerms(fusion, tr, rows, last, first, head_rows)
 
     def terms(self, row: int):
-        """(seed terms, dense prior, paths, walk score, which walk) of ``row``."""
-        fn, i, note = self._of[row]
-        return (*fn(i, row), note)
+        """(seed terms, dense prior, paths, score, what the score is, dense term) of ``row``."""
+        if not self.fused:
+            return (*self._plain(self._index[row], row), "", 0.0)
+        seeds, prior, paths, score, dense_term = self._fused.terms(row)
+        return seeds, prior, paths, score, self._fused.note, dense_term
 
 
 def _terms(r: Retriever, reset_nz: tuple[np.ndarray, np.ndarray], ppr: np.ndarray, rows: Sequence[int]):

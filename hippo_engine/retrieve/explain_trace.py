@@ -10,6 +10,7 @@ from hippo_engine.retrieve.scoring import top_k
 
 if TYPE_CHECKING:
     from hippo_engine.retrieve.filtering import Restriction
+    from hippo_engine.retrieve.fusion import Fusion
     from hippo_engine.retrieve.linking import Block
     from hippo_engine.retrieve.retriever import RawResult
     from hippo_engine.retrieve.second_hop import SecondHop
@@ -22,13 +23,14 @@ def _nonzero(M: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
 
 def keep_trace(block: Block, results: list[RawResult], graph_cols: np.ndarray, R: np.ndarray | None,
                probs: np.ndarray | None, walks: dict[str, Any], hop: SecondHop | None, agree: int,
-               restriction: Restriction | None = None) -> None:
+               restriction: Restriction | None = None, fusion: Fusion | None = None) -> None:
     """Keep in each result's ``trace`` its dense scores (``dense``), candidate fact (rows, scores)
     (``candidates``) and, when the query reached the graph (``graph_cols``), the walk that ranked it:
     ``reset`` (nonzero nodes and weights) and ``ppr`` (its scores by passage row), ``ranked`` (the scores
-    the ranking was made from, ``probs``) and ``agree`` (``dense_agree``). With a second hop (``walks``
+    the ranking was made from, ``probs``), ``agree`` (``dense_agree``) and ``fusion`` (the score's
+    weights, :mod:`.fusion`; None: the score is the walk's probability). With a second hop (``walks``
     holds ``first``, ``second_reset`` and ``second``) that walk is the second: ``first`` then holds the
-    first walk's (reset, ppr), ``head`` the rows it kept in front (``second_hop_head``) and ``hop`` what
+    first walk's (reset, ppr), ``head`` the rows of its head term (``second_hop_head``) and ``hop`` what
     seeded the second walk, in words. Under a filter, scores are -inf on the passages outside it
     (explanations rank among the allowed ones)."""
     def kept(scores: np.ndarray) -> np.ndarray:
@@ -38,7 +40,7 @@ def keep_trace(block: Block, results: list[RawResult], graph_cols: np.ndarray, R
     cands = block.candidates
     for j in range(block.size):
         traces.append({"dense": kept(block.dense[:, j]), "reset": None, "ppr": None, "ranked": None, "agree": agree,
-                       "first": None, "head": None, "hop": None,
+                       "first": None, "head": None, "hop": None, "fusion": fusion,
                        "candidates": None if cands is None else (cands[0][j].copy(), cands[1][j].copy())})
         results[block.s + j].trace = traces[j]
     if R is None or probs is None:
@@ -48,12 +50,13 @@ def keep_trace(block: Block, results: list[RawResult], graph_cols: np.ndarray, R
         tr = traces[j]
         tr["ranked"] = kept(probs[:, c])
         if not second:
-            tr.update(reset=_nonzero(R, c), ppr=tr["ranked"])
+            tr.update(reset=_nonzero(R, c), ppr=tr["ranked"] if fusion is None else kept(walks["first"][:, c]))
             continue
         assert hop is not None
         first = kept(walks["first"][:, c])
+        head = 0 if fusion is None else fusion.head
         tr.update(reset=_nonzero(walks["second_reset"], c), ppr=kept(walks["second"][:, c]),
-                  first=(_nonzero(R, c), first), head=top_k(first, hop.keep_head), hop=hop.describe())
+                  first=(_nonzero(R, c), first), head=top_k(first, head), hop=hop.describe())
 
 
 __all__ = ["keep_trace"]

@@ -35,6 +35,7 @@ from hippo_engine.retrieve.ann_prior import AnnDense
 from hippo_engine.retrieve.encoding import encode_queries  # noqa: F401 - re-exported (its old import path)
 from hippo_engine.retrieve.explain_trace import keep_trace
 from hippo_engine.retrieve.fact_search import FactRows
+from hippo_engine.retrieve.fusion import make_fusion
 from hippo_engine.retrieve.kept_facts import kept_masks
 from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, resolve_linking
 from hippo_engine.retrieve.ppr import PPRKernel
@@ -111,8 +112,10 @@ class Retriever(FactRows):
         self.config = config = resolve_retrieval(retrieval_section(config), extractor)
         #: the second walk (``config.second_hop``) and the passages' hyperedges it reads (a provider)
         self.second_hop = make_second_hop(str(config.second_hop), keep_head=int(config.second_hop_head))
-        #: the dense_agree top-rank rule's N (resolved: an int)
+        #: the dense_agree top-rank rule's N (resolved: an int; an ablation switch, 0 by default)
         self.dense_agree = int(config.dense_agree)
+        #: the one score of a search with a second walk or a dense term (None: the walk's PPR probability)
+        self.fusion = make_fusion(config, self.second_hop is not None)
         self.extractor = extractor
         #: the linking strategy in effect (see :mod:`.linking`)
         self.linking = linking or resolve_linking(config, None)
@@ -371,6 +374,9 @@ class Retriever(FactRows):
                 probs = walks["first"] = self.run_ppr(R, priors)
             if self._second is not None:
                 probs = self._second.run(g, block, graph_cols, R, probs, links, restriction, walks, top)
+            if self.fusion is not None:
+                probs = self.fusion.score(probs, dense[:, graph_cols], walks["first"] if self._second else None,
+                                          None if restriction is None else restriction.blocked_rows)
             head, agree = self.config.dense_first, self.dense_agree
             wide = max(k, agree)        # the top-rank rule sees its ``agree`` ranks whatever k is: k is a cut
             for c, j in enumerate(graph_cols.tolist()):
@@ -385,7 +391,7 @@ class Retriever(FactRows):
         tim["ppr"] += time.perf_counter() - t2
         if explain:
             keep_trace(block, results, graph_cols, R if len(graph_cols) else None, probs if len(graph_cols) else None,
-                       walks, self.second_hop, self.dense_agree, restriction)
+                       walks, self.second_hop, self.dense_agree, restriction, self.fusion)
 
     def _by_parts(self, priors: list | None, g: LinkGraph, restriction: Restriction | None, explain: bool) -> bool:
         """Whether the first walk runs from the seed table and the index's priors alone (no reset matrix:

@@ -4,8 +4,7 @@ ranking scores come out of it (:meth:`SecondWalk.run`).
 
 Cost: the query's best facts are searched once for both walks (``top``); a query whose second reset
 vector equals its first keeps the first walk's scores instead of walking again (the PPR kernel's columns do
-not depend on their batch); the first walk's head is found for every query at once
-(:func:`.second_hop.keep_head`); by default the second walk is the first one updated by a push of the
+not depend on their batch); by default the second walk is the first one updated by a push of the
 seeds that changed (:mod:`.walk_update`, ``second_walk_solver="update"``), not a walk over the whole graph
 (``"solve"``: scores bit-identical to a walk of the second reset alone).
 """
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hippo_engine.retrieve.hop_index import HopIndex
-from hippo_engine.retrieve.second_hop import HopContext, SecondHop, keep_head
+from hippo_engine.retrieve.second_hop import HopContext, SecondHop
 from hippo_engine.retrieve.walk_update import passage_rows, updated_walk
 
 if TYPE_CHECKING:
@@ -88,9 +87,9 @@ class SecondWalk:
 
     def run(self, g: LinkGraph, block: Block, cols: np.ndarray, R: np.ndarray, first: np.ndarray, links,
             restriction: Restriction | None, walks: dict, top: tuple | None = None) -> np.ndarray:
-        """The ranking scores after the second walk: its scores with the first walk's ``keep_head`` best
-        passages in front (under a filter: seeds and head from allowed passages only). ``walks`` gets the
-        second walk's reset vectors (``second_reset``) and scores (``second``)."""
+        """The second walk's passage scores (under a filter: seeds from allowed passages only); the ranking
+        score combines them with the first walk's (:mod:`.fusion`). ``walks`` gets the second walk's reset
+        vectors (``second_reset``) and scores (``second``)."""
         r, hop = self.r, self.hop
         hb = block if restriction is None else dataclasses.replace(block, dense=restriction.seed_dense(block.dense))
         R2 = hop.second_resets(self.context(g, restriction, links, top), hb, cols, R, first)
@@ -112,7 +111,7 @@ class SecondWalk:
                 second[:, new] = r.run_ppr(R2[:, new], None if priors is None else
                                            [p for p, n in zip(priors, new, strict=True) if n])
         walks.update(second_reset=R2, second=second)
-        return keep_head(first, second, hop.keep_head, None if restriction is None else restriction.blocked_rows)
+        return second
 
     def _update_kernel(self):
         """The exact kernel when the second walk is the first one updated (``second_walk_solver="update"``),

@@ -45,7 +45,7 @@ import numpy as np
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MUSIQUE = REPO_ROOT.parent / "shared" / "data" / "musique" / "hipporag_v1_train"
 SETTINGS = {"postgres_search": "exact", "extractor": "openie", "chunk_size": None, "use_filter": False,
-            "second_hop": "none", "dense_agree": 0}
+            "second_hop": "none", "dense_agree": 0, "dense_weight": 0.0}
 STEPS = (("index", 0, 1200), ("reopen", 0, 0), ("index", 1000, None), ("delete", 300, 500), ("record", 0, 0),
          ("index", 300, 500), ("record", 0, 0))
 

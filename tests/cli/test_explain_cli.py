@@ -57,14 +57,16 @@ def test_explain_dense_fallback_and_dense_first(idx, capsys):
     assert "placed by dense_first (dense rank 1)" in out and "placed by PPR" in out
 
 
-def test_explain_names_the_second_walk_rules():
+def test_explain_names_the_rule_and_the_one_scores_terms():
     from hippo_engine.cli_explain import passage_lines
     base = Explanation(passage_id="p", score=0.2, seeds=[], dense_prior=0.2, paths=[], dense_score=0.9,
                        dense_rank=1, rank=1, ranked_score=3.0)
     agreed = passage_lines(Explanation(**{**base.__dict__, "placed_by": "dense_agree", "walk": "the first walk"}), "T")
     assert "placed first by dense_agree" in agreed[1] and agreed[2] == "├─ walk: the first walk"
-    head = passage_lines(Explanation(**{**base.__dict__, "placed_by": "second_hop_head"}), "T")
-    assert "kept in front by second_hop_head" in head[1] and not any("walk:" in x for x in head)
+    scored = passage_lines(Explanation(**{**base.__dict__, "placed_by": "score", "score": 3.0, "dense_term": 1.5,
+                                          "walk": "one score, the sum of: ..."}), "T")
+    assert "placed by its score" in scored[1] and "seeds (0, 0.0% of the score 3)" in scored[3]
+    assert any(x.startswith("├─ dense term 50.0% of the score (1.5") for x in scored)
 
 
 def test_explain_hi_mode_prints_each_context_item_with_its_reason(idx, capsys):
@@ -122,11 +124,9 @@ def test_explain_on_real_ner_index(tmp_path, capsys):
                  "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "#1  score " in out and "Barack Obama" in out.split("#1  score ", 1)[1].splitlines()[0]
-    # the ner index's default: a second walk, the first walk's 2 best passages kept in front
-    assert "kept in front by second_hop_head" in out and "walk: the first walk" in out and "top paths" in out
-    assert main(["explain", "--save-dir", idx, "--query", "Where was Barack Obama born?", "--top", "4",
-                 "--quiet"]) == 0
-    assert "placed by PPR" in capsys.readouterr().out
+    # the ner index's default: one score of the second walk's term, the first walk's head term and the dense term
+    assert "placed by its score" in out and "walk: one score, the sum of" in out and "top paths" in out
+    assert "dense term" in out
     assert main(["explain", "--save-dir", idx, "--query", "Where was Barack Obama born?", "--top", "2",
                  "--mode", "hi_local", "--quiet"]) == 0
     out = capsys.readouterr().out

@@ -38,7 +38,8 @@ def test_table_on_a_tiny_dataset(tmp_path, capsys):
     results = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
     assert [r["titles"] for r in results] == [True, False]
     for r in results:
-        assert set(r["rows"]) == {"dense", "ner", "ner+df1", "ner+agree2", "topic", "wide", "bridge", "reseed", "new"}
+        assert set(r["rows"]) == {"dense", "ner", "ner+df1", "ner+agree2", "topic", "wide", "bridge", "reseed", "old",
+                                  "new"}
         assert all(0 <= v <= 100 for row in r["rows"].values() for v in row["recall"].values())
         assert r["rows"]["ner"]["recall"]["20"] == 100.0          # six passages: everything in the top 20
         assert "new default" in r["rows"]["new"]["label"] and "one walk" in r["rows"]["ner"]["label"]

@@ -95,7 +95,9 @@
       bits.push("ranked score " + fmt.score(ex.ranked_score));
     }
     if (ex.dense_rank) bits.push("dense rank " + ex.dense_rank + " (similarity " + fmt.score(ex.dense_score) + ")");
+    if (ex.dense_term) bits.push("dense term " + fmt.score(ex.dense_term) + " of the score");
     const parts = [el("p", { className: "summary", text: bits.join(" · ") + "." })];
+    if (ex.walk) parts.push(el("p", { className: "note", text: ex.walk }));
     if (ex.used_fallback) {
       parts.push(el("p", { className: "note", text: "Dense fallback: " + (ex.fallback_reason || "no seed") }));
     }

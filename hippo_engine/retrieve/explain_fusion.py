@@ -1,0 +1,90 @@
+"""Explanations of the one score (:mod:`.fusion`): its walk terms split into the seed terms of the walks
+they come from, scaled as the score scales them, plus the dense term; the terms add up to the score.
+
+The walk term is the last walk's probability over its largest, so each of that walk's seed terms counts
+``1 / max``; the head term (the first walk's ``second_hop_head`` best passages) is ``head_weight`` x the
+first walk's probability over its largest, so the first walk's seed terms count ``head_weight / max``. A seed
+of both walks gets the sum of its two terms.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from hippo_engine.datatypes import SeedTerm
+from hippo_engine.retrieve.fusion import Fusion, dense_vote
+
+#: (row index among the targets, row) -> (seed terms, dense prior, paths, walk score), see ``explain._terms``
+TermsFn = Callable[[int, int], tuple[list[SeedTerm], float, list, float]]
+
+
+def _largest(scores: np.ndarray) -> float:
+    finite = np.asarray(scores, np.float64)
+    finite = finite[np.isfinite(finite)]
+    return float(finite.max()) if len(finite) else 0.0
+
+
+class FusedTerms:
+    """The terms of one query's score for ``rows``: ``last`` decomposes the last walk for every row,
+    ``first`` (with a second walk) the first walk for the rows of its head (``head_rows``)."""
+
+    def __init__(self, fusion: Fusion, tr: dict[str, Any], rows: Sequence[int], last: TermsFn,
+                 first: TermsFn | None, head_rows: Sequence[int]):
+        self.fusion, self.tr = fusion, tr
+        self._last, self._first = last, first
+        self._index = {int(x): i for i, x in enumerate(rows)}
+        self._head = {int(x): i for i, x in enumerate(head_rows)}
+        top = _largest(tr["ppr"])
+        self._last_scale = 1.0 / top if top > 0 else 0.0
+        first_top = _largest(tr["first"][1]) if tr.get("first") is not None else 0.0
+        self._first_scale = fusion.head_weight / first_top if first_top > 0 else 0.0
+        dense = np.asarray(tr["dense"], np.float64)
+        allowed = np.isfinite(dense)
+        self._dense = fusion.dense_weight * dense_vote(np.where(allowed, dense, 0.0), fusion.dense_temperature,
+                                                       allowed) if fusion.dense_weight else np.zeros(len(dense))
+        self.note = self._describe()
+
+    def _describe(self) -> str:
+        f, hop = self.fusion, self.tr.get("hop")
+        parts = [f"{hop}: its probability over its largest" if hop else "the walk's probability over its largest"]
+        if self._first is not None and f.head_weight and f.head:
+            parts.append(f"{f.head_weight:g} x the first walk's (seeded from the query's best sentence) on its "
+                         f"{f.head} best passages")
+        if f.dense_weight:
+            parts.append(f"dense retrieval's vote {f.dense_weight:g} x exp((cos - best cos) / {f.dense_temperature:g})")
+        return "one score, the sum of: " + "; ".join(parts)
+
+    def terms(self, row: int) -> tuple[list[SeedTerm], float, list, float, float]:
+        """(seed terms, dense prior, paths, score, dense term) of ``row``: the score as ranked (from the walks'
+        probabilities), which the terms add up to within the PPR solver's tolerance."""
+        seeds, prior, paths, walk = self._last(self._index[row], row)
+        parts = [(seeds, prior, paths, walk, self._last_scale)]
+        if self._first is not None and row in self._head and self._first_scale > 0:
+            parts.append((*self._first(self._head[row], row), self._first_scale))
+        dense_term = float(self._dense[row])
+        merged: dict[tuple[str, str], SeedTerm] = {}
+        total_prior = 0.0
+        for s_terms, s_prior, _, _, scale in parts:
+            total_prior += scale * s_prior
+            for s in s_terms:
+                key = (s.entity, s.kind)
+                old = merged.get(key)
+                c = scale * s.contribution
+                merged[key] = replace(s, contribution=c) if old is None else \
+                    replace(old, contribution=old.contribution + c, weight=max(old.weight, s.weight))
+        score = sum(scale * s_walk for _, _, _, s_walk, scale in parts) + dense_term   # as ranked
+        share = (lambda x: x / score) if score > 0 else (lambda x: 0.0)
+        out_seeds = sorted((replace(s, share=share(s.contribution)) for s in merged.values()),
+                           key=lambda s: -s.contribution)
+        out_paths: list = []
+        for _, _, s_paths, s_walk, scale in parts:          # a path's share: of its walk's score, then of the sum
+            factor = scale * s_walk / score if score > 0 else 0.0
+            out_paths.extend(replace(p, share=p.share * factor) for p in s_paths)
+        out_paths.sort(key=lambda p: -p.share)
+        return out_seeds, total_prior, out_paths[:max(len(parts[0][2]), 1)], score, dense_term
+
+
+__all__ = ["FusedTerms"]
