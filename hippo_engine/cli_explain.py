@@ -89,8 +89,8 @@ def passage_lines(exp, title: str) -> list[str]:
         out.append(f"│    {_pct(rest)}  ({len(exp.seeds) - SEEDS_SHOWN} more seeds)")
     prior = exp.dense_prior / exp.score if exp.score > 0 else 0.0
     dense_term = getattr(exp, "dense_term", 0.0)
-    if dense_term:
-        share = dense_term / exp.score if exp.score > 0 else 0.0
+    share = dense_term / exp.score if exp.score > 0 else 0.0
+    if share >= 0.0005:                         # (a vote far below dense retrieval's best is ~0: not shown)
         out.append(f"├─ dense term {_pct(share).strip()} of the score ({dense_term:.4g}: dense retrieval's vote)")
     out.append(f"├─ dense prior {_pct(prior).strip()} of the score; check |terms - score| = {exp.check:.1e}")
     out.append("└─ top paths" if exp.paths else "└─ no walk from a seed reaches this passage")

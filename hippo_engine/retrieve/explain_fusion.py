@@ -49,13 +49,13 @@ class FusedTerms:
 
     def _describe(self) -> str:
         f, hop = self.fusion, self.tr.get("hop")
-        parts = [f"{hop}: its probability over its largest" if hop else "the walk's probability over its largest"]
+        walk = "the second walk" if hop else "the walk"
+        parts = [f"{walk}'s probability over its largest"]
         if self._first is not None and f.head_weight and f.head:
-            parts.append(f"{f.head_weight:g} x the first walk's (seeded from the query's best sentence) on its "
-                         f"{f.head} best passages")
+            parts.append(f"{f.head_weight:g} x the first walk's over its largest, on its {f.head} best passages")
         if f.dense_weight:
-            parts.append(f"dense retrieval's vote {f.dense_weight:g} x exp((cos - best cos) / {f.dense_temperature:g})")
-        return "one score, the sum of: " + "; ".join(parts)
+            parts.append(f"{f.dense_weight:g} x dense retrieval's vote exp((cos - best cos) / {f.dense_temperature:g})")
+        return "one score = " + " + ".join(parts) + (f"; {hop}" if hop else "")
 
     def terms(self, row: int) -> tuple[list[SeedTerm], float, list, float, float]:
         """(seed terms, dense prior, paths, score, dense term) of ``row``: the score as ranked (from the walks'
@@ -79,11 +79,15 @@ class FusedTerms:
         share = (lambda x: x / score) if score > 0 else (lambda x: 0.0)
         out_seeds = sorted((replace(s, share=share(s.contribution)) for s in merged.values()),
                            key=lambda s: -s.contribution)
-        out_paths: list = []
+        by_path: dict[tuple, Any] = {}                     # one path of both walks: its two shares summed
         for _, _, s_paths, s_walk, scale in parts:          # a path's share: of its walk's score, then of the sum
             factor = scale * s_walk / score if score > 0 else 0.0
-            out_paths.extend(replace(p, share=p.share * factor) for p in s_paths)
-        out_paths.sort(key=lambda p: -p.share)
+            for p in s_paths:
+                path_key = (tuple(p.nodes), tuple((e.kind, e.source, e.target) for e in p.edges))
+                old_path = by_path.get(path_key)
+                share = p.share * factor + (old_path.share if old_path is not None else 0.0)
+                by_path[path_key] = replace(p if old_path is None else old_path, share=share)
+        out_paths = sorted(by_path.values(), key=lambda p: -p.share)
         return out_seeds, total_prior, out_paths[:max(len(parts[0][2]), 1)], score, dense_term
 
 

@@ -125,7 +125,7 @@ def test_explain_on_real_ner_index(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "#1  score " in out and "Barack Obama" in out.split("#1  score ", 1)[1].splitlines()[0]
     # the ner index's default: one score of the second walk's term, the first walk's head term and the dense term
-    assert "placed by its score" in out and "walk: one score, the sum of" in out and "top paths" in out
+    assert "placed by its score" in out and "walk: one score = " in out and "top paths" in out
     assert "dense term" in out
     assert main(["explain", "--save-dir", idx, "--query", "Where was Barack Obama born?", "--top", "2",
                  "--mode", "hi_local", "--quiet"]) == 0
