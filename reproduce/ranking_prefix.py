@@ -48,6 +48,8 @@ Ranking = list[tuple[str, Any]]
 SCORE_REL = 1e-9
 #: an explanation's terms against its ranked score (relative; or within the explanation's ``check``)
 EXPLAIN_REL = 1e-6
+#: the rounding of a sum of terms in another order than the engine's (relative to the score)
+ROUNDING = 1e-12
 #: the deepest ranking checked (``--top``'s default)
 TOP = 20
 OUT = RESULTS_DIR / "recall" / "ranking_prefix.md"
@@ -164,7 +166,7 @@ def explanation_terms(exp) -> float:
 def explanation_violations(door: str, k: int, solutions: Sequence) -> list[str]:
     """``retrieve(explain=True)``'s solutions: one explanation per passage shown, for that passage, whose
     ``ranked_score`` is the score shown (relative :data:`SCORE_REL`) and whose terms add up to it (relative
-    :data:`EXPLAIN_REL`, or within the explanation's ``check``)."""
+    :data:`EXPLAIN_REL`, or within the explanation's ``check``, give or take the sum's :data:`ROUNDING`)."""
     out = []
     for qi, sol in enumerate(solutions):
         shown, exps = solution_ranking(sol), list(sol.explanations)
@@ -176,10 +178,17 @@ def explanation_violations(door: str, k: int, solutions: Sequence) -> list[str]:
             where = f"{door} k={k} q{qi} rank {rank} ({exp.placed_by})"
             if not _close(exp.ranked_score, score, SCORE_REL):
                 out.append(f"{where}: ranked_score {exp.ranked_score!r} is not the score shown {score!r}")
-            terms = explanation_terms(exp)
-            if abs(terms - exp.ranked_score) > max(EXPLAIN_REL * abs(exp.ranked_score), exp.check):
+            terms, ranked = explanation_terms(exp), exp.ranked_score
+            if abs(terms - ranked) > max(EXPLAIN_REL * abs(ranked), exp.check) + ROUNDING * max(1.0, abs(ranked)):
                 out.append(f"{where}: the terms add up to {terms!r}, not the ranked score {exp.ranked_score!r}")
     return out
+
+
+def largest_gap(solutions: Sequence) -> tuple[float, float]:
+    """The largest |terms - ranked_score| of the solutions' explanations, absolute and relative."""
+    gaps = [(abs(explanation_terms(e) - e.ranked_score), e.ranked_score) for s in solutions for e in s.explanations]
+    return (max((g for g, _ in gaps), default=0.0),
+            max((g / abs(r) for g, r in gaps if r), default=0.0))
 
 
 # ----------------------------------------------------------------------------- the command
@@ -196,17 +205,19 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
-def python_door(rag, questions: Sequence[str], ks: Sequence[int]) -> tuple[dict, dict, list[str]]:
-    """Plain and explained rankings at every k, and what the explanations break."""
+def python_door(rag, questions: Sequence[str], ks: Sequence[int]) -> tuple[dict, dict, list[str], tuple]:
+    """Plain and explained rankings at every k, what the explanations break, and their largest
+    |terms - ranked_score| (absolute, relative)."""
     from hippo_engine.config import QueryParam
 
-    plain, explained, bad = {}, {}, []
+    plain, explained, bad, gap = {}, {}, [], (0.0, 0.0)
     for k in ks:
         plain[k] = [solution_ranking(s) for s in rag.retrieve(questions, param=QueryParam(top_k=k))]
         sols = rag.retrieve(questions, param=QueryParam(top_k=k, explain=True))
         explained[k] = [solution_ranking(s) for s in sols]
         bad += explanation_violations("python explain", k, sols)
-    return plain, explained, bad
+        gap = tuple(map(max, gap, largest_gap(sols)))
+    return plain, explained, bad, gap
 
 
 def measure(args) -> dict:
@@ -222,7 +233,7 @@ def measure(args) -> dict:
                      CachingEncoder(TransformersEncoder(), args.work / "vectors.sqlite"))
     try:
         ks = list(range(1, min(args.top, len(rag.index_state)) + 1))
-        plain, explained, explain_bad = python_door(rag, questions, ks)
+        plain, explained, explain_bad, gap = python_door(rag, questions, ks)
         save_dir = rag.save_dir
     finally:
         rag.close()
@@ -242,7 +253,7 @@ def measure(args) -> dict:
         checks["CLI: the Python door's rankings at every k"] = (n, same_rankings("cli", cli, plain, "python"))
         checks[f"CLI as a subprocess (k={ks[-1]}): the same rankings"] = (
             len(questions), same_rankings("cli subprocess", {ks[-1]: real}, cli, "cli in-process"))
-    return {"questions": len(questions), "passages": len(ds.docs), "ks": ks,
+    return {"questions": len(questions), "passages": len(ds.docs), "ks": ks, "gap": gap,
             "checks": {name: {"compared": c, "violations": v} for name, (c, v) in checks.items()}}
 
 
@@ -259,6 +270,8 @@ def markdown(res: dict, argv: Sequence[str], load_before: str, load_after: str, 
              f"Engine commit `{commit}`; load (`uptime`) before: `{load_before}`; after: `{load_after}`.", "",
              "| check | compared | violations |", "| --- | ---: | ---: |"]
     lines += [f"| {name} | {c['compared']:,} | {len(c['violations']):,} |" for name, c in res["checks"].items()]
+    lines += ["", f"Largest |sum of an explanation's terms - its score|: {res['gap'][0]:.3g} "
+                  f"(relative {res['gap'][1]:.3g})."]
     bad = [v for c in res["checks"].values() for v in c["violations"]]
     if bad:
         lines += ["", f"First violations ({min(SHOWN, len(bad))} of {len(bad):,}):", ""]
@@ -284,5 +297,6 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"ranking-prefix: {res['questions']} questions checked, k = {ks[0]}..{ks[-1]}, violations: {total}")
     for name, c in res["checks"].items():
         print(f"  {len(c['violations']):6,} of {c['compared']:7,}  {name}")
+    print(f"  largest |terms - score| of an explanation: {res['gap'][0]:.3g} (relative {res['gap'][1]:.3g})")
     print(path)
     return 1 if total else 0

@@ -46,7 +46,8 @@ def _solution(*rows):
 
 
 def test_explanations_must_add_up_to_the_score_shown():
-    good = _solution((0.5, 0.5, [0.3, 0.1], 0.1, 0.0), (0.2, 0.2, [0.1], 0.1 + 3e-8, 3e-8))  # within check
+    good = _solution((0.5, 0.5, [0.3, 0.1], 0.1, 0.0), (0.2, 0.2, [0.1], 0.1 + 3e-8, 3e-8),  # within check
+                     (0.2, 0.2, [0.1], 0.1 + 3e-8, 3e-8 - 1e-17))     # the check summed in another order
     assert explanation_violations("x", 2, [good]) == []
     placeholder = _solution((3.0, 3.0, [0.1], 0.04, 1e-9))          # a rule's score the terms do not make
     [v] = explanation_violations("x", 1, [placeholder])
