@@ -110,10 +110,12 @@ class RetrievalConfig(_Section):
     #: with 0 and one walk, the score is the walk's PPR probability itself, the paper's)
     dense_weight: Annotated[float, Field(ge=0.0)] | Literal["auto"] = "auto"
     dense_temperature: float = Field(0.015, gt=0.0)
-    #: how the second walk is solved: "update" (the first walk's scores plus a forward push of the few seeds
-    #: that changed, by linearity, residual threshold second_walk_r_max: ``retrieve/walk_update.py``) or
-    #: "solve" (a walk of its own, bit-identical to solving that reset alone)
-    second_walk_solver: Literal["update", "solve"] = "update"
+    #: how the second walk is solved: "solve" (a walk of its own, bit-identical to solving that reset alone;
+    #: explanations add up to the score within the PPR tolerance) or "update" (the first walk's scores plus a
+    #: forward push of the few seeds that changed, by linearity, residual threshold second_walk_r_max:
+    #: ``retrieve/walk_update.py``; faster on large graphs, but the score's walk term divides by the walk's
+    #: largest probability, so explanations then differ from the score by up to ~0.1%)
+    second_walk_solver: Literal["update", "solve"] = "solve"
     second_walk_r_max: float = Field(1e-7, gt=0.0)
     #: the recognition filter (an LLM call per query): None = on, except on an
     #: ``extractor="ner"`` index, which makes no LLM call unless this is set to True

@@ -1,12 +1,12 @@
 """Retrieval time per question of one batch of every question, encoding excluded: the one-walk ``ner``
 search (``second_hop="none"``, ``dense_agree=0``, ``dense_weight=0``) and the engine's default on a ``ner`` index (the
 ``"auto"`` settings, given explicitly so that an older engine runs the same configuration: a second walk
-and one score of three terms; with ``--solve`` also that default with its second walk solved afresh instead of
-updated from the first, ``second_walk_solver="solve"``), alternately ``--rounds`` times each, wall and
+and one score of three terms; with ``--update`` also that default with its second walk updated from the first
+instead of solved afresh, ``second_walk_solver="update"``), alternately ``--rounds`` times each, wall and
 CPU (process) seconds, with a hash of the rankings (every question's top-200 passage rows and ``float.hex``
 scores: equal hashes, same rankings and scores).
 
-    python -m reproduce.recall_timing {musique,2wiki} [--work DIR] [--data DIR] [--rounds N] [--solve]
+    python -m reproduce.recall_timing {musique,2wiki} [--work DIR] [--data DIR] [--rounds N] [--update]
 
 Reads the titled index that ``python -m reproduce table-recall-llm-free`` built under ``--work``; the
 queries are encoded first (not timed); each configuration gets a warm-up batch of 64 questions. To time
@@ -60,8 +60,9 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=REPO_ROOT / "outputs" / "reproduce" / "recall-llm-free")
     ap.add_argument("--data", type=Path, default=REPO_ROOT.parent / "shared" / "data")
     ap.add_argument("--rounds", type=int, default=2, help="timed runs of each configuration (default 2)")
-    ap.add_argument("--solve", action="store_true",
-                    help="also time the default with its second walk solved afresh (second_walk_solver='solve')")
+    ap.add_argument("--update", action="store_true",
+                    help="also time the default with its second walk updated from the first "
+                         "(second_walk_solver='update')")
     args = ap.parse_args(argv)
     import hippo_engine
     from hippo_engine.models.encoder import TransformersEncoder
@@ -76,8 +77,8 @@ def main(argv=None) -> int:
     b = Bench(rag, ds)
     qs = list(ds.questions)
     configs = [("one walk", ONE_WALK), ("default", RECOMMENDED)]
-    if args.solve:
-        configs.append(("solved", {**RECOMMENDED, "second_walk_solver": "solve"}))
+    if args.update:
+        configs.append(("updated", {**RECOMMENDED, "second_walk_solver": "update"}))
     for label, cfg in configs * args.rounds:
         r = Retriever.from_index(rag.config.replace(**cfg), rag.index_state)
         r.search(qs[:64], b.q_fact[:64], b.q_pass[:64], TOP, None, b.ner_vectors[:64])

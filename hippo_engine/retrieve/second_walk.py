@@ -4,9 +4,9 @@ ranking scores come out of it (:meth:`SecondWalk.run`).
 
 Cost: the query's best facts are searched once for both walks (``top``); a query whose second reset
 vector equals its first keeps the first walk's scores instead of walking again (the PPR kernel's columns do
-not depend on their batch); by default the second walk is the first one updated by a push of the
-seeds that changed (:mod:`.walk_update`, ``second_walk_solver="update"``), not a walk over the whole graph
-(``"solve"``: scores bit-identical to a walk of the second reset alone).
+not depend on their batch); by default (``second_walk_solver="solve"``) the second walk is a walk of its own,
+bit-identical to a walk of the second reset alone, so explanations add up to the score; ``"update"`` updates
+the first walk by a push of the seeds that changed (:mod:`.walk_update`) instead of walking the whole graph.
 """
 from __future__ import annotations
 

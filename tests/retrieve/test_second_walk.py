@@ -100,12 +100,12 @@ def test_the_default_second_walk_equals_a_plain_one(rag, monkeypatch):
     ctx = SecondWalk(WideHop(keep_head=2), plain, None, "ner").context(plain.link_graph, None, links)
     _, second = WideHop(keep_head=2).walk(ctx, block, cols, R, first)
     want = plain.fusion.score(second, block.dense[:, cols], first)
-    results = _search(Retriever.from_index(rag.config.replace(second_walk_solver="solve"), rag.index_state), rag)
-    updated = _search(Retriever.from_index(rag.config, rag.index_state), rag)
+    results = _search(Retriever.from_index(rag.config, rag.index_state), rag)        # the default: "solve"
+    updated = _search(Retriever.from_index(rag.config.replace(second_walk_solver="update"), rag.index_state), rag)
     assert len(cols)
     for c, j in enumerate(cols.tolist()):
         assert np.array_equal(results[j].scores, want[results[j].order, c])     # "solve": bit-identical
-        # the default "update" (retrieve/walk_update.py): the same scores within the push's bound, d r_max s(v)
+        # "update" (retrieve/walk_update.py): the same scores within the push's bound, d r_max s(v)
         # (here about 1e-7, the order of the kernel's own float32 tolerance), over the walk's largest
         # probability in the score's walk term (here about 0.05): within 1e-5
         assert np.allclose(updated[j].scores, want[updated[j].order, c], rtol=0, atol=1e-5)
