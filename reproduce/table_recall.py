@@ -120,6 +120,10 @@ def rows(peer: PeerOptions | None = None) -> list[Row]:
     ]
 
 
+#: other names a row answers to in ``--rows`` (``default``: the engine's default, the ``new`` row)
+ROW_ALIASES = {"default": "new"}
+
+
 def best(measure: Callable, ranking):
     """``measure(ranking)`` (a dict, maybe nested, of figures); for a row that gives several named rankings
     (a dict: LinearRAG's settings), the best figure of any of them at each key."""
@@ -139,7 +143,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "2wiki_single_first, 2wiki_single_second (its halves) (default the first three)")
     ap.add_argument("--titles", choices=("both", "titled", "untitled"), default="both")
     ap.add_argument("--limit", type=int, default=None, help="only the first N questions of each dataset")
-    ap.add_argument("--rows", default=None, help="comma-separated row keys (default all)")
+    ap.add_argument("--rows", default=None,
+                    help="comma-separated row keys (default all; 'default' names the engine's default, the 'new' row)")
     ap.add_argument("--work", type=Path, default=REPO_ROOT / "outputs" / "reproduce" / "recall-llm-free",
                     help="indexes and the encoder cache (default %(default)s)")
     ap.add_argument("--data", type=Path, default=REPO_ROOT.parent / "shared" / "data", help="the data root")
@@ -267,7 +272,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.limit is not None and args.limit <= 0:
         raise SystemExit("--limit must be positive")
     every = rows(PeerOptions(args.linearrag_src, args.work))
-    keys = [k.strip() for k in args.rows.split(",")] if args.rows else [r.key for r in every]
+    given = [k.strip() for k in args.rows.split(",")] if args.rows else [r.key for r in every]
+    keys = [ROW_ALIASES.get(k, k) for k in given]
     unknown = [k for k in keys if k not in {r.key for r in every}]
     if unknown:
         raise SystemExit(f"--rows: unknown row(s) {', '.join(unknown)}; known: {', '.join(r.key for r in every)}")
