@@ -43,9 +43,9 @@ def _time_walks(r) -> dict:
     acc = {"cpu": 0.0, "columns": 0}
     run = r.run_ppr
 
-    def timed(resets):
+    def timed(resets, priors=None):
         c = time.process_time()
-        out = run(resets)
+        out = run(resets, priors)
         acc["cpu"] += time.process_time() - c
         acc["columns"] += resets.shape[1]
         return out
