@@ -83,8 +83,8 @@ HELP = {
     "table-modes": "issue 25: Recall@2/@5 of every mode (graphrag_*, kb_*, hi_*, hipporag2, naive), F1, LLM calls",
     "ppr-scale": "issue 26: forward-push PPR vs exact PPR on synthetic graphs (100k, 1M passages): latency, top-10",
     "ppr-musique": "issue 26: Recall@1..20 and rankings hash per PPR solver (auto, exact, push) on the MuSiQue subset",
-    "ranking-prefix": "issue 38: the top k is the prefix of the top 20 with the same scores, Python and CLI, "
-                      "MuSiQue (explanations add up to the score shown)",
+    "ranking-prefix": "issue 38: the top k is the prefix of the top 20 with the same scores, Python, CLI, HTTP "
+                      "and MCP, MuSiQue (explanations add up to the score shown)",
     "rankings": "Recall@1..20 and a rankings hash on the MuSiQue subset (openie file / ner, filter off, no LLM)",
     "web-screenshot": "docs/web.png: the web page of hippo-engine serve on the sample corpus, in Debian's chromium",
 }

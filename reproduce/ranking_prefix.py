@@ -1,6 +1,7 @@
 """Issue 38: one score per passage, whatever ``top_k`` asks for, on the MuSiQue subset.
 
     python -m reproduce ranking-prefix [--limit N] [--top 20] [--titles titled|untitled] [--work DIR] [--no-cli]
+                                       [--no-serve]
 
 The property, checked per question at every k in 1..``--top`` (default 20; up to the corpus's size):
 
@@ -13,17 +14,21 @@ The property, checked per question at every k in 1..``--top`` (default 20; up to
   ``ranked_score`` (relative :data:`EXPLAIN_REL`, or within the explanation's own ``check``, the PPR
   solver's residual), and ``ranked_score`` is the score shown; the explained ranking is the plain one.
 
-Doors: Python (``HippoRAG.retrieve`` with ``QueryParam(top_k=k)``, plain and explained) and the command line
+Doors: Python (``HippoRAG.retrieve`` with ``QueryParam(top_k=k)``, plain and explained), the command line
 (``hippo-engine retrieve --queries FILE --top-k k --json``, its ``main`` run in this process, and once as a
-real subprocess at k = ``--top``), which must also give the Python door's rankings. The index is the
+real subprocess at k = ``--top``), HTTP (``POST /retrieve {"queries", "top_k": k}`` to a real
+``hippo-engine serve`` on 127.0.0.1 over the index's folder, :class:`reproduce.serve_harness.ServerProcess`)
+and MCP (the ``recall`` tool with ``top_k``, through the MCP SDK's client at that server's ``/mcp``); every
+door must also give the Python door's rankings (passage ids and scores). The index is the
 ``extractor="ner"`` index of ``python -m reproduce table-recall-llm-free`` (:func:`reproduce.recall_data.open_index`
 under ``--work``, default ``outputs/reproduce/recall-llm-free``; built there if missing). No LLM is called.
 
 Printed: questions, the k range and the violations of each check; written (``--out``, default
 ``reproduce/results/recall/ranking_prefix.md``) with the first violations, the engine's commit and the load.
 Exit status 1 when anything is violated. The checks (:func:`prefix_violations`, :func:`explanation_violations`)
-and the command-line door (:func:`cli_rankings`) are also what ``tests/retrieve/integration/
-test_ranking_prefix_doors.py`` runs at every front door (Python, CLI, HTTP, MCP) on the bundled sample corpus.
+and the doors (:func:`cli_rankings`, :func:`http_rankings`, :func:`mcp_rankings`) are also what
+``tests/retrieve/integration/test_ranking_prefix_doors.py`` runs at every front door (Python, CLI, HTTP, MCP)
+on the bundled sample corpus.
 """
 from __future__ import annotations
 
@@ -31,7 +36,9 @@ import argparse
 import contextlib
 import io
 import json
+import logging
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -55,6 +62,8 @@ TOP = 20
 OUT = RESULTS_DIR / "recall" / "ranking_prefix.md"
 #: violations listed in the result file
 SHOWN = 10
+#: queries per ``POST /retrieve`` (the server's default ``max_queries``)
+HTTP_BATCH = 64
 
 
 # ----------------------------------------------------------------------------- what each door shows
@@ -87,6 +96,65 @@ def cli_rankings(save_dir: Path | str, queries: Sequence[str], k: int, *,
     if rc != 0:
         raise RuntimeError(f"hippo-engine {' '.join(argv)} exited {rc}: {err[-2000:]}")
     return [list(zip(s["passage_ids"], s["doc_scores"], strict=True)) for s in json.loads(out)["solutions"]]
+
+
+def http_rankings(client, queries: Sequence[str], k: int, *, batch: int = HTTP_BATCH) -> list[Ranking]:
+    """Each query's ranking from ``POST /retrieve {"queries", "top_k": k}`` (``batch`` queries a request);
+    ``client``: an ``httpx.Client`` whose ``base_url`` is the server (with its access key, if it has one)."""
+    out: list[Ranking] = []
+    for s in range(0, len(queries), batch):
+        r = client.post("/retrieve", json={"queries": list(queries[s:s + batch]), "top_k": k})
+        if r.status_code != 200:
+            raise RuntimeError(f"POST /retrieve top_k={k}: {r.status_code} {r.text[:2000]}")
+        out += [[(p["id"], p["score"]) for p in res["passages"]] for res in r.json()["results"]]
+    return out
+
+
+def mcp_rankings(url: str, queries: Sequence[str], ks: Sequence[int], *,
+                 headers: Mapping[str, str] | None = None) -> dict[int, list[Ranking]]:
+    """Each query's ranking at every k in ``ks`` from the MCP ``recall`` tool (``{"query", "top_k": k}``),
+    through the MCP SDK's client over streamable HTTP at ``url`` (a server's ``/mcp``); ``headers``: e.g. the
+    access key. Its passages' ``passage_id`` (the passage's own id, as the other doors show) and ``score``."""
+    import anyio
+    import httpx2  # the MCP SDK's HTTP client library
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main() -> dict[int, list[Ranking]]:
+        out: dict[int, list[Ranking]] = {}
+        async with httpx2.AsyncClient(headers=dict(headers or {}), timeout=httpx2.Timeout(30, read=300)) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                for k in ks:
+                    out[k] = []
+                    for q in queries:
+                        res = await client.call_tool("recall", {"query": q, "top_k": k})
+                        if res.is_error:
+                            raise RuntimeError(f"MCP recall top_k={k} {q[:60]!r}: {res.content}")
+                        out[k].append([(p["passage_id"], p["score"]) for p in res.structured_content["passages"]])
+        return out
+    return anyio.run(main)
+
+
+def served_rankings(save_dir: Path | str, queries: Sequence[str], ks: Sequence[int]) -> tuple[dict, dict, float]:
+    """A real ``hippo-engine serve`` on 127.0.0.1 over ``save_dir`` (:class:`reproduce.serve_harness.ServerProcess`,
+    its default workspace, stopped at the end): every query's ranking at every k through HTTP
+    (:func:`http_rankings`) and MCP (:func:`mcp_rankings`), and the seconds the server took to start. The access
+    key, where ``HIPPO_ENGINE_ACCESS_KEY`` sets one for the server, is sent with every request."""
+    import httpx
+
+    from hippo_engine.service.settings import ENV_ACCESS_KEY
+
+    from .serve_harness import ServerProcess
+
+    key = os.environ.get(ENV_ACCESS_KEY)
+    headers = {"X-API-Key": key} if key else {}
+    with tempfile.TemporaryDirectory(prefix="ranking-prefix-serve-") as tmp:
+        with ServerProcess(Path(save_dir), Path(tmp) / "serve.log") as srv:
+            started = srv.wait_ready()
+            with httpx.Client(base_url=srv.url, headers=headers, timeout=600) as client:
+                http = {k: http_rankings(client, queries, k) for k in ks}
+            mcp = mcp_rankings(f"{srv.url}/mcp", queries, ks, headers=headers)
+    return http, mcp, started
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -200,7 +268,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--work", type=Path, default=REPO_ROOT / "outputs" / "reproduce" / "recall-llm-free",
                     help="table-recall-llm-free's indexes and encoder cache (default %(default)s)")
     ap.add_argument("--data", type=Path, default=REPO_ROOT.parent / "shared" / "data", help="the data root")
-    ap.add_argument("--no-cli", action="store_true", help="the Python door only")
+    ap.add_argument("--no-cli", action="store_true", help="skip the command-line door")
+    ap.add_argument("--no-serve", action="store_true", help="skip the HTTP and MCP doors (no server started)")
     ap.add_argument("--out", type=Path, default=OUT, help="markdown result (default %(default)s)")
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
@@ -253,11 +322,44 @@ def measure(args) -> dict:
         checks["CLI: the Python door's rankings at every k"] = (n, same_rankings("cli", cli, plain, "python"))
         checks[f"CLI as a subprocess (k={ks[-1]}): the same rankings"] = (
             len(questions), same_rankings("cli subprocess", {ks[-1]: real}, cli, "cli in-process"))
-    return {"questions": len(questions), "passages": len(ds.docs), "ks": ks, "gap": gap,
+    started = None
+    if not args.no_serve:
+        http, mcp, started = served_rankings(save_dir, questions, ks)
+        checks["HTTP `POST /retrieve {top_k: k}`: prefix, non-increasing"] = (n, prefix_violations("http", http))
+        checks["HTTP: the Python door's rankings at every k"] = (n, same_rankings("http", http, plain, "python"))
+        checks["MCP `recall {top_k: k}`: prefix, non-increasing"] = (n, prefix_violations("mcp", mcp))
+        checks["MCP: the Python door's rankings at every k"] = (n, same_rankings("mcp", mcp, plain, "python"))
+    return {"questions": len(questions), "passages": len(ds.docs), "ks": ks, "gap": gap, "serve_start_s": started,
             "checks": {name: {"compared": c, "violations": v} for name, (c, v) in checks.items()}}
 
 
-def markdown(res: dict, argv: Sequence[str], load_before: str, load_after: str, commit: str, wall: float) -> str:
+def dirty_paths() -> list[str]:
+    """The tracked files of this checkout with uncommitted edits (what ``+dirty`` in the engine's commit is)."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line[3:] for line in out.splitlines() if line[3:]]
+
+
+def doors_line(res: dict) -> str:
+    """Which doors the run went through."""
+    ks, names = res["ks"], set(res["checks"])
+    doors = ["Python (`retrieve(top_k=k)`, plain and `explain=True`)"]
+    if any(n.startswith("CLI") for n in names):
+        doors.append(f"CLI (`hippo-engine retrieve --top-k k --json`: its `main` in this process at every k, "
+                     f"the command as a subprocess at k={ks[-1]})")
+    if res.get("serve_start_s") is not None:
+        doors.append(f"HTTP (`POST /retrieve` with `top_k`, {HTTP_BATCH} questions a request) and MCP (the "
+                     f"`recall` tool with `top_k`, one question a call, through the MCP SDK's client at `/mcp`), "
+                     f"both to one real `hippo-engine serve` on 127.0.0.1 over the index's folder (started in "
+                     f"{res['serve_start_s']:.0f} s)")
+    return "Doors: " + "; ".join(doors) + "; every door but Python's is also compared with Python's rankings."
+
+
+def markdown(res: dict, argv: Sequence[str], load_before: str, load_after: str, commit: str, wall: float,
+             dirty: Sequence[str] = ()) -> str:
     """The result file."""
     shown = list(argv[1:] if argv[:1] == ["ranking-prefix"] else argv)
     ks = res["ks"]
@@ -268,7 +370,12 @@ def markdown(res: dict, argv: Sequence[str], load_before: str, load_after: str, 
              f"in the same order, the same scores (relative {SCORE_REL:g}), scores non-increasing; explanations: "
              f"terms add up to the score shown (relative {EXPLAIN_REL:g} or the explanation's `check`). "
              f"Engine commit `{commit}`; load (`uptime`) before: `{load_before}`; after: `{load_after}`.", "",
-             "| check | compared | violations |", "| --- | ---: | ---: |"]
+             doors_line(res), ""]
+    if commit.endswith("+dirty") and dirty:
+        engine = [p for p in dirty if p.startswith("hippo_engine/")]
+        lines += [f"`+dirty`: uncommitted edits to {', '.join(f'`{p}`' for p in dirty)} when the run ended"
+                  + ("" if engine else " (`hippo_engine/` clean)") + ".", ""]
+    lines += ["| check | compared | violations |", "| --- | ---: | ---: |"]
     lines += [f"| {name} | {c['compared']:,} | {len(c['violations']):,} |" for name, c in res["checks"].items()]
     lines += ["", f"Largest |sum of an explanation's terms - its score|: {res['gap'][0]:.3g} "
                   f"(relative {res['gap'][1]:.3g})."]
@@ -284,6 +391,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .rankings import engine_commit, uptime
 
     setup_logging(args.verbose)
+    if not args.verbose:        # a line per request of the HTTP and MCP doors otherwise
+        for name in ("httpx", "httpx2", "mcp"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     if args.limit <= 0 or args.top <= 0:
         raise SystemExit("--limit and --top must be positive")
     if not (args.data / "musique").is_dir():
@@ -292,11 +402,15 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     load_before, t0 = uptime(), time.perf_counter()
     res = measure(args)
     wall = time.perf_counter() - t0
-    path = write_result(args.out, markdown(res, argv, load_before, uptime(), engine_commit(), wall))
+    path = write_result(args.out, markdown(res, argv, load_before, uptime(), engine_commit(), wall, dirty_paths()))
     ks, total = res["ks"], sum(len(c["violations"]) for c in res["checks"].values())
     print(f"ranking-prefix: {res['questions']} questions checked, k = {ks[0]}..{ks[-1]}, violations: {total}")
     for name, c in res["checks"].items():
         print(f"  {len(c['violations']):6,} of {c['compared']:7,}  {name}")
     print(f"  largest |terms - score| of an explanation: {res['gap'][0]:.3g} (relative {res['gap'][1]:.3g})")
+    if res.get("serve_start_s") is not None:
+        print(f"  hippo-engine serve started in {res['serve_start_s']:.0f} s; wall time {wall:.0f} s")
+    else:
+        print(f"  wall time {wall:.0f} s")
     print(path)
     return 1 if total else 0

@@ -2,9 +2,12 @@
 the real doors: tests/retrieve/integration/test_ranking_prefix_doors.py."""
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
-from reproduce.ranking_prefix import explanation_violations, prefix_violations, same_rankings
+import pytest
+
+from reproduce.ranking_prefix import explanation_violations, http_rankings, prefix_violations, same_rankings
 
 FULL = [("a", 0.5), ("b", 0.25), ("c", 0.25), ("d", 0.125)]
 
@@ -58,3 +61,24 @@ def test_explanations_must_add_up_to_the_score_shown():
     with_term = _solution((0.2, 0.2, [0.1], 0.05, 0.0))
     with_term.explanations[0].dense_term = 0.05                      # a term the engine may add (issue 38)
     assert explanation_violations("x", 1, [with_term]) == []
+
+
+def test_the_http_door_posts_batches_and_reads_each_passage_id_and_score():
+    httpx = pytest.importorskip("httpx")
+    sent = []
+
+    def handler(request):
+        body = json.loads(request.content)
+        sent.append(body)
+        if body["top_k"] == 9:
+            return httpx.Response(422, json={"detail": "top_k"})
+        return httpx.Response(200, json={"results": [
+            {"query": q, "passages": [{"id": f"{q}-{r}", "score": 1.0 / (r + 1), "text": "", "doc_ids": []}
+                                      for r in range(body["top_k"])]} for q in body["queries"]]})
+
+    with httpx.Client(base_url="http://door", transport=httpx.MockTransport(handler)) as client:
+        got = http_rankings(client, ["a", "b", "c"], 2, batch=2)
+        assert got == [[("a-0", 1.0), ("a-1", 0.5)], [("b-0", 1.0), ("b-1", 0.5)], [("c-0", 1.0), ("c-1", 0.5)]]
+        assert sent == [{"queries": ["a", "b"], "top_k": 2}, {"queries": ["c"], "top_k": 2}]
+        with pytest.raises(RuntimeError, match="POST /retrieve top_k=9: 422"):
+            http_rankings(client, ["a"], 9)

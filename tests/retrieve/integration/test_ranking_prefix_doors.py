@@ -19,7 +19,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
 httpx = pytest.importorskip("httpx")
@@ -27,7 +26,6 @@ pytest.importorskip("uvicorn", reason="the server extra")
 pytest.importorskip("mcp", reason="the server extra")
 
 from service.integration.test_http_server import KEY, Serve  # noqa: E402
-from service.integration.test_mcp_flow import data  # noqa: E402
 
 from hippo_engine.config import QueryParam  # noqa: E402
 from reproduce.ranking_prefix import (  # noqa: E402
@@ -35,6 +33,8 @@ from reproduce.ranking_prefix import (  # noqa: E402
     Ranking,
     cli_rankings,
     explanation_violations,
+    http_rankings,
+    mcp_rankings,
     prefix_violations,
     same_rankings,
     solution_ranking,
@@ -45,8 +45,6 @@ pytestmark = pytest.mark.integration
 
 DOCS, QUESTIONS = sample_corpus()
 QUERIES = [q["question"] for q in QUESTIONS][:100]
-#: queries per ``POST /retrieve`` (the server's default ``max_queries``)
-BATCH = 64
 #: the doors other than plain Python, by the fixture that ranks through them
 DOORS = ("python_explained", "cli", "http", "mcp")
 
@@ -106,33 +104,12 @@ def server(rag):
 
 @pytest.fixture(scope="module")
 def http_door(server, ks) -> dict[int, list[Ranking]]:
-    out = {}
-    for k in ks:
-        out[k] = []
-        for s in range(0, len(QUERIES), BATCH):
-            r = server.client.post("/retrieve", json={"queries": QUERIES[s:s + BATCH], "top_k": k})
-            assert r.status_code == 200, r.text
-            out[k] += [[(p["id"], p["score"]) for p in res["passages"]] for res in r.json()["results"]]
-    return out
+    return {k: http_rankings(server.client, QUERIES, k) for k in ks}
 
 
 @pytest.fixture(scope="module")
 def mcp_door(server, ks) -> dict[int, list[Ranking]]:
-    import httpx2  # the MCP SDK's HTTP client library
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
-    async def main():
-        out: dict[int, list[Ranking]] = {}
-        async with httpx2.AsyncClient(headers={"X-API-Key": KEY}, timeout=httpx2.Timeout(30, read=300)) as http:
-            async with Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client:
-                for k in ks:
-                    out[k] = []
-                    for q in QUERIES:
-                        got = data(await client.call_tool("recall", {"query": q, "top_k": k}))
-                        out[k].append([(p["passage_id"], p["score"]) for p in got["passages"]])
-        return out
-    return anyio.run(main)
+    return mcp_rankings(f"{server.url}/mcp", QUERIES, ks, headers={"X-API-Key": KEY})
 
 
 def test_the_top_20_call_ranks_every_passage_up_to_20(rag, python_door):
