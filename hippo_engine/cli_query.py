@@ -5,6 +5,7 @@ as JSON on stdout (``--json``). Light to import (the engine loads when a command
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +56,15 @@ def _print_metrics(name: str, metrics: dict) -> None:
         print(f"{name}: " + "  ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
 
 
+def _first(sol, k: int):
+    """``sol`` cut to its first ``k`` passages (a prefix of its ranking)."""
+    if len(sol.docs) <= k:
+        return sol
+    return dataclasses.replace(sol, docs=list(sol.docs)[:k], doc_scores=list(sol.doc_scores)[:k],
+                               passage_ids=list(sol.passage_ids)[:k], doc_ids=list(sol.doc_ids)[:k],
+                               explanations=list(sol.explanations)[:k])
+
+
 def cmd_retrieve(args) -> int:
     """Rank passages for the questions (Recall@k when a queries file has gold documents)."""
     from hippo_engine import cli
@@ -65,6 +75,7 @@ def cmd_retrieve(args) -> int:
     out = rag.retrieve(qs, max(top_k, 200 if gold_docs else top_k), gold_docs=gold_docs, mode=_mode(args),
                        where=args.where)
     sols, metrics = out if gold_docs is not None else (out, {})
+    sols = [_first(s, top_k) for s in sols]      # Recall@k read up to 200; the output is the top k asked for
     if args.json:
         print(retrieve_json(sols, metrics))
     else:

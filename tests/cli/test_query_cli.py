@@ -111,3 +111,18 @@ def test_the_default_path_from_a_folder_makes_no_llm_call(tmp_path, monkeypatch,
     stats = json.loads(capsys.readouterr().out)
     assert stats["extractor"] == "ner" and stats["passage_nodes"] > len(CORPUS) + 1   # the chronicle was cut
     assert made == []
+
+
+def test_a_questions_file_with_gold_documents_prints_the_top_k_asked_for(idx, tmp_path, capsys):
+    """Recall@k reads up to 200 passages; the output is the first --top-k of the ranking (issue 38's doors)."""
+    qfile = tmp_path / "q.json"
+    qfile.write_text(json.dumps([{"question": "Who mapped Lake Veloria?", "gold_docs": [CORPUS[1]]},
+                                 {"question": "Where is Velor?", "gold_docs": [CORPUS[2]]}]))
+    assert main(["retrieve", "--save-dir", idx, "--queries", str(qfile), "--top-k", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    sols = data["solutions"] if isinstance(data, dict) else data
+    assert [len(s["docs"]) for s in sols] == [2, 2] and all(len(s["doc_scores"]) == 2 for s in sols)
+    assert main(["retrieve", "--save-dir", idx, "--queries", str(qfile), "--top-k", "8", "--json"]) == 0
+    wide = json.loads(capsys.readouterr().out)
+    wide_sols = wide["solutions"] if isinstance(wide, dict) else wide
+    assert [s["docs"][:2] for s in wide_sols] == [s["docs"] for s in sols]       # a prefix of the ranking
