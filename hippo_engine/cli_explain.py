@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -154,10 +155,16 @@ def render_provenance(query: str, mode: str, items: Sequence) -> str:
 def cmd_explain(args) -> int:
     """Explain one query's top passages (``--mode`` a hi_* mode: its context's items)."""
     from hippo_engine import cli
+    if args.top is not None:
+        if args.top_k is not None:
+            print("error: give --top-k or its old name --top, not both", file=sys.stderr)
+            return 2
+        print("note: --top is deprecated, use --top-k (the old name is accepted for one release)", file=sys.stderr)
+    top_k = args.top_k or args.top or 5
     cli._existing_index(args)
     rag = cli._make_rag(args)
     mode = getattr(args, "mode", None) or "hipporag2"
-    sol = rag.retrieve([args.query], args.top, mode=mode, explain=True)[0]
+    sol = rag.retrieve([args.query], top_k, mode=mode, explain=True)[0]
     if mode != "hipporag2":
         if args.json:
             print(json.dumps([i.to_dict() for i in sol.provenance], ensure_ascii=False, indent=1))
@@ -178,7 +185,8 @@ def add_parser(sub, common: Callable, ranking_flags: Callable, positive: Callabl
     sp: argparse.ArgumentParser = sub.add_parser(
         "explain", help="why a query's top passages ranked: seeds and their shares, paths with their facts")
     sp.add_argument("-q", "--query", required=True, help="the question to explain")
-    sp.add_argument("--top", type=positive, default=5, help="passages to explain (default 5)")
+    sp.add_argument("--top-k", type=positive, default=None, help="passages to explain (default 5), as retrieve's")
+    sp.add_argument("--top", type=positive, default=None, help="deprecated: the old name of --top-k")
     sp.add_argument("--json", action="store_true", help="print each passage's explanation as JSON (to_dict())")
     sp.add_argument("--mode", choices=EXPLAIN_MODES, default="hipporag2",
                     help="hipporag2 (default: seeds, shares and paths of the PPR ranking) or a HiRAG mode "

@@ -8,6 +8,7 @@ a workspace that does not exist are 404; writes (adding documents) create it.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -36,6 +37,18 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (400, "malformed request"), (401, "missing or wrong access key (X-API-Key)"),
         (404, "no such workspace, job or document"), (413, "body, batch or query list over the server's limit"),
         (422, "invalid request (the message names the field)"))}
+
+
+logger = logging.getLogger(__name__)
+#: (route, old name) pairs already warned about in this process
+_WARNED: set[tuple[str, str]] = set()
+
+
+def warn_old_name(route: str, old: str, new: str) -> None:
+    """Log once per process that a request to ``route`` used the deprecated name ``old`` for ``new``."""
+    if (route, old) not in _WARNED:
+        _WARNED.add((route, old))
+        logger.warning("%s: %r is deprecated, use %r (the old name is accepted for one release)", route, old, new)
 
 
 def finite(value: Any) -> Any:

@@ -10,7 +10,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from hippo_engine.service import answering, limits, sse
-from hippo_engine.service.routes_base import ERRORS, Scope, settings
+from hippo_engine.service.errors import ApiError
+from hippo_engine.service.routes_base import ERRORS, Scope, settings, warn_old_name
 from hippo_engine.service.schemas import (
     MAX_TOP_K,
     TEXT_PATTERN,
@@ -96,21 +97,31 @@ def build(scope: Scope) -> APIRouter:
         """Per passage (the top ``top``, or ``passage_ids``): the seed entities' exact shares of its
         score, the dense prior, the check, the most probable walks and the candidate facts."""
         limits.check_queries(settings(request), [body.query])
-        limits.check_top_k(settings(request), body.top, "top")
+        top = body.top_value()
+        limits.check_top_k(settings(request), top, "top" if body.used_old_name() else "top_k")
+        if body.used_old_name():
+            warn_old_name("/explain", "top", "top_k")
         if body.passage_ids is not None:
             limits.check_batch(settings(request), len(body.passage_ids), "passage ids")
-        return {"explanations": memory.explain(body.query, body.passage_ids, body.top, where=body.where)}
+        return {"explanations": memory.explain(body.query, body.passage_ids, top, where=body.where)}
 
     @router.get("/subgraph", response_model=Subgraph, summary="the graph around a query")
     def subgraph(request: Request, memory: Read,
                  query: Annotated[str, Query(min_length=1, pattern=TEXT_PATTERN)],
-                 top: Annotated[int, Query(ge=1, le=MAX_TOP_K)] = 5,
+                 top_k: Annotated[int | None, Query(ge=1, le=MAX_TOP_K)] = None,
+                 top: Annotated[int | None, Query(ge=1, le=MAX_TOP_K, deprecated=True,
+                                                  description="deprecated: the old name of top_k")] = None,
                  limit: Annotated[int, Query(ge=1, le=MAX_SUBGRAPH_NODES)] = 60) -> dict:
-        """The query's seed entities and top passages with the graph edges between them (nodes and
-        edges, at most ``limit`` nodes), as the web page draws them."""
+        """The query's seed entities and top ``top_k`` passages (default 5) with the graph edges between them
+        (nodes and edges, at most ``limit`` nodes), as the web page draws them."""
         limits.check_queries(settings(request), [query])
-        limits.check_top_k(settings(request), top, "top")
-        return memory.subgraph(query, top=top, limit=limit)
+        if top_k is not None and top is not None:
+            raise ApiError(422, "give top_k or its old name top, not both", type="invalid_request")
+        if top is not None:
+            warn_old_name("/subgraph", "top", "top_k")
+        n = top_k if top_k is not None else top if top is not None else 5
+        limits.check_top_k(settings(request), n, "top" if top is not None else "top_k")
+        return memory.subgraph(query, top=n, limit=limit)
 
     @router.get("/stats", response_model=dict[str, Any], summary="statistics of the memory")
     def stats(memory: Read) -> dict:

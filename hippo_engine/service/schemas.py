@@ -225,9 +225,28 @@ class AnswerResponse(Reply):
 class ExplainRequest(Request):
     query: Text
     passage_ids: list[DocId] | None = Field(None, min_length=1, description="explain these passages "
-                                            "(default: the top `top` passages)")
-    top: int = Field(5, ge=1, le=MAX_TOP_K)
+                                            "(default: the top `top_k` passages)")
+    top_k: int | Absent = Field(None, ge=1, le=MAX_TOP_K, description="passages to explain (default 5), as /retrieve")
+    top: int | Absent = Field(None, ge=1, le=MAX_TOP_K, deprecated="use top_k",
+                              description="deprecated: the old name of top_k (accepted for one release)")
     where: JSONObject | None = None
+
+    @model_validator(mode="after")
+    def _one_top_field(self) -> ExplainRequest:
+        names = [n for n in ("top_k", "top") if self.__dict__.get(n) is not None]
+        if len(names) > 1:
+            raise ValueError("give top_k or its old name top, not both")
+        return self
+
+    def top_value(self) -> int:
+        """The passages to explain: ``top_k``, else the deprecated ``top``, else 5."""
+        if self.top_k is not None:
+            return self.top_k
+        old = self.__dict__.get("top")            # (read without the deprecation warning of the attribute)
+        return old if old is not None else 5
+
+    def used_old_name(self) -> bool:
+        return self.__dict__.get("top") is not None
 
 
 class ExplainResponse(Reply):

@@ -27,7 +27,7 @@ def idx(tmp_path, monkeypatch, capsys):
 
 
 def test_explain_prints_a_tree_per_passage(idx, capsys):
-    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "3", "--no-filter"]) == 0
+    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top-k", "3", "--no-filter"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"query: {QUERY}\ncandidate facts: ")
     assert "#1  score " in out and "#3  score " in out and "#4  score " not in out
@@ -38,7 +38,7 @@ def test_explain_prints_a_tree_per_passage(idx, capsys):
 
 
 def test_explain_json_is_the_to_dict_list(idx, capsys):
-    assert main(["explain", "--save-dir", idx, "-q", QUERY, "--top", "2", "--json", "--no-filter"]) == 0
+    assert main(["explain", "--save-dir", idx, "-q", QUERY, "--top-k", "2", "--json", "--no-filter"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [d["rank"] for d in data] == [1, 2]
     exps = [Explanation.from_dict(d) for d in data]
@@ -48,10 +48,10 @@ def test_explain_json_is_the_to_dict_list(idx, capsys):
 
 
 def test_explain_dense_fallback_and_dense_first(idx, capsys):
-    assert main(["explain", "--save-dir", idx, "--query", "zzzz qqqq", "--top", "2"]) == 0
+    assert main(["explain", "--save-dir", idx, "--query", "zzzz qqqq", "--top-k", "2"]) == 0
     out = capsys.readouterr().out
     assert "dense fallback: " in out and "placed by the dense ranking" in out and "top paths" not in out
-    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "3", "--dense-first", "1",
+    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top-k", "3", "--dense-first", "1",
                  "--no-filter"]) == 0
     out = capsys.readouterr().out
     assert "placed by dense_first (dense rank 1)" in out and "placed by PPR" in out
@@ -70,7 +70,7 @@ def test_explain_names_the_rule_and_the_one_scores_terms():
 
 
 def test_explain_hi_mode_prints_each_context_item_with_its_reason(idx, capsys):
-    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "3", "--mode", "hi_local"]) == 0
+    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top-k", "3", "--mode", "hi_local"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"query: {QUERY}\nmode: hi_local (sections: entities, relations, passages)\n")
     assert "-----Entities----- (" in out and "-----Relations----- (" in out
@@ -84,7 +84,7 @@ def test_explain_hi_mode_prints_each_context_item_with_its_reason(idx, capsys):
 
 def test_explain_hi_mode_json_and_bridge(idx, capsys):
     from hippo_engine.datatypes import ContextItem
-    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "2", "--mode", "hi_bridge", "--json"]) == 0
+    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top-k", "2", "--mode", "hi_bridge", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     items = [ContextItem.from_dict(d) for d in data]
     assert [i.to_dict() for i in items] == data
@@ -93,7 +93,7 @@ def test_explain_hi_mode_json_and_bridge(idx, capsys):
     assert any(i.kind == "path_entity" for i in items)
     # hi_bridge shows no reports: its communities only chose the key entities
     assert all(not i.shown for i in items if i.kind == "community")
-    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top", "2", "--mode", "hi_bridge"]) == 0
+    assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top-k", "2", "--mode", "hi_bridge"]) == 0
     out = capsys.readouterr().out
     assert "-----Reasoning Path----- (" in out and "path entity: " in out and "[not in the context]" in out
 
@@ -120,15 +120,28 @@ def test_explain_on_real_ner_index(tmp_path, capsys):
     idx = str(tmp_path / "idx")
     assert main(["index", str(corpus), "--save-dir", idx, "--extractor", "ner", "--quiet"]) == 0
     capsys.readouterr()
-    assert main(["explain", "--save-dir", idx, "--query", "Where was Barack Obama born?", "--top", "2",
+    assert main(["explain", "--save-dir", idx, "--query", "Where was Barack Obama born?", "--top-k", "2",
                  "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "#1  score " in out and "Barack Obama" in out.split("#1  score ", 1)[1].splitlines()[0]
     # the ner index's default: one score of the second walk's term, the first walk's head term and the dense term
     assert "placed by its score" in out and "walk: one score = " in out and "top paths" in out
     assert "dense term" in out
-    assert main(["explain", "--save-dir", idx, "--query", "Where was Barack Obama born?", "--top", "2",
+    assert main(["explain", "--save-dir", idx, "--query", "Where was Barack Obama born?", "--top-k", "2",
                  "--mode", "hi_local", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "   1. entity: barack obama" in out and "matched the query by vector search" in out
     assert "Barack Obama" in out.split("  #1  ", 1)[1].splitlines()[0]
+
+
+def test_explain_takes_top_k_and_its_old_name_top_with_a_note(idx, capsys):
+    """One vocabulary (issue 39): ``--top-k`` as ``retrieve``'s; ``--top`` still works with a deprecation note;
+    both at once is an error."""
+    assert main(["explain", "--save-dir", idx, "-q", QUERY, "--top-k", "2", "--json", "--no-filter"]) == 0
+    new = capsys.readouterr()
+    assert main(["explain", "--save-dir", idx, "-q", QUERY, "--top", "2", "--json", "--no-filter"]) == 0
+    old = capsys.readouterr()
+    assert json.loads(new.out) == json.loads(old.out) and len(json.loads(new.out)) == 2
+    assert "--top is deprecated, use --top-k" in old.err and "deprecated" not in new.err
+    assert main(["explain", "--save-dir", idx, "-q", QUERY, "--top", "2", "--top-k", "2"]) == 2
+    assert "not both" in capsys.readouterr().err

@@ -73,6 +73,7 @@ def test_too_large_a_top_k_is_422(client, ws):
     assert _error(client.post("/retrieve", json={"query": "a", "top_k": 11}), 422) == \
         "top_k 11 is over the limit of 10"
     assert "top 11" in _error(client.post("/explain", json={"query": "a", "top": 11}), 422)
+    assert "top_k 11" in _error(client.post("/explain", json={"query": "a", "top_k": 11}), 422)
     assert "top_k 11" in _error(client.post("/answer", json={"query": "a", "top_k": 11, "stream": True}), 422)
     assert ws.memories[None].calls == []
 

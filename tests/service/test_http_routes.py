@@ -115,7 +115,18 @@ def test_explain_subgraph_and_stats(client):
     assert client.get("/stats").json()["documents"]["indexed"] == 2
 
 
-def test_health_and_version(client):
+def test_explain_and_subgraph_take_top_k_like_retrieve_and_top_still(client, caplog):
+    """One vocabulary (issue 39): ``top_k`` at /explain and /subgraph as at /retrieve; the old ``top`` is
+    accepted with a deprecation warning in the log; both at once is a 422."""
+    _add(client)
+    assert client.post("/explain", json={"query": "France", "top_k": 1}).json()["explanations"] == \
+        [{"passage_id": "chunk-paris", "query": "France"}]
+    with caplog.at_level("WARNING"):
+        old = client.post("/explain", json={"query": "France", "top": 1})
+    assert old.status_code == 200 and len(old.json()["explanations"]) == 1
+    assert client.post("/explain", json={"query": "France", "top": 1, "top_k": 1}).status_code == 422
+    assert client.get("/subgraph", params={"query": "France", "top_k": 1}).status_code == 200
+    assert client.get("/subgraph", params={"query": "France", "top": 1, "top_k": 1}).status_code == 422
     assert client.get("/health").json()["status"] == "ok"
     v = client.get("/version").json()
     assert v["version"] and v["api"] == "1"

@@ -272,7 +272,7 @@
   // ----------------------------------------------------------------------------- actions
   async function loadGraph(query, top) {
     try {
-      hippo.graph.draw(await api("GET", "subgraph", { query: { query, top: Math.min(top, 10) } }));
+      hippo.graph.draw(await api("GET", "subgraph", { query: { query, top_k: Math.min(top, 10) } }));
     } catch (err) {
       hippo.graph.clear("Could not draw the graph: " + err.message);
     }

@@ -153,7 +153,7 @@ def test_answer_with_citations_as_json_and_as_events(server):
 
 def test_explain_subgraph_and_stats(server):
     q = QUESTIONS[0]["question"]
-    ex = server.client.post("/explain", json={"query": q, "top": 2}).json()["explanations"]
+    ex = server.client.post("/explain", json={"query": q, "top_k": 2}).json()["explanations"]
     assert len(ex) == 2 and ex[0]["rank"] == 1 and abs(ex[0]["check"]) < 1e-6
     g = server.client.get("/subgraph", params={"query": q, "limit": 20}).json()
     assert 2 <= len(g["nodes"]) <= 20 and {"query", "passage"} <= {n["kind"] for n in g["nodes"]}

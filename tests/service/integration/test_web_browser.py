@@ -124,7 +124,7 @@ def test_query_explanation_and_graph(page, server):
     assert box.is_hidden()
 
     # the graph: Cytoscape holds the /subgraph nodes and has drawn them
-    status, graph = api(base, "GET", "/subgraph?" + urllib.parse.urlencode({"query": QUESTION, "top": 5}))
+    status, graph = api(base, "GET", "/subgraph?" + urllib.parse.urlencode({"query": QUESTION, "top_k": 5}))
     assert status == 200 and graph["nodes"]
     got = page.evaluate("() => { const cy = window.hippo.graph.instance(); "
                         "return [cy.nodes().length, cy.edges().length, cy.nodes('.seed').length]; }")
