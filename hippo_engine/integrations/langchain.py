@@ -3,8 +3,10 @@
 :class:`HippoRetriever` is a ``langchain_core`` ``BaseRetriever``: ``retriever.invoke(query)`` returns
 LangChain ``Document`` objects, best first, with ``id`` = the passage id and the ``hippo_*`` metadata
 (score, rank, passage and document ids, and with ``explain=True`` the explanation; see
-:mod:`hippo_engine.integrations.common`). ``invoke(query, top_k=..., where=..., mode=...)`` overrides the
-retriever's options for one call. It composes with LCEL like any retriever
+:mod:`hippo_engine.integrations.common`). The number of passages is LangChain's ``k``, as for its own
+retrievers (``HippoRetriever(memory, k=3)``, ``invoke(query, k=2)``; ``top_k``, the engine's name, is
+accepted too, not both). ``invoke(query, k=..., where=..., mode=...)`` overrides the retriever's options for
+one call; an unknown option is a ``TypeError``. It composes with LCEL like any retriever
 (``{"context": retriever | format_docs, ...} | prompt | model``).
 """
 from __future__ import annotations
@@ -24,21 +26,34 @@ except ImportError as _exc:
 class HippoRetriever(BaseRetriever):
     """Retrieves passages from a HippoRAG memory (see the module docstring).
 
-    ``memory``: a ``HippoRAG`` or a save folder (opened with ``rag_options``); ``mode``, ``top_k``,
-    ``where``, ``explain``: as in :class:`~hippo_engine.integrations.common.MemorySearch`."""
+    ``memory``: a ``HippoRAG`` or a save folder (opened with ``rag_options``); ``k`` (or ``top_k``; default 5):
+    passages per query; ``mode``, ``where``, ``explain``: as in
+    :class:`~hippo_engine.integrations.common.MemorySearch`."""
 
     search: Any = None   # the MemorySearch (pydantic field: set by __init__)
+    k: int = 5           # LangChain's name for the number of documents (read by tools that inspect retrievers)
 
-    def __init__(self, memory: Any, *, mode: str | None = None, top_k: int = 5, where: dict | None = None,
-                 explain: bool = False, rag_options: dict | None = None, **fields: Any) -> None:
+    def __init__(self, memory: Any, *, k: int | None = None, top_k: int | None = None, mode: str | None = None,
+                 where: dict | None = None, explain: bool = False, rag_options: dict | None = None,
+                 **fields: Any) -> None:
         if isinstance(memory, Path):
             memory = str(memory)
+        n = _count(k, top_k, 5) or 5
         super().__init__(**fields)
-        self.search = MemorySearch(memory, mode=mode, top_k=top_k, where=where, explain=explain,
+        self.k = n
+        self.search = MemorySearch(memory, mode=mode, top_k=n, where=where, explain=explain,
                                    rag_options=rag_options)
 
-    def _get_relevant_documents(self, query: str, *, run_manager: Any = None, top_k: int | None = None,
-                                where: dict | None = None, mode: str | None = None) -> list[Document]:
+    def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None,
+                                top_k: int | None = None, where: dict | None = None,
+                                mode: str | None = None) -> list[Document]:
         """The passages ``query`` retrieves, as LangChain documents."""
-        hits = self.search.search(query, top_k=top_k, where=where, mode=mode)
+        hits = self.search.search(query, top_k=_count(k, top_k, None), where=where, mode=mode)
         return [Document(page_content=h.text, metadata=h.metadata(), id=h.passage_id) for h in hits]
+
+
+def _count(k: int | None, top_k: int | None, default: int | None) -> int | None:
+    """LangChain's ``k`` or the engine's ``top_k`` (one of them; ``default`` when neither is given)."""
+    if k is not None and top_k is not None and k != top_k:
+        raise TypeError(f"give k or top_k, not both (k={k}, top_k={top_k})")
+    return k if k is not None else top_k if top_k is not None else default

@@ -33,3 +33,16 @@ def test_retriever_documents_and_per_call_options(rag):
     assert [d.id for d in naive] == dense.passage_ids and naive[0].metadata["hippo_mode"] == "naive"
     assert all(d.metadata["hippo_documents"][d.metadata["hippo_doc_ids"][0]]["user"] == "alice" for d in naive)
     assert [len(b) for b in retriever.batch([QUESTION, "Who wrote The Glass Orchard?"])] == [3, 3]
+
+
+def test_k_is_langchains_name_for_the_number_of_documents(rag):
+    """LangChain's convention (issue 39): ``k`` in the constructor and per call, as its own retrievers take it;
+    ``top_k`` still works, both at once differing is a TypeError, an unknown option too."""
+    assert len(HippoRetriever(rag, k=2).invoke(QUESTION)) == 2 and HippoRetriever(rag, k=2).k == 2
+    retriever = HippoRetriever(rag)
+    assert retriever.k == 5 and len(retriever.invoke(QUESTION)) == 5
+    assert len(retriever.invoke(QUESTION, k=1)) == 1 and len(retriever.invoke(QUESTION, top_k=3)) == 3
+    with pytest.raises(TypeError, match="k or top_k"):
+        HippoRetriever(rag, k=2, top_k=3)
+    with pytest.raises(TypeError):
+        retriever.invoke(QUESTION, n_results=2)
