@@ -35,6 +35,14 @@ def missing_extra(extra: str, exc: ImportError) -> ImportError:
                        f'pip install "hippo-engine[{extra}]" ({exc})')
 
 
+def passage_count(name: str, value: int | None, top_k: int | None, default: int | None) -> int | None:
+    """The number of passages a framework asked for by its own ``name`` (``value``) or by the engine's ``top_k``:
+    one of them (equal if both are given: else a ``TypeError``), ``default`` when neither is given."""
+    if value is not None and top_k is not None and value != top_k:
+        raise TypeError(f"give {name} or top_k, not both ({name}={value}, top_k={top_k})")
+    return value if value is not None else top_k if top_k is not None else default
+
+
 @dataclass
 class Hit:
     """One retrieved passage: its ``text`` (``"title\\ntext"``), ``score``, 1-based ``rank``, ``passage_id``,

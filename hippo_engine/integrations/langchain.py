@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hippo_engine.integrations.common import MemorySearch, missing_extra
+from hippo_engine.integrations.common import MemorySearch, missing_extra, passage_count
 
 try:
     from langchain_core.documents import Document
@@ -38,7 +38,7 @@ class HippoRetriever(BaseRetriever):
                  **fields: Any) -> None:
         if isinstance(memory, Path):
             memory = str(memory)
-        n = _count(k, top_k, 5) or 5
+        n = passage_count("k", k, top_k, 5) or 5
         super().__init__(**fields)
         self.k = n
         self.search = MemorySearch(memory, mode=mode, top_k=n, where=where, explain=explain,
@@ -48,12 +48,6 @@ class HippoRetriever(BaseRetriever):
                                 top_k: int | None = None, where: dict | None = None,
                                 mode: str | None = None) -> list[Document]:
         """The passages ``query`` retrieves, as LangChain documents."""
-        hits = self.search.search(query, top_k=_count(k, top_k, None), where=where, mode=mode)
+        hits = self.search.search(query, top_k=passage_count("k", k, top_k, None), where=where, mode=mode)
         return [Document(page_content=h.text, metadata=h.metadata(), id=h.passage_id) for h in hits]
 
-
-def _count(k: int | None, top_k: int | None, default: int | None) -> int | None:
-    """LangChain's ``k`` or the engine's ``top_k`` (one of them; ``default`` when neither is given)."""
-    if k is not None and top_k is not None and k != top_k:
-        raise TypeError(f"give k or top_k, not both (k={k}, top_k={top_k})")
-    return k if k is not None else top_k if top_k is not None else default

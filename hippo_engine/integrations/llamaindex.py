@@ -5,13 +5,15 @@
 the ``hippo_*`` metadata (see :mod:`hippo_engine.integrations.common`). The metadata is kept out of the
 text LlamaIndex shows an LLM or an embedder (``excluded_llm_metadata_keys`` /
 ``excluded_embed_metadata_keys``), so a query engine's prompt holds the passages as ranked. Use it
-where LlamaIndex takes a retriever: ``RetrieverQueryEngine.from_args(retriever, llm=...)``.
+where LlamaIndex takes a retriever: ``RetrieverQueryEngine.from_args(retriever, llm=...)``. The number of
+passages is LlamaIndex's ``similarity_top_k``, as for its own retrievers (``top_k``, the engine's name, is
+accepted too, not both).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from hippo_engine.integrations.common import MemorySearch, missing_extra
+from hippo_engine.integrations.common import MemorySearch, missing_extra, passage_count
 
 try:
     from llama_index.core.retrievers import BaseRetriever
@@ -23,13 +25,17 @@ except ImportError as _exc:
 class HippoRetriever(BaseRetriever):
     """Retrieves passages from a HippoRAG memory (see the module docstring).
 
-    ``memory``: a ``HippoRAG`` or a save folder (opened with ``rag_options``); ``mode``, ``top_k``,
-    ``where``, ``explain``: as in :class:`~hippo_engine.integrations.common.MemorySearch`; other keyword
-    arguments go to LlamaIndex's ``BaseRetriever`` (``callback_manager``, ``verbose``)."""
+    ``memory``: a ``HippoRAG`` or a save folder (opened with ``rag_options``); ``similarity_top_k`` (or
+    ``top_k``; default 5): passages per query; ``mode``, ``where``, ``explain``: as in
+    :class:`~hippo_engine.integrations.common.MemorySearch`; other keyword arguments go to LlamaIndex's
+    ``BaseRetriever`` (``callback_manager``, ``verbose``)."""
 
-    def __init__(self, memory: Any, *, mode: str | None = None, top_k: int = 5, where: dict | None = None,
-                 explain: bool = False, rag_options: dict | None = None, **kwargs: Any) -> None:
-        self.search = MemorySearch(memory, mode=mode, top_k=top_k, where=where, explain=explain,
+    def __init__(self, memory: Any, *, similarity_top_k: int | None = None, top_k: int | None = None,
+                 mode: str | None = None, where: dict | None = None, explain: bool = False,
+                 rag_options: dict | None = None, **kwargs: Any) -> None:
+        #: LlamaIndex's name for the number of passages per query
+        self.similarity_top_k = passage_count("similarity_top_k", similarity_top_k, top_k, 5) or 5
+        self.search = MemorySearch(memory, mode=mode, top_k=self.similarity_top_k, where=where, explain=explain,
                                    rag_options=rag_options)
         super().__init__(**kwargs)
 

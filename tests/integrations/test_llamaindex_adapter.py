@@ -32,3 +32,13 @@ def test_retriever_nodes_carry_ids_scores_and_metadata(rag):
     bob = HippoRetriever(rag, top_k=2, where={"user": "bob"}).retrieve(QUESTION)
     assert bob and all(n.node.metadata["hippo_documents"][n.node.metadata["hippo_doc_ids"][0]]["user"] == "bob"
                        for n in bob)
+
+
+def test_similarity_top_k_is_llamaindexs_name_for_the_number_of_passages(rag):
+    """LlamaIndex's convention (issue 39): ``similarity_top_k`` as its own retrievers take it; ``top_k`` still
+    works, both differing is a TypeError."""
+    retriever = HippoRetriever(rag, similarity_top_k=2)
+    assert retriever.similarity_top_k == 2 and len(retriever.retrieve(QUESTION)) == 2
+    assert HippoRetriever(rag).similarity_top_k == 5 and len(HippoRetriever(rag, top_k=3).retrieve(QUESTION)) == 3
+    with pytest.raises(TypeError, match="similarity_top_k or top_k"):
+        HippoRetriever(rag, similarity_top_k=2, top_k=3)
