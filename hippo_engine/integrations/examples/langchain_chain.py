@@ -34,7 +34,7 @@ def build(rag, base_url: str, model: str, api_key: str, mode: str, top_k: int):
 
     from hippo_engine.integrations.langchain import HippoRetriever
 
-    retriever = HippoRetriever(rag, mode=mode, top_k=top_k)
+    retriever = HippoRetriever(rag, mode=mode, k=top_k)
     prompt = ChatPromptTemplate.from_messages([
         ("system", "Answer the question from the passages. Reply with the answer only."),
         ("human", "{context}\n\nQuestion: {question}")])

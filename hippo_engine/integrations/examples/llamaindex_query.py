@@ -42,7 +42,7 @@ def build(rag, base_url: str, model: str, api_key: str, mode: str, top_k: int):
 
     from hippo_engine.integrations.llamaindex import HippoRetriever
 
-    retriever = HippoRetriever(rag, mode=mode, top_k=top_k)
+    retriever = HippoRetriever(rag, mode=mode, similarity_top_k=top_k)
     return RetrieverQueryEngine.from_args(retriever, llm=server_llm(base_url, model, api_key)), retriever
 
 
