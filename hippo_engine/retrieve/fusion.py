@@ -84,15 +84,19 @@ def relative(p: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 
 
 def head_of(rel: np.ndarray, head: int, allowed: np.ndarray) -> np.ndarray:
-    """``rel`` on each column's ``head`` best allowed rows (ties to the lower row), 0 elsewhere."""
+    """``rel`` on each column's ``head`` best allowed rows (ties to the lower row), 0 elsewhere: ``head``
+    passes of argmax (which takes the first of equal maxima), not a sort of every passage."""
     r = _columns(rel)
     out = np.zeros_like(r)
-    if not len(r):
+    k = min(head, int(allowed.sum()))
+    if not len(r) or k <= 0:
         return out.reshape(np.shape(rel))
     masked = np.where(allowed[:, None], r, -np.inf)
-    k = min(head, int(allowed.sum()))
-    order = np.argsort(-masked, axis=0, kind="stable")[:k]
-    np.put_along_axis(out, order, np.take_along_axis(r, order, axis=0), axis=0)
+    cols = np.arange(r.shape[1])
+    for _ in range(k):
+        top = np.argmax(masked, axis=0)
+        out[top, cols] = r[top, cols]
+        masked[top, cols] = -np.inf
     return out.reshape(np.shape(rel))
 
 
