@@ -53,11 +53,13 @@ def test_pieces_handle_ties_zeros_and_empty_inputs():
 
 
 @pytest.mark.parametrize("k", range(1, 6))
-def test_the_ranking_is_the_order_of_the_score_so_every_cut_is_a_prefix(k):
+def test_the_engines_cut_of_the_score_is_a_prefix_for_every_k_ties_included(k):
+    from hippo_engine.retrieve.scoring import top_k
     s = Fusion().score(SECOND, DENSE, FIRST)
-    full = np.lexsort((np.arange(len(s)), -s))
-    assert np.array_equal(np.lexsort((np.arange(len(s)), -s))[:k], full[:k])
-    assert (np.diff(s[full]) <= 0).all()
+    tied = np.r_[s, s]                                   # every score twice: ties go to the lower row
+    assert top_k(s, k).tolist() == top_k(s, len(s)).tolist()[:k]
+    assert top_k(tied, k).tolist() == top_k(tied, len(tied)).tolist()[:k]
+    assert (np.diff(s[top_k(s, len(s))]) <= 0).all()
 
 
 def test_make_fusion_follows_the_resolved_settings():
