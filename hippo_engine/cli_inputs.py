@@ -262,7 +262,7 @@ def read_queries(path: str | Path) -> tuple[list[str], list | None, list | None]
         if not isinstance(it, dict) or not isinstance(it.get("question"), str):
             raise ValueError(f"{path}: item {n} has no 'question' string")
         qs.append(it["question"])
-        gd.append(_gold_docs(it))
+        gd.append(_gold_docs(it, f"{path}: item {n}"))
         ga.append(list(it["answers"]) if "answers" in it else
                   [it["answer"], *it.get("answer_aliases", [])] if "answer" in it else None)
     gold_docs = gd if gd and all(g is not None for g in gd) else None
@@ -270,9 +270,15 @@ def read_queries(path: str | Path) -> tuple[list[str], list | None, list | None]
     return qs, gold_docs, gold_answers
 
 
-def _gold_docs(item: dict) -> list | None:
+def _gold_docs(item: dict, where: str) -> list | None:
+    """A record's gold documents: ``gold_docs`` (a list of passage texts, document ids or document texts;
+    one string is one document), or MuSiQue-style supporting ``paragraphs``."""
     if "gold_docs" in item:
-        return list(item["gold_docs"])
+        gold = item["gold_docs"]
+        gold = [gold] if isinstance(gold, str) else gold
+        if not isinstance(gold, list) or not all(isinstance(g, str) and g.strip() for g in gold):
+            raise ValueError(f"{where}: 'gold_docs' must be a list of document ids or texts (non-empty strings)")
+        return list(gold)
     if "paragraphs" in item:
         return [f"{p['title']}\n{p.get('paragraph_text', p.get('text', ''))}"
                 for p in item["paragraphs"] if p.get("is_supporting", True)]

@@ -8,6 +8,7 @@ from typing import Any
 
 from hippo_engine.datatypes import QuerySolution
 from hippo_engine.ids import chunk_id
+from hippo_engine.qa.evaluate import gold_matches
 
 #: characters of a cited passage's first line that are printed
 SOURCE_WIDTH = 100
@@ -56,7 +57,7 @@ def print_solution(sol: QuerySolution, k: int, with_answer: bool = False) -> Non
         print("   facts: " + "; ".join(" | ".join(f) for f in sol.kept_facts))
     for rank, (doc, score) in enumerate(zip(sol.docs[:k], sol.doc_scores[:k], strict=False), 1):
         title, _, body = doc.partition("\n")
-        mark = " *" if sol.gold_docs and doc in sol.gold_docs else ""
+        mark = " *" if gold_matches(sol, rank - 1) else ""
         ids = f"  ({', '.join(sol.doc_ids[rank - 1])})" if len(sol.doc_ids) >= rank else ""
         print(f"  {rank:>2}. [{score:.4f}] {_clip(title, SOURCE_WIDTH)}{mark}{ids}")
         if body.strip():

@@ -45,6 +45,33 @@ def questions(args) -> tuple[list[str], list | None, list | None]:
     return qs, gold_docs, gold_answers
 
 
+def check_gold(rag, gold_docs: list | None, path: str | None) -> None:
+    """Refuse gold entries of the questions file ``path`` that match nothing in ``rag``'s index: neither a
+    document id, nor a passage's text, nor a document's text (scored, each would count as never found)."""
+    if not gold_docs:
+        return
+    from hippo_engine.ids import chunk_id, document_id
+    state = rag.index_state
+    entries = list(dict.fromkeys(g for gold in gold_docs for g in gold))
+    stored = state.stored_documents(entries + [document_id(g) for g in entries])[0]
+    unknown = {g for g in entries if g not in stored and document_id(g) not in stored
+               and not state.has_passage(chunk_id(g))}
+    if not unknown:
+        return
+    bad = [(n, [g for g in gold if g in unknown]) for n, gold in enumerate(gold_docs, 1)]
+    bad = [(n, gs) for n, gs in bad if gs]
+    shown = "; ".join(f"question {n}: " + ", ".join(repr(_short(g)) for g in gs[:3]) for n, gs in bad[:5])
+    more = f" (and {len(bad) - 5} more questions)" if len(bad) > 5 else ""
+    raise ValueError(f"{path}: {len(unknown)} gold document(s) match nothing in the index in {rag.save_dir} "
+                     f"({shown}{more}); a gold document is a document id or the text of a document or passage "
+                     f"in the index")
+
+
+def _short(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def _mode(args) -> str | None:
     if args.dense and args.mode not in (None, "naive"):
         raise ValueError(f"--dense is --mode naive; it cannot go with --mode {args.mode}")
@@ -71,6 +98,7 @@ def cmd_retrieve(args) -> int:
     qs, gold_docs, _ = questions(args)
     cli._existing_index(args)
     rag = cli._make_rag(args)
+    check_gold(rag, gold_docs, args.queries)
     top_k = args.top_k or 5
     out = rag.retrieve(qs, max(top_k, 200 if gold_docs else top_k), gold_docs=gold_docs, mode=_mode(args),
                        where=args.where)
@@ -94,6 +122,7 @@ def cmd_qa(args) -> int:
     qs, gold_docs, gold_answers = questions(args)
     cli._existing_index(args)
     rag = cli._make_rag(args)
+    check_gold(rag, gold_docs, args.queries)
     param = QueryParam(qa_top_k=args.top_k)       # None: the config's qa_top_k (5)
     mode = _mode(args)
     out = rag.rag_qa(qs, gold_docs=gold_docs, gold_answers=gold_answers, dense=mode == "naive",
@@ -143,4 +172,4 @@ def add_parsers(sub: Any, common: Callable, ranking_flags: Callable, positive: C
         sp.set_defaults(func=func)
 
 
-__all__ = ["add_parsers", "cmd_qa", "cmd_retrieve", "questions", "where_filter"]
+__all__ = ["add_parsers", "check_gold", "cmd_qa", "cmd_retrieve", "questions", "where_filter"]

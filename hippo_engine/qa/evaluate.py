@@ -18,8 +18,10 @@ RECALL_KS = (1, 2, 5, 10, 20, 30, 50, 100, 150, 200)
 def retrieval_metrics(solutions: Sequence[QuerySolution], gold_docs: Sequence[Sequence[str]], what: str,
                       top_k: int | None = None) -> dict[str, float]:
     """Attach ``gold_docs`` to the solutions and return their mean Recall@k, for the ``RECALL_KS``
-    up to ``top_k`` (None: the metrics module's default cut-offs)."""
-    from hippo_engine.evaluation.metrics import recall_at_k
+    up to ``top_k`` (None: the metrics module's default cut-offs). A gold entry is a passage's text,
+    a document's id or a document's text (:func:`gold_found`): it is found within k when one of the
+    first k passages is it or belongs to it."""
+    from hippo_engine.evaluation.metrics import DEFAULT_RECALL_KS
     if isinstance(gold_docs, str) or len(gold_docs) != len(solutions):
         raise ValueError(f"{what}(): {len(gold_docs)} gold doc lists for {len(solutions)} queries")
     flat = [i for i, g in enumerate(gold_docs) if isinstance(g, str) or not isinstance(g, (list, tuple, set))]
@@ -28,12 +30,39 @@ def retrieval_metrics(solutions: Sequence[QuerySolution], gold_docs: Sequence[Se
                          f"are not lists (a flat list of passages would score every query 0)")
     for s, g in zip(solutions, gold_docs, strict=True):
         s.gold_docs = list(g)
-    if top_k is None:
-        return recall_at_k([s.docs for s in solutions], [list(g) for g in gold_docs])
-    ks = [k for k in RECALL_KS if k <= max(top_k, 1)]
-    metrics = recall_at_k([s.docs for s in solutions], [list(g) for g in gold_docs], ks=ks)
-    logger.info("%s recall: %s", what, {k: round(v, 4) for k, v in metrics.items()})
+    ks = list(DEFAULT_RECALL_KS) if top_k is None else [k for k in RECALL_KS if k <= max(top_k, 1)]
+    found = [gold_found(s, list(g)) for s, g in zip(solutions, gold_docs, strict=True)]
+    metrics = {f"Recall@{k}": (sum(sum(r < k for r in f) / len(f) if f else 0.0 for f in found) / len(found)
+                               if found else 0.0) for k in ks}
+    if top_k is not None:
+        logger.info("%s recall: %s", what, {k: round(v, 4) for k, v in metrics.items()})
     return metrics
+
+
+def gold_found(solution: QuerySolution, gold: Sequence[str]) -> list[float]:
+    """For each distinct gold entry of one query, the 0-based rank of the first passage that matches it
+    (``inf``: none does). A passage matches an entry that is its text, the id of a document holding it, or
+    a document's text (its derived id, :func:`~hippo_engine.ids.document_id`, holds the passage)."""
+    from hippo_engine.ids import document_id
+    entries = list(dict.fromkeys(gold))
+    derived = {g: document_id(g) for g in entries}
+    first = dict.fromkeys(entries, float("inf"))
+    for rank, doc in enumerate(solution.docs):
+        held = set(solution.doc_ids[rank]) if rank < len(solution.doc_ids) else set()
+        for g in entries:
+            if first[g] == float("inf") and (g == doc or g in held or derived[g] in held):
+                first[g] = rank
+    return list(first.values())
+
+
+def gold_matches(solution: QuerySolution, rank: int) -> bool:
+    """Whether passage ``rank`` (0-based) of ``solution`` matches one of its gold entries (see :func:`gold_found`)."""
+    if not solution.gold_docs:
+        return False
+    from hippo_engine.ids import document_id
+    doc = solution.docs[rank]
+    held = set(solution.doc_ids[rank]) if rank < len(solution.doc_ids) else set()
+    return any(g == doc or g in held or document_id(g) in held for g in solution.gold_docs)
 
 
 def answer_metrics(solutions: Sequence[QuerySolution], gold_answers: Sequence | None, what: str) -> dict:
