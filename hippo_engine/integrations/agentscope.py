@@ -13,7 +13,8 @@ the memory instead of an embedding model and a vector store:
 - ``kb.add_documents(texts, ids, metadata)``: the synchronous way in, straight to ``HippoRAG.index``.
 
 Give it to an agent as any knowledge base: ``Agent(..., middlewares=[RAGMiddleware([kb])])``. The memory's
-calls are blocking; the coroutines run them in a worker thread, one at a time.
+calls are blocking; the coroutines run them in a worker thread, one at a time. An option the knowledge base
+does not take (in its constructor or ``search``) is a ``TypeError`` naming it and the options it does take.
 """
 from __future__ import annotations
 
@@ -22,13 +23,20 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hippo_engine.integrations.common import Hit, MemorySearch, missing_extra
+from hippo_engine.integrations.common import Hit, MemorySearch, missing_extra, refuse_unknown
 
 try:
     from agentscope.message import TextBlock
     from agentscope.rag import Chunk, DocumentSummary, KnowledgeBase, VectorSearchResult
 except ImportError as _exc:
     raise missing_extra("agentscope", _exc) from _exc
+
+#: what another spelling is called here (AgentScope gives the number of chunks with each search)
+HINTS = {"top_k": "AgentScope gives top_k with each search: await kb.search(queries, top_k=...)",
+         "k": "the number of chunks is search()'s top_k",
+         "similarity_top_k": "the number of chunks is search()'s top_k",
+         "metadata_filter": "filter by document metadata with where=, the engine's filter (see HippoRAG.retrieve)",
+         "embedding_model": "the memory embeds with its own model", "vector_store": "the memory is the store"}
 
 DESCRIPTION = ("Long-term memory (HippoRAG): passages linked through a knowledge graph of their entities; "
                "good for questions that join facts from several documents.")
@@ -43,7 +51,9 @@ class HippoKnowledgeBase(KnowledgeBase):
 
     def __init__(self, memory: Any, *, name: str = "hippo-memory", description: str = DESCRIPTION,
                  mode: str | None = None, where: dict | None = None, explain: bool = False,
-                 rag_options: dict | None = None) -> None:
+                 rag_options: dict | None = None, **unknown: Any) -> None:
+        refuse_unknown("HippoKnowledgeBase", unknown,
+                       ["memory", "name", "description", "mode", "where", "explain", "rag_options"], HINTS)
         self.memory = MemorySearch(memory, mode=mode, where=where, explain=explain, rag_options=rag_options)
         super().__init__(name=name, description=description, embedding_model=None,  # type: ignore[arg-type]
                          vector_store=None,  # type: ignore[arg-type]
@@ -61,8 +71,11 @@ class HippoKnowledgeBase(KnowledgeBase):
         """Nothing to create: the memory's folder is its collection."""
 
     # ------------------------------------------------------------------ search
-    async def search(self, queries: list, top_k: int = 5, score_threshold: float | None = None) -> list:
+    async def search(self, queries: list, top_k: int = 5, score_threshold: float | None = None,
+                     **unknown: Any) -> list:
         """The passages the text queries retrieve (non-text blocks are skipped), merged and best first."""
+        refuse_unknown("HippoKnowledgeBase.search()", unknown, ["queries", "top_k", "score_threshold"],
+                       {k: v for k, v in HINTS.items() if k != "top_k"})
         texts = [q if isinstance(q, str) else q.text for q in queries if isinstance(q, (str, TextBlock))]
         best: dict[str, Hit] = {}
         for text in (t for t in texts if t.strip()):

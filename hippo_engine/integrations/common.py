@@ -43,6 +43,17 @@ def passage_count(name: str, value: int | None, top_k: int | None, default: int 
     return value if value is not None else top_k if top_k is not None else default
 
 
+def refuse_unknown(where: str, unknown: Mapping[str, Any], takes: Sequence[str],
+                   hints: Mapping[str, str] | None = None) -> None:
+    """Raise a ``TypeError`` when ``unknown`` (the keyword arguments a call did not name) is not empty: it names
+    each option, what ``where`` (e.g. ``"the Haystack HippoRetriever"``) takes instead, and a ``hints`` line for
+    an option that is another framework's spelling (``{"k": "the number of documents is top_k"}``)."""
+    if not unknown:
+        return
+    told = [f"{name!r}" + (f" ({hints[name]})" if hints and name in hints else "") for name in unknown]
+    raise TypeError(f"{where} has no option {', '.join(told)}; its options: {', '.join(takes)}")
+
+
 @dataclass
 class Hit:
     """One retrieved passage: its ``text`` (``"title\\ntext"``), ``score``, 1-based ``rank``, ``passage_id``,

@@ -14,13 +14,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hippo_engine.integrations.common import MemorySearch, missing_extra, passage_count
+from hippo_engine.integrations.common import MemorySearch, missing_extra, passage_count, refuse_unknown
 
 try:
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
 except ImportError as _exc:
     raise missing_extra("langchain", _exc) from _exc
+
+#: what another spelling is called here
+HINTS = {"search_kwargs": "give k=, where=, mode= directly", "similarity_top_k": "LangChain's number of documents is k",
+         "filter": "filter by document metadata with where=, the engine's filter (see HippoRAG.retrieve)"}
+_OPTIONS = ["memory", "k", "top_k", "mode", "where", "explain", "rag_options"]
 
 
 class HippoRetriever(BaseRetriever):
@@ -39,6 +44,9 @@ class HippoRetriever(BaseRetriever):
         if isinstance(memory, Path):
             memory = str(memory)
         n = passage_count("k", k, top_k, 5) or 5
+        base = set(BaseRetriever.model_fields)       # LangChain's own fields (name, tags, metadata)
+        refuse_unknown("the LangChain HippoRetriever", {f: v for f, v in fields.items() if f not in base},
+                       [*_OPTIONS, *sorted(base)], HINTS)
         super().__init__(**fields)
         self.k = n
         self.search = MemorySearch(memory, mode=mode, top_k=n, where=where, explain=explain,
@@ -46,8 +54,9 @@ class HippoRetriever(BaseRetriever):
 
     def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None,
                                 top_k: int | None = None, where: dict | None = None,
-                                mode: str | None = None) -> list[Document]:
+                                mode: str | None = None, **unknown: Any) -> list[Document]:
         """The passages ``query`` retrieves, as LangChain documents."""
+        refuse_unknown("HippoRetriever.invoke()", unknown, ["k", "top_k", "where", "mode"], HINTS)
         hits = self.search.search(query, top_k=passage_count("k", k, top_k, None), where=where, mode=mode)
         return [Document(page_content=h.text, metadata=h.metadata(), id=h.passage_id) for h in hits]
 

@@ -7,19 +7,24 @@ text LlamaIndex shows an LLM or an embedder (``excluded_llm_metadata_keys`` /
 ``excluded_embed_metadata_keys``), so a query engine's prompt holds the passages as ranked. Use it
 where LlamaIndex takes a retriever: ``RetrieverQueryEngine.from_args(retriever, llm=...)``. The number of
 passages is LlamaIndex's ``similarity_top_k``, as for its own retrievers (``top_k``, the engine's name, is
-accepted too, not both).
+accepted too, not both). An option it does not take is a ``TypeError`` naming it and the options it takes.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
-from hippo_engine.integrations.common import MemorySearch, missing_extra, passage_count
+from hippo_engine.integrations.common import MemorySearch, missing_extra, passage_count, refuse_unknown
 
 try:
     from llama_index.core.retrievers import BaseRetriever
     from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 except ImportError as _exc:
     raise missing_extra("llamaindex", _exc) from _exc
+
+#: what another spelling is called here
+HINTS = {"k": "LlamaIndex's number of passages is similarity_top_k",
+         "filters": "filter by document metadata with where=, the engine's filter (see HippoRAG.retrieve)"}
 
 
 class HippoRetriever(BaseRetriever):
@@ -33,6 +38,9 @@ class HippoRetriever(BaseRetriever):
     def __init__(self, memory: Any, *, similarity_top_k: int | None = None, top_k: int | None = None,
                  mode: str | None = None, where: dict | None = None, explain: bool = False,
                  rag_options: dict | None = None, **kwargs: Any) -> None:
+        base = [p for p in inspect.signature(BaseRetriever.__init__).parameters if p != "self"]
+        refuse_unknown("the LlamaIndex HippoRetriever", {k: v for k, v in kwargs.items() if k not in base},
+                       ["memory", "similarity_top_k", "top_k", "mode", "where", "explain", "rag_options", *base], HINTS)
         #: LlamaIndex's name for the number of passages per query
         self.similarity_top_k = passage_count("similarity_top_k", similarity_top_k, top_k, 5) or 5
         self.search = MemorySearch(memory, mode=mode, top_k=self.similarity_top_k, where=where, explain=explain,

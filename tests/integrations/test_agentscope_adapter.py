@@ -62,3 +62,16 @@ def test_documents_in_and_out(tmp_path):
         with pytest.raises(ValueError, match="no text"):
             await kb.insert_document([Chunk(content=TextBlock(text=" "), source="x", chunk_index=0, total_chunks=1)])
     asyncio.run(run())
+
+
+def test_an_option_the_knowledge_base_does_not_take_is_refused(rag):
+    """AgentScope's convention (issue 39): ``top_k`` comes with each search; another spelling or an unknown option
+    is a TypeError that names it and what to use instead, in the constructor and in search()."""
+    with pytest.raises(TypeError, match=r"no option 'top_k' \(AgentScope gives top_k with each search"):
+        HippoKnowledgeBase(rag, top_k=3)
+    with pytest.raises(TypeError, match=r"'metadata_filter' \(filter by document metadata with where="):
+        HippoKnowledgeBase(rag, metadata_filter={"user": "bob"})
+    kb = HippoKnowledgeBase(rag)
+    with pytest.raises(TypeError, match=r"search\(\) has no option 'k' \(the number of chunks is search\(\)'s top_k"):
+        asyncio.run(kb.search([QUESTION], k=2))
+    assert len(asyncio.run(kb.search([QUESTION], top_k=2))) == 2

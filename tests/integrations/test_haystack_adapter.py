@@ -78,3 +78,19 @@ def test_writer_indexes_documents_a_retriever_then_finds(tmp_path, corpus):
 def test_a_component_built_from_a_memory_object_refuses_to_serialise(rag):
     with pytest.raises(TypeError, match="save folder"):
         HippoRetriever(rag).to_dict()
+
+
+def test_an_option_the_components_do_not_take_is_refused_with_haystacks_names(rag):
+    """Haystack's convention (issue 39): the number of documents is ``top_k``; another framework's spelling or an
+    unknown option is a TypeError that names it and what to use instead, in the constructor and in run()."""
+    with pytest.raises(TypeError, match=r"no option 'k' \(Haystack's number of documents is top_k\)"):
+        HippoRetriever(rag, k=2)
+    with pytest.raises(TypeError, match=r"'filters' \(filter by document metadata with where="):
+        HippoRetriever(rag, filters={"field": "meta.user", "operator": "==", "value": "bob"})
+    with pytest.raises(TypeError, match=r"HippoRetriever.run\(\) has no option 'similarity_top_k'.*options: query"):
+        HippoRetriever(rag).run(QUESTION, similarity_top_k=2)
+    with pytest.raises(ValueError, match="'k' not found"):       # in a Pipeline, Haystack's own check still speaks
+        retrieve(HippoRetriever(rag), k=2)
+    with pytest.raises(TypeError, match=r"HippoWriter has no option 'policy'; its options: memory, rag_options"):
+        HippoWriter(rag, policy="overwrite")
+    assert len(retrieve(HippoRetriever(rag, top_k=2))) == 2 and len(retrieve(HippoRetriever(rag), top_k=1)) == 1

@@ -46,3 +46,17 @@ def test_k_is_langchains_name_for_the_number_of_documents(rag):
         HippoRetriever(rag, k=2, top_k=3)
     with pytest.raises(TypeError):
         retriever.invoke(QUESTION, n_results=2)
+
+
+def test_an_option_the_retriever_does_not_take_is_refused(rag):
+    """Issue 39: the constructor refused nothing (pydantic dropped unknown fields: ``search_kwargs={"k": 1}`` gave 5
+    documents); now an unknown option is a TypeError naming it, in the constructor and per call, while LangChain's
+    own retriever fields still work."""
+    with pytest.raises(TypeError, match=r"no option 'search_kwargs' \(give k=, where=, mode= directly\)"):
+        HippoRetriever(rag, search_kwargs={"k": 1})
+    with pytest.raises(TypeError, match=r"no option 'n_results'; its options: memory, k, top_k"):
+        HippoRetriever(rag, n_results=2)
+    with pytest.raises(TypeError, match=r"invoke\(\) has no option 'similarity_top_k' \(LangChain's number"):
+        HippoRetriever(rag).invoke(QUESTION, similarity_top_k=2)
+    tagged = HippoRetriever(rag, k=1, tags=["memory"], metadata={"team": "red"})
+    assert tagged.tags == ["memory"] and tagged.metadata == {"team": "red"} and len(tagged.invoke(QUESTION)) == 1

@@ -42,3 +42,13 @@ def test_similarity_top_k_is_llamaindexs_name_for_the_number_of_passages(rag):
     assert HippoRetriever(rag).similarity_top_k == 5 and len(HippoRetriever(rag, top_k=3).retrieve(QUESTION)) == 3
     with pytest.raises(TypeError, match="similarity_top_k or top_k"):
         HippoRetriever(rag, similarity_top_k=2, top_k=3)
+
+
+def test_an_option_the_retriever_does_not_take_is_refused(rag):
+    """Issue 39: an unknown option is a TypeError naming it and LlamaIndex's spelling; LlamaIndex's own
+    ``BaseRetriever`` options still pass through."""
+    with pytest.raises(TypeError, match=r"no option 'k' \(LlamaIndex's number of passages is similarity_top_k\)"):
+        HippoRetriever(rag, k=2)
+    with pytest.raises(TypeError, match=r"no option 'n_results'; its options: memory, similarity_top_k"):
+        HippoRetriever(rag, n_results=2)
+    assert len(HippoRetriever(rag, similarity_top_k=1, verbose=True).retrieve(QUESTION)) == 1
