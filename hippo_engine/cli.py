@@ -210,9 +210,43 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line's arguments; an option or argument the command does not take is a usage
+    error of that command (its own usage, exit 2), naming the closest option it does take."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = _subcommand(parser, args.command)
+        command.error(unknown_arguments(command, extra))
+    return args
+
+
+def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of the subcommand ``name`` (the top-level parser if none has that name)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            return action.choices[name]
+    return parser
+
+
+def unknown_arguments(command: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """``extra`` (what ``command`` did not take) in words, with the closest option it does take."""
+    import difflib
+    options = [o for o in extra if o.startswith("-") and len(o) > 1]
+    if not options:
+        return f"unexpected argument(s): {' '.join(extra)}"
+    known = [o for a in command._actions for o in a.option_strings]
+    parts = []
+    for o in options:
+        close = difflib.get_close_matches(o.split("=", 1)[0], known, n=1, cutoff=0.8)
+        parts.append(f"{o} (did you mean {close[0]}?)" if close else o)
+    hint = f"; see `{command.prog} -h` for the options it takes"
+    return f"{'unknown option' if len(parts) == 1 else 'unknown options'} {', '.join(parts)}{hint}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 on a usage or input error)."""
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

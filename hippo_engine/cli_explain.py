@@ -180,11 +180,18 @@ def cmd_explain(args) -> int:
     return cli._llm_failures([sol])
 
 
+def _question(text: str) -> str:
+    """argparse type: a question with some text."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"the question ({text!r}) is empty; give the question's text")
+    return text
+
+
 def add_parser(sub, common: Callable, ranking_flags: Callable, positive: Callable) -> None:
     """Register ``explain`` (``common``/``ranking_flags``: cli.py's shared flags)."""
     sp: argparse.ArgumentParser = sub.add_parser(
         "explain", help="why a query's top passages ranked: seeds and their shares, paths with their facts")
-    sp.add_argument("-q", "--query", required=True, help="the question to explain")
+    sp.add_argument("-q", "--query", required=True, type=_question, help="the question to explain")
     sp.add_argument("--top-k", type=positive, default=None, help="passages to explain (default 5), as retrieve's")
     sp.add_argument("--top", type=positive, default=None, help="deprecated: the old name of --top-k")
     sp.add_argument("--json", action="store_true", help="print each passage's explanation as JSON (to_dict())")

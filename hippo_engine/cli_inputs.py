@@ -254,6 +254,9 @@ def read_queries(path: str | Path) -> tuple[list[str], list | None, list | None]
     gd: list[list | None] = []
     ga: list[list | None] = []
     for n, it in enumerate(_read_items(path)):
+        question = it if isinstance(it, str) else it.get("question") if isinstance(it, dict) else None
+        if isinstance(question, str) and not question.strip():
+            raise ValueError(f"{path}: item {n}: the question is empty")
         if isinstance(it, str):
             qs.append(it)
             gd.append(None)

@@ -30,6 +30,18 @@ def where_filter(text: str) -> dict:
     return value
 
 
+class QuestionAction(argparse.Action):
+    """``-q`` (repeatable): the questions in the order given; an empty one is a usage error of the
+    command, naming which ``-q`` it is."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = list(getattr(namespace, self.dest, None) or [])
+        if not str(values).strip():
+            parser.error(f"question {len(items) + 1} ({option_string} {values!r}) is empty; give the question's text")
+        items.append(values)
+        setattr(namespace, self.dest, items)
+
+
 def questions(args) -> tuple[list[str], list | None, list | None]:
     """The command's questions: ``--queries FILE`` (with its gold documents and answers) and/or
     ``-q`` questions (no gold), the first ``--limit``."""
@@ -146,7 +158,7 @@ def add_parsers(sub: Any, common: Callable, ranking_flags: Callable, positive: C
     for name, func, helptext in (("retrieve", cmd_retrieve, "rank passages for questions"),
                                  ("qa", cmd_qa, "retrieve, then answer with the reader LLM")):
         sp = sub.add_parser(name, help=helptext)
-        sp.add_argument("-q", "--query", action="append", default=None, metavar="QUESTION",
+        sp.add_argument("-q", "--query", action=QuestionAction, default=None, metavar="QUESTION",
                         help="a question (repeatable); with or instead of --queries")
         sp.add_argument("--queries", default=None, metavar="FILE",
                         help="questions from a file: .txt (one per line), or JSON/JSONL of strings or {question, "
@@ -172,4 +184,4 @@ def add_parsers(sub: Any, common: Callable, ranking_flags: Callable, positive: C
         sp.set_defaults(func=func)
 
 
-__all__ = ["add_parsers", "check_gold", "cmd_qa", "cmd_retrieve", "questions", "where_filter"]
+__all__ = ["QuestionAction", "add_parsers", "check_gold", "cmd_qa", "cmd_retrieve", "questions", "where_filter"]

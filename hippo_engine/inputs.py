@@ -81,6 +81,10 @@ def check_queries(queries, what: str) -> list[str]:
     """A list (or tuple) of non-empty query strings of valid Unicode, as a list."""
     if isinstance(queries, str) or not isinstance(queries, (list, tuple)):
         raise TypeError(f"{what}() takes a list of query strings")
+    blank = [i for i, q in enumerate(queries) if isinstance(q, str) and not q.strip()]
+    if blank:
+        which = f"query {blank[0]} is" if len(blank) == 1 else f"queries {', '.join(map(str, blank[:10]))} are"
+        raise ValueError(f"{what}(): {which} empty (counting from 0); every query needs some text")
     check_text_items(queries, what, "queries", "query", allow_blank=False)
     return list(queries)
 

@@ -46,8 +46,10 @@ def test_positive_count_refuses_everything_but_positive_ints(value):
 def test_check_helpers_name_non_strings_and_blank_queries():
     with pytest.raises(TypeError, match=r"items \[1\] are not"):
         check_documents(["a", 3], "index")
-    with pytest.raises(ValueError, match=r"queries must be non-empty strings; items \[0\]"):
+    with pytest.raises(ValueError, match=r"retrieve\(\): query 0 is empty \(counting from 0\); every query needs"):
         check_queries(["  ", "ok"], "retrieve")
+    with pytest.raises(ValueError, match=r"queries 0, 2 are empty"):
+        check_queries(["", "ok", " "], "retrieve")
     with pytest.raises(TypeError, match="list of query strings"):
         check_queries("one string", "retrieve")
     check_documents(["", "text"], "index")     # blank documents are skipped later, not refused

@@ -1,5 +1,6 @@
-"""What the MCP tools return (pydantic models, so clients get JSON with a published output schema)
-and the one-line explanation of why a recalled passage was found.
+"""What the MCP tools return (pydantic models, so clients get JSON with a published output schema),
+the one-line explanation of why a recalled passage was found, and the one line that says what is
+wrong with a tool's arguments (:func:`argument_errors`, in a reader's words).
 
 The explanation line is built from an :class:`~hippo_engine.datatypes.Explanation`'s ``to_dict()``:
 the seed entities with the largest shares of the passage's PPR score and the dense prior's share,
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 #: seeds named in an explanation line; seeds below MIN_SHARE are only counted in "others"
 SEEDS_NAMED = 3
@@ -139,3 +140,44 @@ def explain_line(exp: dict[str, Any] | None, mode: str = "hipporag2") -> str:
     if placed in ("dense_first", "dense_agree"):
         return f"placed first by dense similarity (dense rank {exp.get('dense_rank', '?')}); graph: {line}"
     return line
+
+
+def argument_errors(error: ValidationError, shown: int = 3) -> str:
+    """The first ``shown`` problems of ``error`` as ``field: problem; ...`` (without the values given)."""
+    from hippo_engine.service import errors  # FastAPI-based: loaded when a call is refused
+    problems = error.errors(include_url=False)
+    parts = [f"{errors.validation_details([p])[0]['loc']}: {_problem(p)}" for p in problems[:shown]]
+    more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
+    return "; ".join(parts) + more
+
+
+#: pydantic error types -> what is wrong, in a reader's words (the rest: the validator's message)
+PLAIN_PROBLEMS = {
+    "missing": "is required", "string_type": "must be text (a string)", "list_type": "must be a list",
+    "int_type": "must be a whole number", "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number", "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false", "string_too_short": "must not be empty",
+}
+
+
+def _problem(p: Any) -> str:
+    """What is wrong with one argument in a reader's words; a limit's message says the value's size and
+    the limit, as the HTTP API's do."""
+    kind, ctx, value = p.get("type"), p.get("ctx") or {}, p.get("input")
+    if kind in PLAIN_PROBLEMS:
+        return PLAIN_PROBLEMS[kind]
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected', '').replace(chr(39), '')}"
+    if kind == "too_short":
+        return f"must hold at least {ctx.get('min_length')} item(s)"
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx.get('ge')}"
+    if kind == "string_too_long" and isinstance(value, str):
+        return f"{len(value):,} characters long; the limit is {ctx.get('max_length'):,}"
+    if kind == "too_long":
+        return f"{ctx.get('actual_length')} items in one call is over the limit of {ctx.get('max_length')}; " \
+               "split them into several calls"
+    if kind == "less_than_equal":
+        return f"{value!r:.20} is over the limit of {ctx.get('le')}"
+    from hippo_engine.service import errors
+    return errors.validation_details([p])[0]["message"]

@@ -51,7 +51,6 @@ from pydantic import Field, ValidationError
 
 from hippo_engine import __version__
 from hippo_engine.config import MODES, ConfigError
-from hippo_engine.service import errors
 from hippo_engine.service.answering import RETRY_AFTER_S, AnswerSlots
 from hippo_engine.service.jobs import MAX_ID_CHARS
 from hippo_engine.service.limits import Limits
@@ -64,6 +63,7 @@ from hippo_engine.service.mcp_models import (
     RecalledPassage,
     RecallResult,
     RememberResult,
+    argument_errors,
     explain_line,
 )
 from hippo_engine.service.schemas import ID_PATTERN, TEXT_PATTERN
@@ -286,27 +286,6 @@ class MemoryServer(MCPServer):
             if isinstance(e.__cause__, ValidationError):
                 raise ToolError(f"{name}: {argument_errors(e.__cause__)}") from e.__cause__
             raise
-
-
-def argument_errors(error: ValidationError, shown: int = 3) -> str:
-    """The first ``shown`` problems of ``error`` as ``field: problem; ...`` (without the values given)."""
-    problems = error.errors(include_url=False)
-    parts = [f"{errors.validation_details([p])[0]['loc']}: {_problem(p)}" for p in problems[:shown]]
-    more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
-    return "; ".join(parts) + more
-
-
-def _problem(p: Any) -> str:
-    """A limit's message says the value's size and the limit, as the HTTP API's do."""
-    kind, ctx, value = p.get("type"), p.get("ctx") or {}, p.get("input")
-    if kind == "string_too_long" and isinstance(value, str):
-        return f"{len(value):,} characters long; the limit is {ctx.get('max_length'):,}"
-    if kind == "too_long":
-        return f"{ctx.get('actual_length')} items in one call is over the limit of {ctx.get('max_length')}; " \
-               "split them into several calls"
-    if kind == "less_than_equal":
-        return f"{value!r:.20} is over the limit of {ctx.get('le')}"
-    return errors.validation_details([p])[0]["message"]
 
 
 def build_mcp(workspaces: Any, workspace: str | None = None, *, wait_s: float = DEFAULT_WAIT_S,
