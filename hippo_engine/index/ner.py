@@ -10,7 +10,12 @@ A ``"title\\ntext"`` passage (the format of every benchmark and of the CLI's ``{
 records) names its topic on the first line. The title is added as an entity of each of the
 passage's sentences: it stands in for the coreference an LLM resolves ("She was born in ...")
 and links the passage to every question about its topic. A first line longer than
-``TITLE_MAX_WORDS`` words is taken for text, not a title.
+``TITLE_MAX_WORDS`` words is taken for text, not a title, and so is a first line that runs on into
+the second (hard-wrapped text, :func:`continues`).
+
+Hard-wrapped text (lines wrapped at 70-80 columns) is parsed with its line breaks inside sentences
+made spaces (:func:`~hippo_engine.index.linebreaks.join_wrapped_lines`): every remaining line break is
+a sentence boundary, so without this a fact would end wherever a line did.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from tqdm.auto import tqdm
 
 from hippo_engine.datatypes import Hyperedge
+from hippo_engine.index.linebreaks import first_break_is_soft, join_wrapped_lines
 from hippo_engine.models.spacy_ner import SENTENCE_COMPONENTS
 from hippo_engine.normalize import alnum_count
 from hippo_engine.progress import loading
@@ -30,14 +36,35 @@ logger = logging.getLogger(__name__)
 #: spaCy entity labels that are not used as graph entities
 SKIPPED_LABELS = frozenset({"CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY"})
 TITLE_MAX_WORDS = 12
+#: words a title does not end with: a first line ending with one runs on into the next line
+RUN_ON_WORDS = frozenset("a an the of for and or nor but to in into on at by with from as than is are was were "
+                         "be been that which who whose its their his her our your".split())
+
+
+def continues(passage: str) -> bool:
+    """Whether the first line of ``passage`` runs on into the second (hard-wrapped text): it ends with
+    a comma, a semicolon or a hyphen, or with a lowercase word such as "the" or "for"
+    (:data:`RUN_ON_WORDS`), or the second line starts with a lowercase letter where the break is one
+    inside a wrapped paragraph (:func:`~hippo_engine.index.linebreaks.first_break_is_soft`: both
+    lines are of wrapped width; a title over a one-line paragraph or a chunk cut mid-sentence is
+    still a title)."""
+    first, _, rest = passage.partition("\n")
+    first, second = first.strip(), rest.split("\n", 1)[0].strip()
+    words = first.split()
+    if first.endswith((",", ";", "-")) or (bool(words) and words[-1] in RUN_ON_WORDS):
+        return True
+    return second[:1].islower() and first_break_is_soft(passage)
 
 
 def passage_title(passage: str) -> str | None:
-    """The first line of a multi-line passage when it looks like a title (short, has letters)."""
+    """The first line of a multi-line passage when it looks like a title (short, has letters, and
+    does not run on into the next line)."""
     if "\n" not in passage:
         return None
     first = passage.split("\n", 1)[0].strip()
     if not first or len(first.split()) > TITLE_MAX_WORDS or alnum_count(first) < 2:
+        return None
+    if continues(passage):
         return None
     return first
 
@@ -95,12 +122,13 @@ class NERExtractor:
             raise ValueError(f"passage {long!r} has {len(passages[long]):,} characters; spaCy takes at most "
                              f"{nlp.max_length:,}: split the document or set chunk_size to cut it into passages")
         ids = list(passages)
-        texts = [passages[p] for p in ids]
+        titles = [passage_title(passages[p]) for p in ids]
+        texts = [join_wrapped_lines(passages[p], keep_first=t is not None) for p, t in zip(ids, titles, strict=True)]
         out: dict[str, list[Hyperedge]] = {}
         docs = nlp.pipe(texts, batch_size=self.batch_size)
-        for pid, text, doc in tqdm(zip(ids, texts, docs, strict=True), total=len(ids), desc="NER",
-                                   disable=not self.show_progress or not ids):
-            out[pid] = doc_hyperedges(doc, passage_title(text))
+        for pid, title, doc in tqdm(zip(ids, titles, docs, strict=True), total=len(ids), desc="NER",
+                                    disable=not self.show_progress or not ids):
+            out[pid] = doc_hyperedges(doc, title)
         return out
 
     def query_entities(self, queries: Sequence[str]) -> list[list[str]]:
@@ -128,4 +156,5 @@ def cut_long_queries(queries: Sequence[str], limit: int) -> list[str]:
     return queries
 
 
-__all__ = ["NERExtractor", "SKIPPED_LABELS", "cut_long_queries", "doc_hyperedges", "passage_title"]
+__all__ = ["NERExtractor", "RUN_ON_WORDS", "SKIPPED_LABELS", "continues", "cut_long_queries", "doc_hyperedges",
+           "passage_title"]
