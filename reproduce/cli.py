@@ -30,6 +30,7 @@ from . import (
     ranking_prefix,
     rankings,
     ray_index,
+    reader_choice,
 )
 from . import serve_abuse as service_abuse
 from . import serve_fuzz as service_fuzz
@@ -60,6 +61,7 @@ COMMANDS: dict[str, ModuleType] = {
     "table-recall-llm-free": recall_llm_free,
     "table-modes": modes_table,
     "citations": citations_bench,
+    "reader-choice": reader_choice,
     "web-screenshot": web_shot,
 }
 #: What every table command writes and caches (the table package's docstring after its first line).
@@ -77,6 +79,7 @@ HELP = {
     "check-index": "idempotence / insert / delete checks on the MuSiQue subset (no LLM call)",
     "communities": "HiRAG communities on the MuSiQue subset: clusters, report cost, recall per mode",
     "build-filter-demos": "build the recognition filter's demonstrations (prompts/filter_program.json)",
+    "reader-choice": "packaged readers 0.5B/1.5B: EM/F1, long and fragment answers, s/answer (issue 39)",
     "citations": "reader citations and grounded answers on 20 MuSiQue questions and the sample (issue 22)",
     "table-recall-llm-free": "issue 24: dense vs the ner memory and its variants, MuSiQue, 2Wiki and 2Wiki "
                              "single-relation questions, with and without titles (no LLM)",

@@ -201,6 +201,9 @@ class LocalHFClient(LLMClient):
     """
 
     max_concurrency = 1
+    #: the reader's token cap with this client (``hippo_engine.qa.reader.reply_tokens``): room for a
+    #: few short sentences of reasoning and the answer line; a small model that rambles stops here
+    reader_reply_tokens = 256
 
     def __init__(self, model: str | os.PathLike | None = None, *, temperature: float = 0.0,
                  max_new_tokens: int = 2048, timeout: float = 120.0,

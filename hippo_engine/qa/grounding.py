@@ -2,9 +2,12 @@
 
 Two failures seen with the packaged 0.5B reader: it answers with the worked example's answer
 (found in no passage it was shown), and, without an ``Answer:`` line, it pastes a whole passage
-back. :func:`cut_answer` cuts an over-long answer down to its first line, sentence or clause;
+back or writes on for hundreds of words. :func:`cut_answer` cuts an over-long answer down to its
+first line, sentence or a short name before a clause, and gives no answer (with a note) where only
+a cut inside a sentence would make it short: a fragment is never an answer.
+:func:`capped_inside_answer` tells a reply the token cap stopped before its answer line ended.
 :func:`example_leak` tells an answer that occurs in the prompt's worked example but in none of the
-shown passages (or context), which the reader then rejects. Both only compare normalised text.
+shown passages (or context), which the reader then rejects. All only compare normalised text.
 """
 from __future__ import annotations
 
@@ -14,8 +17,11 @@ from collections.abc import Iterable
 
 from hippo_engine.qa.citations import strip_citations
 
-#: an answer longer than this (in words) is cut
+#: an answer longer than this (in words) is cut at a whole unit, or rejected
 MAX_ANSWER_WORDS = 12
+#: a head before a clause mark this short is taken as the answer ("Fail2ban, which ...")
+SHORT_HEAD_WORDS = 5
+_ANSWER_MARK = re.compile(r"answer\s*[*_]*\s*:", re.IGNORECASE)
 _PASSAGE_HEAD = re.compile(r"^\s*(?:\[\d+\]\s*)?(?:wikipedia\s+title\s*:\s*)?", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[^\s.][^\s.])\.\s+(?=[A-Z0-9\"'(])")
 _CLAUSE_END = re.compile(r"\s*(?:[,;:]|\s-\s|\s–\s|\bwhich\b|\bwho\b|\bbecause\b)\s*")
@@ -32,25 +38,58 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def cut_answer(answer: str, max_words: int = MAX_ANSWER_WORDS) -> tuple[str, str | None]:
-    """``(answer, note)``: the answer without citation markers or a pasted passage heading, cut to
-    its first non-empty line, then its first sentence, then its first clause, then its first
-    ``max_words`` words, each step only while it is longer than ``max_words`` words; ``note`` says
-    how it was cut (None when it was not)."""
-    text = strip_citations(answer or "")
-    text = _PASSAGE_HEAD.sub("", text).strip()
+def _sentence_head(text: str) -> str | None:
+    """The first sentence of ``text`` when it ends at a sentence mark before more text, else None."""
+    parts = _SENTENCE_END.split(text, maxsplit=1)
+    return parts[0].strip() if len(parts) == 2 else None
+
+
+def _short_head(text: str) -> str | None:
+    """The words before ``text``'s first clause mark (comma, semicolon, dash, "which", "who",
+    "because") when they are at most ``SHORT_HEAD_WORDS``: a name followed by what it is."""
+    parts = _CLAUSE_END.split(text, maxsplit=1)
+    head = parts[0].strip()
+    return head if len(parts) == 2 and head and _words(head) <= SHORT_HEAD_WORDS else None
+
+
+def cut_answer(answer: str, max_words: int = MAX_ANSWER_WORDS, *,
+               marked: bool = True) -> tuple[str, str | None]:
+    """``(answer, note)``: the answer without citation markers or a pasted passage heading, and at
+    most ``max_words`` words, never a fragment.
+
+    An over-long answer is cut only at a whole unit: its first non-empty line, else its first whole
+    sentence, else a short head before a clause mark (``"Fail2ban, which scans log files"`` gives
+    ``Fail2ban``), the first that is short enough. When none is, the answer is ``""`` and the note
+    says why (a cut inside a sentence would leave a fragment such as "The passage on tmate says it
+    provides"). ``marked``: whether the reply had an ``Answer:`` line; without one only a short first
+    line (a pasted passage's title) is taken, since the reply's first sentence is reasoning, not
+    an answer. ``note`` starts with ``cut:`` or ``rejected:`` (None when the answer was kept whole).
+    """
+    text = _PASSAGE_HEAD.sub("", strip_citations(answer or "")).strip()
     n = _words(text)
     if n <= max_words:
         return text, None
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    text = lines[0] if lines else ""
-    for splitter in (_SENTENCE_END, _CLAUSE_END):
-        if _words(text) > max_words:
-            text = splitter.split(text, maxsplit=1)[0].strip()
-    if _words(text) > max_words:
-        text = " ".join(text.split()[:max_words])
-    text = text.rstrip(" .,;:")
-    return text, f"answer of {n} words cut to {_words(text)}"
+    first = lines[0] if lines else ""
+    limit = max_words if marked else SHORT_HEAD_WORDS
+    units = [("line", first)] + ([("sentence", _sentence_head(first)), ("words before a clause", _short_head(first))]
+                                 if marked else [])
+    for unit, candidate in units:
+        if candidate and _words(candidate) <= limit:
+            cut = candidate.rstrip(" .,;:")
+            return cut, f"cut: answer of {n} words cut to {_words(cut)} (its first {unit})"
+    why = ("the reply has no Answer line and does not begin with a short answer" if not marked else
+           f"no whole line, sentence or short name of at most {max_words} words begins it")
+    return "", f"rejected: an answer of {n} words, {why}; cutting it would leave a fragment"
+
+
+def capped_inside_answer(text: str, finish_reason: str | None) -> bool:
+    """Whether a reply stopped by the token cap (``finish_reason == "length"``) was cut inside its
+    answer: no line ends after its last ``Answer:`` mark, or it has no such mark at all."""
+    if finish_reason != "length":
+        return False
+    marks = list(_ANSWER_MARK.finditer(text or ""))
+    return not marks or "\n" not in text[marks[-1].end():].strip()
 
 
 def example_leak(answer: str, shown: Iterable[str], example_texts: Iterable[str]) -> bool:

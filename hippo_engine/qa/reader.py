@@ -28,7 +28,7 @@ from hippo_engine.llm.streaming import streamed_replies
 from hippo_engine.prompts import load_json_prompt, load_prompt
 from hippo_engine.qa.citations import parse_citations, strip_citations
 from hippo_engine.qa.fit import fit_parts
-from hippo_engine.qa.grounding import cut_answer, example_leak
+from hippo_engine.qa.grounding import capped_inside_answer, cut_answer, example_leak
 
 logger = logging.getLogger(__name__)
 
@@ -197,19 +197,25 @@ def parse_answer(text: str) -> str:
 
 # ----------------------------------------------------------------------------- checking
 def read_reply(sol: QuerySolution, text: str, shown: Sequence[str], template: ReaderTemplate,
-               shown_ids: Sequence[str] | None = None) -> None:
-    """Set ``sol.answer`` from a reply: parsed (:func:`parse_answer`), cut to length, rejected
-    (``""``, with the reason in ``sol.answer_notes``) when it is the worked example's answer and in
-    no ``shown`` text; with ``shown_ids`` (a citing template) also ``sol.citations`` and
-    ``sol.invalid_citations``."""
-    answer, cut = cut_answer(parse_answer(text))
-    notes = [f"cut: {cut}"] if cut else []
-    if example_leak(answer, shown, template.example_texts()):
+               shown_ids: Sequence[str] | None = None, finish_reason: str | None = None) -> None:
+    """Set ``sol.answer`` from a reply: parsed (:func:`parse_answer`), cut to a whole short unit or
+    given up (:func:`~.grounding.cut_answer`: never a fragment), rejected (``""``, with the reason in
+    ``sol.answer_notes``) when the token cap stopped the reply inside its answer (``finish_reason``
+    ``"length"``) or when it is the worked example's answer and in no ``shown`` text; with
+    ``shown_ids`` (a citing template) also ``sol.citations`` and ``sol.invalid_citations``."""
+    body = _THINK_BLOCK.sub("", text or "")
+    if capped_inside_answer(body, finish_reason):
+        answer, notes = "", ["rejected: the reply reached the token cap before its answer line ended; "
+                             "a cut answer would be a fragment"]
+    else:
+        answer, cut = cut_answer(parse_answer(text), marked=bool(_ANSWER_MARK.search(body)))
+        notes = [cut] if cut else []
+    if answer and example_leak(answer, shown, template.example_texts()):
         notes.append(f"rejected: {answer!r} is in the reader prompt's worked example and in no passage shown")
         answer = ""
     sol.answer, sol.answer_notes = answer, notes
     if shown_ids is not None:
-        found = parse_citations(_THINK_BLOCK.sub("", text), shown_ids)
+        found = parse_citations(body, shown_ids)
         sol.citations, sol.invalid_citations = found.ids, found.invalid
 
 
@@ -249,6 +255,17 @@ def _fitted_prompt(llm: LLMClient, sol: QuerySolution, template: ReaderTemplate,
     return msgs, cut, kept if context is None else ["\n".join(kept)]
 
 
+def reply_tokens(llm: LLMClient, max_new_tokens: int | None) -> int | None:
+    """The reader's token cap for ``llm``: ``max_new_tokens``, lowered to the client's
+    ``reader_reply_tokens`` where it has one (the packaged local readers: a few short sentences
+    and the answer line fit; a small model that rambles on is stopped there instead of writing
+    2,048 tokens). A client behind :class:`~hippo_engine.llm.cache.CachedLLM` is asked through it."""
+    cap = getattr(getattr(llm, "inner", llm), "reader_reply_tokens", None)
+    if not isinstance(cap, int) or cap <= 0:
+        return max_new_tokens
+    return min(max_new_tokens, cap) if max_new_tokens else cap
+
+
 def _response_metadata(resp: LLMResponse | LLMError | Any) -> dict[str, Any]:
     if isinstance(resp, LLMResponse):
         return {"prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens,
@@ -283,11 +300,12 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
     if contexts is not None and len(contexts) != len(solutions):
         raise ValueError(f"{len(contexts)} contexts for {len(solutions)} solutions")
     template = as_template(template) if contexts is None else as_template(template).without_citations()
-    call = {"max_new_tokens": max_new_tokens, "temperature": temperature}
+    cap = reply_tokens(llm, max_new_tokens)
+    call = {"max_new_tokens": cap, "temperature": temperature}
     fitted = [_fitted_prompt(llm, s, template, qa_top_k, None if contexts is None else contexts[i], call)
               for i, s in enumerate(solutions)]
     with streamed_replies():      # a caller streaming the answer (the service) reads these replies as written
-        results = llm.generate_many([f[0] for f in fitted], max_new_tokens=max_new_tokens,
+        results = llm.generate_many([f[0] for f in fitted], max_new_tokens=cap,
                                     temperature=temperature, show_progress=show_progress, desc=desc)
     responses: list[str] = []
     metadata: list[dict] = []
@@ -297,7 +315,8 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
             text = res.text or ""
             shown = fitted[i][2]
             read_reply(sol, text, shown, template,
-                       _shown_ids(sol, len(shown)) if template.cites and contexts is None else None)
+                       _shown_ids(sol, len(shown)) if template.cites and contexts is None else None,
+                       finish_reason=res.finish_reason)
         else:
             logger.warning("reader failed for question %r: %s", sol.question[:80], meta["error"])
             sol.errors.append(f"reader: {meta['error']}")
