@@ -4,8 +4,9 @@ With ``--mode`` a hi_* mode, what its context holds instead, section by section:
 relation, community, path entity, passage) with why it was chosen (``--json``: each
 :class:`~hippo_engine.datatypes.ContextItem`'s ``to_dict()``).
 
-Per passage: its rank, score and title and how it was placed (PPR, ``dense_first``, the dense
-fallback); the seed entities with their shares of the score, the dense prior and the check; the
+Per passage: its rank, score and title and how it was placed (the graph walk, its score, a dense
+rule, the dense fallback) in a reader's words, what the score is made of (and, on a line of its own,
+the same with the settings' names); the seed entities with their shares of the score, the dense prior and the check; the
 top walks from seeds to the passage with the facts or sentences on their edges. Above the passages,
 once per query: the candidate facts the recognition filter kept or dropped. Light to import (the
 engine loads when the command runs)."""
@@ -61,15 +62,18 @@ def query_lines(exp) -> list[str]:
 
 
 def _placement(exp) -> str:
+    """How the passage got its rank, in a reader's words (the setting that placed it in brackets)."""
     if exp.placed_by == "dense_first":
-        return f"placed by dense_first (dense rank {exp.dense_rank}); its PPR score is explained below"
+        return (f"placed among the first by its closeness to the query (dense rank {exp.dense_rank}; setting "
+                "dense_first); its graph score is explained below")
     if exp.placed_by in ("dense_fallback", "dense"):
-        return "placed by the dense ranking (no graph walk): the dense score is the explanation"
+        return "placed by its closeness to the query alone (no graph walk): the dense score is the explanation"
     if exp.placed_by == "dense_agree":
-        return "placed first by dense_agree (dense retrieval's best, in the graph's top ranks); its PPR score below"
+        return ("placed first: the closest passage to the query, and near the top of the graph's ranking "
+                "(setting dense_agree); its graph score below")
     if exp.placed_by == "score":
-        return "placed by its score (the terms below add up to it)"
-    return "placed by PPR"
+        return "placed by its score (the parts below add up to it)"
+    return "placed by the graph walk (PPR)"
 
 
 def passage_lines(exp, title: str) -> list[str]:
@@ -80,7 +84,9 @@ def passage_lines(exp, title: str) -> list[str]:
         return out
     total = sum(s.share for s in exp.seeds)
     if getattr(exp, "walk", ""):
-        out.append(f"├─ walk: {exp.walk}")
+        out.append(f"├─ how it is scored: {exp.walk}")
+    if getattr(exp, "walk_detail", ""):
+        out.append(f"├─ settings: {exp.walk_detail}")
     what = "score" if exp.placed_by == "score" else "PPR score"
     out.append(f"├─ seeds ({len(exp.seeds)}, {_pct(total).strip()} of the {what} {exp.score:.4g})")
     for s in exp.seeds[:SEEDS_SHOWN]:

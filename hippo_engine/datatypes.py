@@ -302,8 +302,9 @@ class Explanation:
     ``dense_rank`` (1-based) place it under dense retrieval, ``rank`` (1-based) in the returned
     ranking; ``placed_by``: ``ppr`` (the one walk's probability), ``score`` (the one score of several
     terms), ``dense_first``, ``dense_agree`` (dense retrieval's best passage, moved first) or
-    ``dense_fallback`` (``dense`` in the naive mode). ``walk``: what the score is made of, in words ("" for
-    the one walk). ``candidate_facts``: the query's candidate facts (``fact``, ``score``, ``kept``);
+    ``dense_fallback`` (``dense`` in the naive mode). ``walk``: what the score is made of, in a reader's
+    words ("" for the one walk), ``walk_detail`` the same as a formula with the settings' names.
+    ``candidate_facts``: the query's candidate facts (``fact``, ``score``, ``kept``);
     ``fallback_reason`` says why the dense fallback was used."""
 
     passage_id: str
@@ -318,6 +319,7 @@ class Explanation:
     check: float = 0.0
     placed_by: str = "ppr"
     walk: str = ""
+    walk_detail: str = ""
     dense_term: float = 0.0
     used_fallback: bool = False
     fallback_reason: str = ""
@@ -329,7 +331,8 @@ class Explanation:
         """JSON-ready data (plain floats, ints, strings and lists)."""
         return {"passage_id": self.passage_id, "query": self.query, "mode": self.mode, "rank": int(self.rank),
                 "score": float(self.score), "ranked_score": float(self.ranked_score),
-                "placed_by": self.placed_by, "walk": self.walk, "seeds": [s.to_dict() for s in self.seeds],
+                "placed_by": self.placed_by, "walk": self.walk, "walk_detail": self.walk_detail,
+                "seeds": [s.to_dict() for s in self.seeds],
                 "dense_prior": float(self.dense_prior), "dense_term": float(self.dense_term),
                 "check": float(self.check),
                 "paths": [p.to_dict() for p in self.paths], "dense_score": float(self.dense_score),

@@ -199,7 +199,7 @@ def explain_result(r: Retriever, query: str, res: RawResult, rows: Sequence[int]
     for one query searched with ``explain=True``. Each decomposes the score that placed the passage
     exactly: the one walk's PPR probability, or (with a second walk or a dense term) the one score of
     :mod:`.fusion`, whose walk terms split into their walks' seed terms (:mod:`.explain_fusion`); ``walk``
-    says what the score is made of."""
+    says what the score is made of in a reader's words, ``walk_detail`` as the formula with the settings."""
     if res.trace is None:
         raise ValueError("explain_result needs a result searched with explain=True")
     tr = res.trace
@@ -221,12 +221,12 @@ def explain_result(r: Retriever, query: str, res: RawResult, rows: Sequence[int]
             out.append(Explanation(score=given, seeds=[], dense_prior=0.0, paths=[], placed_by="dense_fallback",
                                    **base))
             continue
-        seeds, prior, paths, score, walk, dense_term = walks.terms(row)
+        seeds, prior, paths, score, (walk, detail), dense_term = walks.terms(row)
         placed = "dense_first" if row in head else "dense_agree" if row == agreed else \
             "score" if walks.fused else "ppr"
         out.append(Explanation(score=score, seeds=seeds, dense_prior=prior, paths=paths, dense_term=dense_term,
                                check=abs(sum(s.contribution for s in seeds) + prior + dense_term - score),
-                               placed_by=placed, walk=walk, **base))
+                               placed_by=placed, walk=walk, walk_detail=detail, **base))
     return out
 
 
@@ -263,11 +263,12 @@ class _Walks:
         self._fused = FusedTerms(fusion, tr, rows, last, first, head_rows)
 
     def terms(self, row: int):
-        """(seed terms, dense prior, paths, score, what the score is, dense term) of ``row``."""
+        """(seed terms, dense prior, paths, score, what the score is (in words, with the settings), dense term)
+        of ``row``."""
         if not self.fused:
-            return (*self._plain(self._index[row], row), "", 0.0)
+            return (*self._plain(self._index[row], row), ("", ""), 0.0)
         seeds, prior, paths, score, dense_term = self._fused.terms(row)
-        return seeds, prior, paths, score, self._fused.note, dense_term
+        return seeds, prior, paths, score, (self._fused.note, self._fused.detail), dense_term
 
 
 def _terms(r: Retriever, reset_nz: tuple[np.ndarray, np.ndarray], ppr: np.ndarray, rows: Sequence[int]):

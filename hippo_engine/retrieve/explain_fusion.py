@@ -4,10 +4,12 @@ they come from, scaled as the score scales them, plus the dense term; the terms 
 The walk term is the last walk's probability over its largest, so each of that walk's seed terms counts
 ``1 / max``; the head term (the first walk's ``second_hop_head`` best passages) is ``head_weight`` x the
 first walk's probability over its largest, so the first walk's seed terms count ``head_weight / max``. A seed
-of both walks gets the sum of its two terms.
+of both walks gets the sum of its two terms. ``note`` says what the score is made of in a reader's words,
+``detail`` the same as the formula with the settings' names.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -17,6 +19,9 @@ import numpy as np
 from hippo_engine.datatypes import SeedTerm
 from hippo_engine.retrieve.fusion import Fusion, dense_vote
 
+#: the setting named in a second hop's description ("the second walk (second_hop='wide'), ...")
+_HOP_SETTING = re.compile(r" ?\(second_hop='([^']*)'\)")
+
 #: (row index among the targets, row) -> (seed terms, dense prior, paths, walk score), see ``explain._terms``
 TermsFn = Callable[[int, int], tuple[list[SeedTerm], float, list, float]]
 
@@ -25,6 +30,17 @@ def _largest(scores: np.ndarray) -> float:
     finite = np.asarray(scores, np.float64)
     finite = finite[np.isfinite(finite)]
     return float(finite.max()) if len(finite) else 0.0
+
+
+def _hop_words(hop: str) -> str:
+    """A second hop's description (:meth:`.second_hop.SecondHop.describe`) without its setting's name, as a
+    sentence: "the second walk (second_hop='wide'), seeded like ..." -> "The second walk is seeded like ..."."""
+    rest = _HOP_SETTING.sub("", hop).strip().removeprefix("the second walk")
+    if rest.startswith(", "):
+        return f"The second walk is {rest[2:]}."
+    if rest.startswith(": "):
+        return f"The second walk starts from {rest[2:]}."
+    return f"The second walk: {rest.strip(' ,:')}."
 
 
 class FusedTerms:
@@ -45,17 +61,32 @@ class FusedTerms:
         allowed = np.isfinite(dense)
         self._dense = fusion.dense_weight * dense_vote(np.where(allowed, dense, 0.0), fusion.dense_temperature,
                                                        allowed) if fusion.dense_weight else np.zeros(len(dense))
-        self.note = self._describe()
+        self.note, self.detail = self._describe()
 
-    def _describe(self) -> str:
+    def _describe(self) -> tuple[str, str]:
+        """What the score is made of: in a reader's words, and as the formula with the settings' names."""
         f, hop = self.fusion, self.tr.get("hop")
-        walk = "the second walk" if hop else "the walk"
-        parts = [f"{walk}'s probability over its largest"]
-        if self._first is not None and f.head_weight and f.head:
-            parts.append(f"{f.head_weight:g} x the first walk's over its largest, on its {f.head} best passages")
+        second = bool(hop)
+        head = self._first is not None and f.head_weight and f.head
+        words = ["how likely " + ("a second walk" if second else "a walk") + " through the graph is to end at this "
+                 "passage (1 for its likeliest)"]
+        formula = ["P / max P" + (" of the second walk" if second else "")]
+        if head:
+            words.append(f"up to {f.head_weight:g} if the first walk ranks it among its {f.head} likeliest")
+            formula.append(f"head_weight={f.head_weight:g} x P1 / max P1 on the first walk's second_hop_head={f.head} "
+                           "best passages")
         if f.dense_weight:
-            parts.append(f"{f.dense_weight:g} x dense retrieval's vote exp((cos - best cos) / {f.dense_temperature:g})")
-        return "one score = " + " + ".join(parts) + (f"; {hop}" if hop else "")
+            words.append(f"up to {f.dense_weight:g} for being about as close to the query as the closest passage "
+                         "(dense retrieval's vote)")
+            formula.append(f"dense_weight={f.dense_weight:g} x exp((cos - best cos) / "
+                           f"dense_temperature={f.dense_temperature:g})")
+        count = {2: "two", 3: "three"}.get(len(words), str(len(words)))
+        text = f"The score adds {count} parts: " + "; ".join(words) + "." if len(words) > 1 else \
+            "The score is " + words[0] + "."
+        setting = _HOP_SETTING.search(hop or "")
+        if second:
+            text += " " + _hop_words(str(hop))
+        return text, "score = " + " + ".join(formula) + f"; second_hop='{setting.group(1) if setting else 'none'}'"
 
     def terms(self, row: int) -> tuple[list[SeedTerm], float, list, float, float]:
         """(seed terms, dense prior, paths, score, dense term) of ``row``: the score as ranked (from the walks'

@@ -31,7 +31,8 @@ def test_explain_prints_a_tree_per_passage(idx, capsys):
     out = capsys.readouterr().out
     assert out.startswith(f"query: {QUERY}\ncandidate facts: ")
     assert "#1  score " in out and "#3  score " in out and "#4  score " not in out
-    assert "placed by PPR" in out and "├─ seeds (" in out and "dense prior" in out and "check |terms - score|" in out
+    assert "placed by the graph walk (PPR)" in out and "├─ seeds (" in out and "dense prior" in out
+    assert "check |terms - score|" in out
     assert "top paths" in out and " -> passage: " in out
     assert "Lake Veloria" in out.split("#1  score ", 1)[1].splitlines()[0]   # the title on the rank line
     assert '"' in out          # a fact or sentence on an edge
@@ -50,11 +51,12 @@ def test_explain_json_is_the_to_dict_list(idx, capsys):
 def test_explain_dense_fallback_and_dense_first(idx, capsys):
     assert main(["explain", "--save-dir", idx, "--query", "zzzz qqqq", "--top-k", "2"]) == 0
     out = capsys.readouterr().out
-    assert "dense fallback: " in out and "placed by the dense ranking" in out and "top paths" not in out
+    assert "dense fallback: " in out and "placed by its closeness to the query alone" in out and "top paths" not in out
     assert main(["explain", "--save-dir", idx, "--query", QUERY, "--top-k", "3", "--dense-first", "1",
                  "--no-filter"]) == 0
     out = capsys.readouterr().out
-    assert "placed by dense_first (dense rank 1)" in out and "placed by PPR" in out
+    assert "placed among the first by its closeness to the query (dense rank 1; setting dense_first)" in out
+    assert "placed by the graph walk (PPR)" in out
 
 
 def test_explain_names_the_rule_and_the_one_scores_terms():
@@ -62,7 +64,8 @@ def test_explain_names_the_rule_and_the_one_scores_terms():
     base = Explanation(passage_id="p", score=0.2, seeds=[], dense_prior=0.2, paths=[], dense_score=0.9,
                        dense_rank=1, rank=1, ranked_score=3.0)
     agreed = passage_lines(Explanation(**{**base.__dict__, "placed_by": "dense_agree", "walk": "the first walk"}), "T")
-    assert "placed first by dense_agree" in agreed[1] and agreed[2] == "├─ walk: the first walk"
+    assert "placed first: the closest passage to the query" in agreed[1] and "(setting dense_agree)" in agreed[1]
+    assert agreed[2] == "├─ how it is scored: the first walk"
     scored = passage_lines(Explanation(**{**base.__dict__, "placed_by": "score", "score": 3.0, "dense_term": 1.5,
                                           "walk": "one score, the sum of: ..."}), "T")
     assert "placed by its score" in scored[1] and "seeds (0, 0.0% of the score 3)" in scored[3]
@@ -125,7 +128,8 @@ def test_explain_on_real_ner_index(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "#1  score " in out and "Barack Obama" in out.split("#1  score ", 1)[1].splitlines()[0]
     # the ner index's default: one score of the second walk's term, the first walk's head term and the dense term
-    assert "placed by its score" in out and "walk: one score = " in out and "top paths" in out
+    assert "placed by its score" in out and "how it is scored: The score adds three parts: " in out
+    assert "settings: score = P / max P of the second walk" in out and "top paths" in out
     assert "dense term" in out
     assert main(["explain", "--save-dir", idx, "--query", "Where was Barack Obama born?", "--top-k", "2",
                  "--mode", "hi_local", "--quiet"]) == 0

@@ -89,8 +89,19 @@
       chain, facts.length ? el("ul", { className: "facts" }, facts) : null);
   }
 
+  // how a passage got its rank, in a reader's words (explanations' placed_by)
+  const PLACED = {
+    ppr: "Placed by the graph walk (PPR)",
+    score: "Placed by its score (the parts below add up to it)",
+    dense_first: "Placed among the first by its closeness to the query (setting dense_first)",
+    dense_agree: "Placed first: the closest passage to the query, near the top of the graph's ranking " +
+      "(setting dense_agree)",
+    dense_fallback: "Placed by its closeness to the query alone (no graph walk)",
+    dense: "Placed by its closeness to the query alone",
+  };
+
   function renderExplanation(box, ex) {
-    const bits = ["Placed by " + (ex.placed_by || "ppr"), "score " + fmt.score(ex.score)];
+    const bits = [PLACED[ex.placed_by || "ppr"] || "Placed by " + ex.placed_by, "score " + fmt.score(ex.score)];
     if (ex.ranked_score !== undefined && Math.abs(ex.ranked_score - ex.score) > 1e-12) {
       bits.push("ranked score " + fmt.score(ex.ranked_score));
     }
@@ -98,6 +109,7 @@
     if (ex.dense_term) bits.push("dense term " + fmt.score(ex.dense_term) + " of the score");
     const parts = [el("p", { className: "summary", text: bits.join(" · ") + "." })];
     if (ex.walk) parts.push(el("p", { className: "note", text: ex.walk }));
+    if (ex.walk_detail) parts.push(el("p", { className: "muted small", text: "Settings: " + ex.walk_detail }));
     if (ex.used_fallback) {
       parts.push(el("p", { className: "note", text: "Dense fallback: " + (ex.fallback_reason || "no seed") }));
     }
