@@ -85,11 +85,12 @@ def cmd_delete(args) -> int:
 
 
 def cmd_stats(args) -> int:
-    """Print graph statistics and the index's extractor."""
+    """Print graph statistics, the index's extractor and how many documents it holds (the one document list
+    every door shows)."""
     from hippo_engine import cli
     cli._existing_index(args)
     rag = cli._make_rag(args)
-    print(json.dumps(rag.graph_stats(), indent=2))
+    print(json.dumps({**rag.graph_stats(), "documents": rag.documents(limit=1)["total"]}, indent=2))
     return 0
 
 
@@ -161,7 +162,7 @@ def add_parsers(sub: Any, common: Callable) -> None:
     common(sp, llm=False)
     sp.set_defaults(func=cmd_delete)
 
-    sp = sub.add_parser("stats", help="print graph statistics and the index's extractor")
+    sp = sub.add_parser("stats", help="print graph statistics, the index's extractor and its document count")
     common(sp, llm=False)
     sp.set_defaults(func=cmd_stats)
 

@@ -200,6 +200,22 @@ class HippoRAG:
         return self.index_state.documents.metadata_of(check_document_ids(ids, None, "document_metadata"))
 
     # ------------------------------------------------------------------ components
+    def documents(self, offset: int = 0, limit: int = 100) -> dict:
+        """The index's documents, however they were added (Python, the command line, Ray, the service), in
+        the order first indexed: ``{"documents": [{"id", "added", "updated"}], "total", "offset", "limit"}``
+        (times: ISO 8601 UTC of the first and the latest indexing)."""
+        from datetime import datetime, timezone
+        for name, v in (("offset", offset), ("limit", limit)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "offset" else 1):
+                raise ValueError(f"documents(): {name} must be an integer of at least {0 if name == 'offset' else 1}"
+                                 f", got {v!r}")
+        db = self.index_state.db
+
+        def iso(t: float) -> str:
+            return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        rows = [{"id": d, "added": iso(a), "updated": iso(u)} for d, a, u in db.document_page(offset, limit)]
+        return {"documents": rows, "total": db.document_count(), "offset": offset, "limit": limit}
+
     @property
     def retriever(self) -> Retriever:
         """The ``Retriever`` of the current index (and communities, with ``use_community_nodes``);

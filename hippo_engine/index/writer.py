@@ -44,6 +44,7 @@ from hippo_engine.index.removal import entity_ids, fact_ids, live_ids, removed_i
 from hippo_engine.index.stopwatch import Stopwatch
 from hippo_engine.progress import announce
 from hippo_engine.store import EmbeddingStore
+from hippo_engine.store.document_registry import legacy_ids
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,7 @@ class IndexWriter:
                 st.documents.write_documents(plan.documents.writes)
                 if plan.deleted_documents:
                     st.db.delete_documents(plan.deleted_documents)
+                self._register_bare(plan)
                 watch.lap("write_documents")
                 if plan.dead:
                     report.update(self._remove_rows(sorted(plan.dead), done))
@@ -146,6 +148,20 @@ class IndexWriter:
             st.reload()
             raise
         return report, done
+
+    def _register_bare(self, plan: IndexPlan) -> None:
+        """Inside the transaction: keep the document registry whole for passages without document rows
+        (``add``; removed ones): they count as documents under their legacy ids, as retrieval reports them."""
+        db, writes = self.state.db, plan.documents.writes
+        bare = self.state.documents.unheld(plan.new) if plan.new else set()
+        if bare:
+            db.register_documents(legacy_ids(p for p in plan.new if p in bare))
+        # a stored passage a document now holds may have been bare: its legacy row goes (unless a document has that id)
+        held = sorted({p for pids in writes.values() for p in pids if p not in plan.new})
+        gone = [d for d in legacy_ids(held) if d not in writes]
+        gone += legacy_ids(sorted(plan.dead))
+        if gone:
+            db.unregister_documents(set(gone) - set(db.document_passages(gone)))
 
     def _commit_lap(self) -> None:
         self.watch.lap("commit")

@@ -30,6 +30,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from hippo_engine.service import doclist
 from hippo_engine.service.jobs import (
     DELETED,
     FAILED,
@@ -45,8 +46,6 @@ from hippo_engine.service.jobs import (
     shown_status,
 )
 
-#: the columns a document listing reads, in this order
-_DOC_COLUMNS = "doc_id, status, rev, claimed_rev, title, metadata, error, job_id, updated"
 #: tries of a write that the database aborted to break a deadlock (the backend's ``_retry_on`` errors)
 RETRIES = 6
 
@@ -311,34 +310,22 @@ class JobStore(ABC):
         return job_view(job_id, row[0], items)
 
     def documents(self, status: str | None = None, offset: int = 0, limit: int = 50) -> dict:
-        """A page of documents (in the order accepted), all or those of one status."""
-        where, params = self._status_filter(status)
+        """A page of the index's documents, all or those of one status: the index's document registry
+        joined with this queue (:mod:`.doclist`: indexed ones in the order first indexed, then those
+        accepted and not indexed yet)."""
+        doclist.status_filter(status)            # a bad status is refused before the database is read
         with self._read() as c:
-            total = self._x(c, f"SELECT COUNT(*) FROM {{d}} WHERE {where}", params).fetchone()[0]
-            rows = self._x(c, f"SELECT {_DOC_COLUMNS} FROM {{d}} WHERE {where} ORDER BY seq, pos LIMIT ? OFFSET ?",
-                           (*params, limit, offset)).fetchall()
+            rows, total = doclist.page(self._x, c, status, offset, limit)
         return {"documents": [self._doc(r) for r in rows], "total": total, "offset": offset, "limit": limit}
 
-    @staticmethod
-    def _status_filter(status: str | None) -> tuple[str, tuple]:
-        if status is None:
-            return "status <> ?", (DELETED,)
-        if status not in LISTED:
-            raise ValueError(f"status must be one of {', '.join(LISTED)}; got {status!r}")
-        if status == PENDING:        # a new version waiting behind the claim on an older one reads as pending
-            return "(status = ? OR status = ? AND claimed_rev <> rev)", (PENDING, PROCESSING)
-        if status == PROCESSING:
-            return "status = ? AND claimed_rev = rev", (PROCESSING,)
-        return "status = ?", (status,)
-
     def document(self, doc_id: str) -> dict | None:
-        """One document with its text (None if unknown or deleted)."""
+        """One listed document with its text (None if not listed); ``text`` is None where only the index
+        holds it (a document indexed without the service: the caller reads its passages)."""
         if not _storable(doc_id):
             return None
         with self._read() as c:
-            r = self._x(c, f"SELECT {_DOC_COLUMNS}, text FROM {{d}} WHERE doc_id = ? AND status <> ?",
-                        (doc_id, DELETED)).fetchone()
-        return None if r is None else {**self._doc(r), "text": r[9]}
+            got = doclist.one(self._x, c, doc_id)
+        return None if got is None else {**self._doc(got[0]), "text": got[1]}
 
     @staticmethod
     def _doc(r) -> dict:
@@ -346,11 +333,12 @@ class JobStore(ABC):
                 "error": r[6] if r[1] == FAILED else None, "job_id": r[7], "updated": iso(r[8])}
 
     def counts(self) -> dict[str, int]:
-        """How many documents have each status (tombstones not counted)."""
+        """How many listed documents have each status (:meth:`documents`' totals)."""
         out = dict.fromkeys(LISTED, 0)
         with self._read() as c:
-            rows = self._x(c, "SELECT status, claimed_rev = rev, COUNT(*) FROM {d} WHERE status <> ? "
-                              "GROUP BY status, claimed_rev = rev", (DELETED,)).fetchall()
+            rows = self._x(c, "SELECT status, claimed_rev = rev, COUNT(*) FROM {d} WHERE status IN (?, ?, ?) "
+                              "GROUP BY status, claimed_rev = rev", doclist.ACTIVE).fetchall()
+            out[INDEXED] = doclist.count(self._x, c, INDEXED)
         for status, same, n in rows:
             out[shown_status(status, 1, 1 if same or same is None else 0)] += n
         return out

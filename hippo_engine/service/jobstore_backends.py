@@ -21,6 +21,7 @@ from typing import Any
 
 from hippo_engine.service.jobstore import JobStore
 from hippo_engine.store.base import StoreError
+from hippo_engine.store.document_registry import TABLE as REGISTRY
 
 #: the tables (SQLite types; PostgreSQL's are derived in :class:`PostgresJobStore`)
 _DOCS = ("doc_id TEXT PRIMARY KEY, rev INTEGER NOT NULL, status TEXT NOT NULL, text TEXT NOT NULL, title TEXT, "
@@ -64,7 +65,8 @@ class SQLiteJobStore(JobStore):
                 c.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {on}")
 
     def _sql(self, sql: str) -> str:
-        return sql.format(d="service_documents", j="service_jobs", i="service_job_items")
+        return sql.format(d="service_documents", j="service_jobs", i="service_job_items", r=REGISTRY,
+                          m="document_metadata")
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -109,7 +111,8 @@ class PostgresJobStore(JobStore):
         self.dsn, self.schema = dsn, check_schema_name(schema)
         self.q = f'"{schema}"'
         self._names = {"d": f"{self.q}.service_documents", "j": f"{self.q}.service_jobs",
-                       "i": f"{self.q}.service_job_items"}
+                       "i": f"{self.q}.service_job_items", "r": f"{self.q}.{REGISTRY}",
+                       "m": f"{self.q}.document_metadata"}
         self.conn: Any = self._connect()
         errors = self.psycopg.errors
         self._retry_on = (errors.DeadlockDetected, errors.SerializationFailure)

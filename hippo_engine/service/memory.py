@@ -88,7 +88,18 @@ class Memory:
         """One document with its text, title, metadata and status (None: unknown or deleted)."""
         if not isinstance(doc_id, str) or not doc_id:
             raise ValueError(f"doc_id must be a non-empty string, got {doc_id!r}")
-        return self.store.document(doc_id)
+        doc = self.store.document(doc_id)
+        if doc is not None and doc["text"] is None:        # indexed without the service: its passages say it
+            doc["text"] = self._indexed_text(doc_id)
+        return doc
+
+    def _indexed_text(self, doc_id: str) -> str | None:
+        """The text of an indexed document as the index holds it: its passages in order, one per paragraph
+        (a document cut into overlapping chunks shows the overlaps twice)."""
+        with self._read_lock:
+            state = self.rag.index_state
+            pids = state.stored_documents([doc_id])[0].get(doc_id)
+            return None if not pids else "\n\n".join(state.stores["passage"].texts(pids))
 
     def delete(self, ids: list[str]) -> dict:
         """Delete documents by id: from the queue (a pending one is cancelled) and from the index (a document

@@ -79,29 +79,44 @@ class SharedEncoder(Encoder):
 
 
 def count_closed(folder: Path, dsn: Callable[[], str]) -> int:
-    """How many documents the queue of the workspace in ``folder`` holds (any status but deleted), read
-    without opening it (``dsn``: the PostgreSQL server's DSN, asked for only when the folder's index is there)."""
+    """How many documents the workspace in ``folder`` lists (:mod:`.doclist`: the index's document registry
+    and the queue's documents not indexed yet), read without opening it (``dsn``: the PostgreSQL server's DSN,
+    asked for only when the folder's index is there)."""
     import sqlite3
 
+    from hippo_engine.store.document_registry import TABLE
     from hippo_engine.store.identity import read_identity
     from hippo_engine.store.opening import SQLITE_FILE
     rec = read_identity(folder)
-    sql = "SELECT COUNT(*) FROM {t} WHERE status <> 'deleted'"
     if rec is None or rec["backend"] == "sqlite":
         path = folder / SQLITE_FILE
         if not path.is_file():
             return 0
+        names = {"r": TABLE, "d": "service_documents", "m": "document_metadata", "documents": "documents"}
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as c:
-            if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'service_documents'").fetchone() is None:
-                return 0
-            return int(c.execute(sql.format(t="service_documents")).fetchone()[0])
+            tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            have = {k for k, t in names.items() if t in tables}
+            return _count(c, names, have, lambda sql: sql.format(**names))
     from hippo_engine.store.postgres.schema import check_schema_name, psycopg_module
-    schema = check_schema_name(rec["schema"])
+    q = f'"{check_schema_name(rec["schema"])}"'
+    names = {"r": f"{q}.{TABLE}", "d": f"{q}.service_documents", "m": f"{q}.document_metadata",
+             "documents": f"{q}.documents"}
     with psycopg_module().connect(dsn(), autocommit=True) as c:
-        table = f'"{schema}".service_documents'
-        if not c.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
-            return 0
-        return int(c.execute(sql.format(t=table)).fetchone()[0])
+        have = {k for k, t in names.items() if c.execute("SELECT to_regclass(%s) IS NOT NULL", (t,)).fetchone()[0]}
+        return _count(c, names, have, lambda sql: sql.replace("?", "%s").format(**names))
+
+
+def _count(c, names: dict, have: set, fmt: Callable[[str], str]) -> int:
+    """:func:`.doclist.count` over connection ``c`` (``have``: which of ``names``' tables exist). A folder
+    never served has no queue: its registry counts; one not opened since the registry came counts its
+    documented ids."""
+    from hippo_engine.service.doclist import count
+    one = lambda sql: int(c.execute(fmt(sql)).fetchone()[0])    # noqa: E731 - a one-line reader
+    if {"r", "d", "m"} <= have:
+        return count(lambda conn, sql, params: conn.execute(fmt(sql), params), c)
+    if "r" in have:
+        return one("SELECT COUNT(*) FROM {r}")
+    return one("SELECT COUNT(*) FROM {documents} WHERE pos = 0") if "documents" in have else 0
 
 
 def storage_options(root: Path, opts: dict) -> tuple[dict, str | None, str | None]:

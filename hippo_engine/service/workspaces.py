@@ -350,7 +350,8 @@ class Workspaces:
 
     # ------------------------------------------------------------------ list, delete, close
     def list(self) -> list[dict]:
-        """The workspaces: ``[{"name", "documents"}]`` (documents: how many the queue holds, any status)."""
+        """The workspaces: ``[{"name", "documents"}]`` (documents: how many its document list holds, however they
+        were added: indexed, and accepted but not indexed yet; :mod:`.doclist`)."""
         names = [DEFAULT]
         base = self.root / FOLDER
         if base.is_dir():
@@ -360,7 +361,7 @@ class Workspaces:
         return [{"name": n, "documents": self._count(n)} for n in names]
 
     def _count(self, name: str) -> int | None:
-        """How many documents the queue of workspace ``name`` holds, read without opening the workspace
+        """How many documents workspace ``name`` lists (:meth:`.Memory.documents`' total), read without opening it
         when it is not open (None: unreadable, logged)."""
         with self._lock:
             mem = self._memories.get(name)

@@ -202,7 +202,28 @@ class IndexStore(ABC):
 
     @abstractmethod
     def delete_documents(self, doc_ids: Iterable[str]) -> None:
-        """Remove the document rows of ``doc_ids`` and their metadata."""
+        """Remove the document rows of ``doc_ids``, their metadata and their registry rows."""
+
+    # ------------------------------------------------------------------ document registry
+    # One row per document (see :mod:`hippo_engine.store.document_registry`): ``put_documents`` adds or
+    # touches rows, ``delete_documents`` removes them; the index writer registers passages kept without
+    # document rows under their legacy ids.
+    @abstractmethod
+    def register_documents(self, doc_ids: Iterable[str]) -> None:
+        """Add registry rows for new ids (in the given order) and touch the known ones."""
+
+    @abstractmethod
+    def unregister_documents(self, doc_ids: Iterable[str]) -> None:
+        """Remove the registry rows of ``doc_ids`` (unknown ids are ignored)."""
+
+    @abstractmethod
+    def document_count(self) -> int:
+        """How many documents the index holds (registry rows)."""
+
+    @abstractmethod
+    def document_page(self, offset: int = 0, limit: int = 50) -> list[tuple[str, float, float]]:
+        """``(doc id, first indexed, last indexed)`` of the documents from ``offset`` on, in the order
+        they were first indexed (epoch seconds)."""
 
     # ------------------------------------------------------------------ document metadata
     # One JSON object per document (see :mod:`hippo_engine.store.metadata`), kept by doc id: it

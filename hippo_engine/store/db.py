@@ -19,6 +19,7 @@ from typing import Any
 
 from hippo_engine.datatypes import Hyperedge
 from hippo_engine.ids import fact_id, triple_id
+from hippo_engine.store import document_registry as registry
 from hippo_engine.store.base import ALL_STORE_NAMES, IndexStore, StoreError, encode_entities, iter_chunks
 from hippo_engine.store.metadata import Filter, encode_metadata, sql_where
 
@@ -73,7 +74,8 @@ class IndexDB(IndexStore):
                              f"{shown}); nothing was written to it. Use another save_dir.")
 
     _TABLES = ("meta", *(f"store_{ns}" for ns in ALL_STORE_NAMES), "passage_triples", "passage_hyperedges",
-               "synonymy", "documents", "document_metadata", "communities", "community_reports")
+               "synonymy", "documents", "document_metadata", "communities", "community_reports",
+               registry.TABLE)
 
     def _create(self) -> None:
         """Create what is missing, in one transaction (another process sees no half-made index);
@@ -101,6 +103,11 @@ class IndexDB(IndexStore):
                 c.execute("CREATE INDEX IF NOT EXISTS documents_passage ON documents (passage_id)")
                 c.execute("CREATE TABLE IF NOT EXISTS document_metadata (doc_id TEXT PRIMARY KEY, "
                           "metadata TEXT NOT NULL)")
+                if registry.TABLE not in have:      # an index from before the registry: fill it now
+                    c.execute(f"CREATE TABLE {registry.TABLE} ({registry.SQLITE_COLUMNS})")
+                    filled = registry.fill_sqlite(c)
+                    if filled:
+                        logger.info("%s: document registry filled with %d document(s)", self.path, filled)
                 c.execute("CREATE TABLE IF NOT EXISTS communities (id TEXT PRIMARY KEY, level INTEGER NOT NULL,"
                           " parent TEXT, data TEXT NOT NULL)")
                 c.execute("CREATE TABLE IF NOT EXISTS community_reports (member_key TEXT PRIMARY KEY, "
@@ -227,6 +234,20 @@ class IndexDB(IndexStore):
         self.conn.executemany("DELETE FROM documents WHERE doc_id=?", [(d,) for d in docs])
         self.conn.executemany("INSERT INTO documents VALUES (?, ?, ?)",
                               [(d, i, p) for d, pids in docs.items() for i, p in enumerate(pids)])
+        self.register_documents(docs)
+
+    def register_documents(self, doc_ids: Iterable[str]) -> None:
+        self.conn.executemany(registry.UPSERT.format(t=registry.TABLE), registry.rows(doc_ids))
+
+    def unregister_documents(self, doc_ids: Iterable[str]) -> None:
+        self.conn.executemany(f"DELETE FROM {registry.TABLE} WHERE doc_id=?", [(d,) for d in dict.fromkeys(doc_ids)])
+
+    def document_count(self) -> int:
+        return int(self.conn.execute(f"SELECT COUNT(*) FROM {registry.TABLE}").fetchone()[0])
+
+    def document_page(self, offset: int = 0, limit: int = 50) -> list[tuple[str, float, float]]:
+        return [tuple(r) for r in self.conn.execute(f"SELECT doc_id, added, updated FROM {registry.TABLE} "
+                                                    "ORDER BY seq LIMIT ? OFFSET ?", (limit, offset))]
 
     def document_passages(self, doc_ids: Iterable[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -250,6 +271,7 @@ class IndexDB(IndexStore):
         keys = [(d,) for d in dict.fromkeys(doc_ids)]
         self.conn.executemany("DELETE FROM documents WHERE doc_id=?", keys)
         self.conn.executemany("DELETE FROM document_metadata WHERE doc_id=?", keys)
+        self.conn.executemany(f"DELETE FROM {registry.TABLE} WHERE doc_id=?", keys)
 
     # --- document metadata (see hippo_engine.store.metadata) -------------------------------
     def put_document_metadata(self, metadata: Mapping[str, Mapping[str, Any]]) -> None:

@@ -23,6 +23,17 @@ def index_file(tmp_path):
     return path
 
 
+def _indexed(index_file, ids):
+    """What the worker's index write does before it finishes a claim: the ids go into the index's document
+    registry (the store lists a document as indexed only while the index holds it)."""
+    import contextlib
+    import sqlite3
+
+    from hippo_engine.store import document_registry as registry
+    with contextlib.closing(sqlite3.connect(index_file)) as c, c:
+        c.executemany(registry.UPSERT.format(t=registry.TABLE), registry.rows(ids))
+
+
 def _docs(n, prefix="d"):
     return [NewDocument(f"{prefix}{i}", f"text {i}", None, {}) for i in range(n)]
 
@@ -61,6 +72,7 @@ def test_claims_come_oldest_first_and_finish_records_indexed_or_failed(index_fil
     s.add(_docs(2, "b"))
     batch = s.claim("me", 4)
     assert [d["id"] for d in batch] == ["a0", "a1", "a2", "b0"]
+    _indexed(index_file, ["a0", "a2", "b0"])
     assert s.finish("me", [("a0", 1, None), ("a1", 1, "boom"), ("a2", 1, None), ("b0", 1, None)]) == []
     assert s.document("a1")["status"] == "failed" and s.document("a1")["error"] == "boom"
     assert s.document("a0")["error"] is None
@@ -82,6 +94,7 @@ def test_metadata_not_given_is_claimed_as_none_and_a_re_add_without_it_keeps_the
     s = SQLiteJobStore(index_file)
     s.add([NewDocument("x", "one", None, None), NewDocument("y", "two", None, {"k": 1})])
     assert {d["id"]: d["metadata"] for d in s.claim("me", 5)} == {"x": None, "y": {"k": 1}}
+    _indexed(index_file, ["x", "y"])
     s.finish("me", [("x", 1, None), ("y", 1, None)])
     s.add([NewDocument("y", "two again", None, None)])
     assert s.document("y")["metadata"] == {"k": 1} and s.claim("me", 5)[0]["metadata"] == {"k": 1}
@@ -143,6 +156,7 @@ def test_a_write_the_database_aborted_for_a_conflict_is_tried_again_whole(index_
 def test_requeue_makes_an_indexed_document_pending_and_a_claimed_one_pending_when_its_claim_ends(index_file):
     s = SQLiteJobStore(index_file)
     s.add(_docs(4))
+    _indexed(index_file, ["d0", "d1"])
     s.finish("me", [(d["id"], d["rev"], None) for d in s.claim("me", 2)])      # d0, d1 indexed
     s.claim("me", 1)                                                            # d2 claimed
     s.delete(["d3"])

@@ -145,6 +145,23 @@ def test_documents(db):
     assert db.document_passages([]) == {} and db.passage_documents([]) == {}
 
 
+def test_document_registry_lists_every_document_in_the_order_first_indexed(db):
+    """Issue 39: one document list per index, written with the document rows (both backends)."""
+    assert db.document_count() == 0 and db.document_page() == []
+    db.put_documents({"b": ["p1"], "a": ["p2"]})
+    first = db.document_page()
+    assert [r[0] for r in first] == ["b", "a"] and all(r[1] == r[2] for r in first)
+    db.put_documents({"c": ["p3"], "b": ["p4"]})                   # b indexed again: keeps its place, touched
+    page = db.document_page()
+    assert [r[0] for r in page] == ["b", "a", "c"] and page[0][1] == first[0][1] and page[0][2] >= first[0][2]
+    assert [r[0] for r in db.document_page(offset=1, limit=1)] == ["a"]
+    db.delete_documents(["a", "nope"])
+    db.register_documents(["doc-legacy"])                           # a passage kept without document rows
+    assert [r[0] for r in db.document_page()] == ["b", "c", "doc-legacy"] and db.document_count() == 3
+    db.unregister_documents(["doc-legacy", "nope"])
+    assert db.document_count() == 2
+
+
 # ---------------------------------------------------------------------------------------- communities
 def test_communities_replace_all_and_keep_exactly_the_given_reports(db):
     rows = [("c-b", 1, "c-a", '{"id": "c-b"}'), ("c-a", 0, None, '{"id": "c-a"}'), ("c-B", 1, "c-a", '{"id": "c-B"}')]

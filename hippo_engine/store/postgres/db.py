@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from hippo_engine.datatypes import Hyperedge
 from hippo_engine.ids import hyperedge_id, triple_id
+from hippo_engine.store import document_registry as registry
 from hippo_engine.store.base import IndexStore, StoreError, Triple, encode_entities
 from hippo_engine.store.lock import IndexLockedError
 from hippo_engine.store.postgres.changes import ChangeQueries
@@ -317,6 +318,22 @@ class PostgresIndexStore(ChangeQueries, MetadataTables, GraphFileCopy, IndexStor
             self._delete_any("documents", "doc_id", docs)
             self._copy_in("documents", "doc_id, pos, passage_id",
                           ((d, i, p) for d, pids in docs.items() for i, p in enumerate(pids)))
+            registry.upsert_postgres(self.conn, self.q, docs)
+
+    def register_documents(self, doc_ids: Iterable[str]) -> None:
+        with self.transaction():
+            registry.upsert_postgres(self.conn, self.q, doc_ids)
+
+    def unregister_documents(self, doc_ids: Iterable[str]) -> None:
+        with self.transaction():
+            self._delete_any(registry.TABLE, "doc_id", doc_ids)
+
+    def document_count(self) -> int:
+        return int(self.conn.execute(f"SELECT COUNT(*) FROM {self.q}.{registry.TABLE}").fetchone()[0])
+
+    def document_page(self, offset: int = 0, limit: int = 50) -> list[tuple[str, float, float]]:
+        return [tuple(r) for r in self.conn.execute(f"SELECT doc_id, added, updated FROM {self.q}.{registry.TABLE} "
+                                                    "ORDER BY seq LIMIT %s OFFSET %s", (limit, offset))]
 
     def document_passages(self, doc_ids: Iterable[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -337,6 +354,7 @@ class PostgresIndexStore(ChangeQueries, MetadataTables, GraphFileCopy, IndexStor
         with self.transaction():
             self._delete_any("documents", "doc_id", keys)
             self._delete_any("document_metadata", "doc_id", keys)
+            self._delete_any(registry.TABLE, "doc_id", keys)
 
     # ------------------------------------------------------------------ communities (HiRAG)
     def load_community_rows(self) -> list[str]:

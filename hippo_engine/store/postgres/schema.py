@@ -6,6 +6,7 @@ import re
 import zlib
 
 from hippo_engine.config import ConfigError
+from hippo_engine.store import document_registry as registry
 from hippo_engine.store.base import StoreError
 from hippo_engine.store.postgres.server import INSTALL_HINT
 
@@ -32,6 +33,8 @@ TABLES = {
     "community_reports": 'member_key text COLLATE "C" PRIMARY KEY, report text NOT NULL, source text NOT NULL',
     # a copy of the latest graph.npz, for readers on other hosts (labelled in meta: graph_file_*)
     "graph_file": 'part integer PRIMARY KEY, data bytea NOT NULL',
+    # added after schema version 2: one row per document (store/document_registry.py), filled when created
+    registry.TABLE: registry.POSTGRES_COLUMNS,
 }
 INDEXES = {"synonymy_dst": "synonymy (dst)", "documents_passage": "documents (passage_id)",
            "passage_triples_fact": "passage_triples (fact_id)",
@@ -122,8 +125,11 @@ def create_schema(conn, schema: str) -> None:
     """Create what is missing of the schema (inside the caller's transaction, under the lock)."""
     q = f'"{schema}"'
     conn.execute(f"CREATE SCHEMA IF NOT EXISTS {q}")
+    fill = not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{q}.{registry.TABLE}",)).fetchone()[0]
     for name, cols in TABLES.items():
         conn.execute(f"CREATE TABLE IF NOT EXISTS {q}.{name} ({cols})")
+    if fill:                # a schema from before the registry (or a new one, where this finds nothing)
+        registry.fill_postgres(conn, q)
     for name, on in INDEXES.items():
         conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {q}.{on}")
     conn.execute(f"INSERT INTO {q}.meta VALUES ('schema_version', %s) ON CONFLICT DO NOTHING", (SCHEMA_VERSION,))

@@ -92,6 +92,9 @@ def test_nul_ids_and_deep_metadata_on_postgres(tmp_path, pg_dsn):
                     for doc_id, depth in (("fine", 300), ("old", 100_000)):
                         w.execute(f'UPDATE "{schema}".service_documents SET metadata = %s WHERE doc_id = %s',
                                   (_nested(depth), doc_id))
+                    # an indexed document's listed metadata is the index's (issue 39: one document list)
+                    w.execute(f'UPDATE "{schema}".document_metadata SET metadata = %s WHERE doc_id = %s',
+                              (_nested(300), "fine"))
             finally:
                 store.close()
             page = c.get("/documents")
