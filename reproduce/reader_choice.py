@@ -8,7 +8,8 @@ MuSiQue train questions, the Debian package descriptions of ``/var/lib/dpkg/stat
 reader, one question at a time (timed each), the way ``rag_qa`` calls the reader (top 5 passages, the
 configuration's ``max_new_tokens`` and temperature), and writes
 ``reproduce/results/qa/reader_choice/<label>__<reader>__<set>.json``: per question the answer, its notes,
-the raw reply, the finish reason and seconds, and the load (``uptime``) before and after. ``--report``
+the raw reply, the finish reason and seconds, and the load (``uptime``) before and after (saved after
+each question; ``--minutes`` bounds a run). ``--report``
 joins every such file into ``reproduce/results/qa/reader_choice.md`` and ``reader_choice.json``: per
 label, reader and set EM, F1, the share of the model's answers over 20 words, the share of fragment
 answers and seconds per answer. A set whose data is missing is skipped with a message.
@@ -44,6 +45,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--work", type=Path, default=Path("outputs/reproduce/rankings"),
                     help="index folders (the rankings command's layout; default %(default)s)")
     ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset (default %(default)s)")
+    ap.add_argument("--minutes", type=float, default=25,
+                    help="start no question after this many minutes of reading (default %(default)s)")
     ap.add_argument("--report", action="store_true", help="only join the saved runs into the markdown and json")
     ap.add_argument("--embedder", default=None, help="embedding model (default: the engine's)")
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -87,8 +90,9 @@ def question_set(name: str, args: argparse.Namespace) -> tuple[list, list] | Non
 
 
 # ----------------------------------------------------------------------------- reading
-def read_set(llm, solutions: Sequence, gold: Sequence) -> list[dict]:
-    """Answer each question alone (timed), the way ``rag_qa`` calls the reader; one row per question."""
+def read_set(llm, solutions: Sequence, gold: Sequence, save=None, deadline: float = float("inf")) -> list[dict]:
+    """Answer each question alone (timed), the way ``rag_qa`` calls the reader; one row per question,
+    passed to ``save(rows)`` after each; no question is started after ``deadline`` (``time.monotonic()``)."""
     from hippo_engine.config import HippoConfig
     from hippo_engine.evaluation.metrics import qa_metrics_per_query
     from hippo_engine.qa.citations import strip_citations
@@ -97,6 +101,9 @@ def read_set(llm, solutions: Sequence, gold: Sequence) -> list[dict]:
     cfg = HippoConfig()
     rows = []
     for sol, answers in zip(solutions, gold, strict=True):
+        if time.monotonic() > deadline:
+            print(f"reader-choice: time is up after {len(rows)} of {len(solutions)} questions", flush=True)
+            break
         s = copy.deepcopy(sol)
         t = time.perf_counter()
         responses, meta = answer_questions(llm, [s], cfg.qa_top_k, max_new_tokens=cfg.max_new_tokens,
@@ -112,6 +119,8 @@ def read_set(llm, solutions: Sequence, gold: Sequence) -> list[dict]:
                      "em": m["ExactMatch"], "f1": m["F1"]})
         print(f"  {secs:5.1f} s  EM {m['ExactMatch']:.0f}  {s.question[:60]!r} -> {s.answer!r} "
               f"{'FRAGMENT ' if rows[-1]['fragment'] else ''}{rows[-1]['notes']}", flush=True)
+        if save is not None:
+            save(rows)
     return rows
 
 
@@ -122,13 +131,15 @@ def run_one(args: argparse.Namespace, reader: str, set_name: str, data: tuple[li
 
     llm = make_llm(reader, HippoConfig())
     llm.load()
-    load_before = uptime()
-    rows = read_set(llm, *data)
-    run = {"label": args.label, "reader": reader, "set": set_name, "commit": engine_commit(),
-           "machine": machine(), "threads": getattr(llm, "num_threads", None),
-           "uptime_before": load_before, "uptime_after": uptime(), "rows": rows}
     path = RUNS / f"{args.label}__{reader}__{set_name}.json"
-    write_result(path, json.dumps(run, indent=1, ensure_ascii=False) + "\n")
+    run = {"label": args.label, "reader": reader, "set": set_name, "commit": engine_commit(),
+           "machine": machine(), "threads": getattr(llm, "num_threads", None), "uptime_before": uptime()}
+
+    def save(rows: list[dict]) -> None:
+        write_result(path, json.dumps({**run, "uptime_after": uptime(), "rows": rows}, indent=1,
+                                      ensure_ascii=False) + "\n")
+
+    rows = read_set(llm, *data, save=save, deadline=time.monotonic() + 60 * args.minutes)
     print(f"reader-choice: {args.label} / {reader} / {set_name}: {summary(rows)} -> {path}", flush=True)
     return path
 
