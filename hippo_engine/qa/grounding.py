@@ -26,6 +26,7 @@ _PASSAGE_HEAD = re.compile(r"^\s*(?:\[\d+\]\s*)?(?:wikipedia\s+title\s*:\s*)?", 
 _SENTENCE_END = re.compile(r"(?<=[^\s.][^\s.])\.\s+(?=[A-Z0-9\"'(])")
 _CLAUSE_END = re.compile(r"\s*(?:[,;:]|\s-\s|\s–\s|\bwhich\b|\bwho\b|\bbecause\b)\s*")
 _WORD = re.compile(r"\w+")
+_TRAILING_INITIALS = re.compile(r"(?:\b[A-Za-z]\.){2,}$")
 
 
 def normalise(text: str) -> str:
@@ -66,6 +67,8 @@ def cut_answer(answer: str, max_words: int = MAX_ANSWER_WORDS, *,
     an answer. ``note`` starts with ``cut:`` or ``rejected:`` (None when the answer was kept whole).
     """
     text = _PASSAGE_HEAD.sub("", strip_citations(answer or "")).strip()
+    if marked and text.endswith(".") and not _TRAILING_INITIALS.search(text):
+        text = text[:-1].rstrip()       # "Answer: jq. [2]": the period before the citation
     n = _words(text)
     if n <= max_words:
         return text, None
