@@ -9,7 +9,8 @@ reader, one question at a time (timed each), the way ``rag_qa`` calls the reader
 configuration's ``max_new_tokens`` and temperature), and writes
 ``reproduce/results/qa/reader_choice/<label>__<reader>__<set>.json``: per question the answer, its notes,
 the raw reply, the finish reason and seconds, and the load (``uptime``) before and after (saved after
-each question; ``--minutes`` bounds a run). ``--report``
+each question; ``--minutes`` bounds a run). ``--rescore LABEL`` re-reads saved replies with this
+checkout's answer checks (no LLM call). ``--report``
 joins every such file into ``reproduce/results/qa/reader_choice.md`` and ``reader_choice.json``: per
 label, reader and set EM, F1, the share of the model's answers over 20 words, the share of fragment
 answers and seconds per answer. A set whose data is missing is skipped with a message.
@@ -48,6 +49,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--minutes", type=float, default=25,
                     help="start no question after this many minutes of reading (default %(default)s)")
     ap.add_argument("--report", action="store_true", help="only join the saved runs into the markdown and json")
+    ap.add_argument("--rescore", metavar="LABEL", help="re-read the saved replies of LABEL's runs with this "
+                    "checkout's answer checks (no LLM call), then report")
     ap.add_argument("--embedder", default=None, help="embedding model (default: the engine's)")
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
@@ -116,7 +119,8 @@ def read_set(llm, solutions: Sequence, gold: Sequence, save=None, deadline: floa
                      "completion_tokens": meta[0]["completion_tokens"], "seconds": round(secs, 2),
                      "model_answer_words": words(strip_citations(parse_answer(reply))),
                      "fragment": fragment(s.answer or "", reply, finish),
-                     "em": m["ExactMatch"], "f1": m["F1"]})
+                     "em": m["ExactMatch"], "f1": m["F1"],
+                     "top5_titles": [d.split("\n", 1)[0] for d in s.docs[:cfg.qa_top_k]]})
         print(f"  {secs:5.1f} s  EM {m['ExactMatch']:.0f}  {s.question[:60]!r} -> {s.answer!r} "
               f"{'FRAGMENT ' if rows[-1]['fragment'] else ''}{rows[-1]['notes']}", flush=True)
         if save is not None:
@@ -144,6 +148,31 @@ def run_one(args: argparse.Namespace, reader: str, set_name: str, data: tuple[li
     return path
 
 
+def rescore(label: str) -> int:
+    """Re-read the saved replies of ``label``'s runs with this checkout's answer checks (``read_reply``;
+    no LLM call: valid while the prompt, hence each reply, is unchanged). The worked-example check keeps
+    its saved verdict (the passages shown are not saved)."""
+    from hippo_engine.datatypes import QuerySolution
+    from hippo_engine.evaluation.metrics import qa_metrics_per_query
+    from hippo_engine.qa.reader import default_reader_template, read_reply
+
+    template, commit = default_reader_template(), engine_commit()
+    for path in sorted(RUNS.glob(f"{label}__*.json")):
+        run = json.loads(path.read_text("utf-8"))
+        for r in run["rows"]:
+            if any("worked example" in n for n in r["notes"]):
+                continue
+            sol = QuerySolution(r["question"], [], [])
+            read_reply(sol, r["reply"], [r["reply"]], template, finish_reason=r["finish_reason"])
+            m = qa_metrics_per_query([sol.answer], [r["gold"]])[0]
+            r.update(answer=sol.answer, notes=sol.answer_notes, em=m["ExactMatch"], f1=m["F1"],
+                     fragment=fragment(sol.answer, r["reply"], r["finish_reason"]))
+        run["rescored_at"] = commit
+        write_result(path, json.dumps(run, indent=1, ensure_ascii=False) + "\n")
+        print(f"reader-choice: rescored {path.name} at {commit}: {summary(run['rows'])}")
+    return 0
+
+
 # ----------------------------------------------------------------------------- report
 def summary(rows: Sequence[dict]) -> dict:
     """EM, F1 (0-100), shares of the model's answers over 20 words and of fragments, seconds per answer."""
@@ -163,7 +192,7 @@ def report() -> int:
         print(f"reader-choice: no saved runs under {RUNS}")
         return 1
     table = [{k: r[k] for k in ("label", "reader", "set", "commit", "threads", "uptime_before", "uptime_after")}
-             | summary(r["rows"]) for r in runs]
+             | {"rescored_at": r.get("rescored_at")} | summary(r["rows"]) for r in runs]
     write_result(OUT_DIR / "reader_choice.json", json.dumps(table, indent=1) + "\n")
     lines = ["# Reader choice: brief answers, no fragments (issue 39, item 4)", "",
              (__doc__ or "").split("\n\n", 2)[2].strip(), "", f"Machine: {runs[0]['machine']}.", "",
@@ -172,7 +201,8 @@ def report() -> int:
     for t in table:
         lines.append(f"| {t['label']} | {t['reader']} | {t['set']} ({t['n']}) | {t['em']:.1f} | {t['f1']:.1f} | "
                      f"{100 * t['over_20_words']:.0f}% | {100 * t['fragments']:.0f}% | {100 * t['empty']:.0f}% | "
-                     f"{t['seconds_per_answer']:.1f} | {t['threads']} | `{t['commit']}` | "
+                     f"{t['seconds_per_answer']:.1f} | {t['threads']} | `{t['commit']}`"
+                     f"{' (answers re-read at `' + t['rescored_at'] + '`)' if t['rescored_at'] else ''} | "
                      f"{_load(t['uptime_before'])} -> {_load(t['uptime_after'])} |")
     write_result(OUT_DIR / "reader_choice.md", "\n".join(lines) + "\n")
     print(OUT_DIR / "reader_choice.md")
@@ -186,6 +216,8 @@ def _load(line: str) -> str:
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run each (reader, set) pair (sets one at a time), or only write the report."""
     setup_logging(args.verbose)
+    if args.rescore:
+        return rescore(args.rescore) or report()
     if args.report:
         return report()
     for set_name in args.sets:

@@ -58,7 +58,7 @@ def cut_answer(answer: str, max_words: int = MAX_ANSWER_WORDS, *,
     """``(answer, note)``: the answer without citation markers or a pasted passage heading, and at
     most ``max_words`` words, never a fragment.
 
-    An over-long answer is cut only at a whole unit: its first non-empty line, else its first whole
+    An over-long answer (or one of several lines) is cut only at a whole unit: its first non-empty line, else its first whole
     sentence, else a short head before a clause mark (``"Fail2ban, which scans log files"`` gives
     ``Fail2ban``), the first that is short enough. When none is, the answer is ``""`` and the note
     says why (a cut inside a sentence would leave a fragment such as "The passage on tmate says it
@@ -70,7 +70,8 @@ def cut_answer(answer: str, max_words: int = MAX_ANSWER_WORDS, *,
     if marked and text.endswith(".") and not _TRAILING_INITIALS.search(text):
         text = text[:-1].rstrip()       # "Answer: jq. [2]": the period before the citation
     n = _words(text)
-    if n <= max_words:
+    lines_given = len([ln for ln in text.splitlines() if ln.strip()])
+    if n <= max_words and lines_given <= 1:
         return text, None
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     first = lines[0] if lines else ""

@@ -58,6 +58,8 @@ def test_over_long_answers_are_cut_at_whole_units_only():
                       "roaming")[0] == "The mosh package"
     assert cut_answer("mosh\nMosh is a replacement for interactive SSH terminals. It allows roaming and more",
                       marked=False)[0] == "mosh"     # a pasted passage: its title line
+    sol = read("fakeroot.\nfakeroot command.\nfakeroot daemon.\nbase-passwd.")   # a short list of lines
+    assert sol.answer == "fakeroot" and sol.answer_notes[0].startswith("cut:")
 
 
 def test_a_reply_the_token_cap_stopped_inside_its_answer_gives_no_answer():
