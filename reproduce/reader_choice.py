@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -182,7 +183,8 @@ def summary(rows: Sequence[dict]) -> dict:
             "over_20_words": round(sum(r["model_answer_words"] > 20 for r in rows) / n, 3),
             "fragments": round(sum(r["fragment"] for r in rows) / n, 3),
             "empty": round(sum(not r["answer"] for r in rows) / n, 3),
-            "seconds_per_answer": round(sum(r["seconds"] for r in rows) / n, 1)}
+            "seconds_per_answer": round(sum(r["seconds"] for r in rows) / n, 1),
+            "median_seconds": round(statistics.median([r["seconds"] for r in rows]), 1) if rows else None}
 
 
 def report() -> int:
@@ -197,11 +199,11 @@ def report() -> int:
     lines = ["# Reader choice: brief answers, no fragments (issue 39, item 4)", "",
              (__doc__ or "").split("\n\n", 2)[2].strip(), "", f"Machine: {runs[0]['machine']}.", "",
              "| code | reader | questions | EM | F1 | model's answer > 20 words | fragments | empty | s/answer "
-             "| threads | commit | load before -> after |", "| --- " * 12 + "|"]
+             "(median) | threads | commit | load before -> after |", "| --- " * 12 + "|"]
     for t in table:
         lines.append(f"| {t['label']} | {t['reader']} | {t['set']} ({t['n']}) | {t['em']:.1f} | {t['f1']:.1f} | "
                      f"{100 * t['over_20_words']:.0f}% | {100 * t['fragments']:.0f}% | {100 * t['empty']:.0f}% | "
-                     f"{t['seconds_per_answer']:.1f} | {t['threads']} | `{t['commit']}`"
+                     f"{t['seconds_per_answer']:.1f} ({t['median_seconds']}) | {t['threads']} | `{t['commit']}`"
                      f"{' (answers re-read at `' + t['rescored_at'] + '`)' if t['rescored_at'] else ''} | "
                      f"{_load(t['uptime_before'])} -> {_load(t['uptime_after'])} |")
     write_result(OUT_DIR / "reader_choice.md", "\n".join(lines) + "\n")

@@ -58,13 +58,14 @@ def cut_answer(answer: str, max_words: int = MAX_ANSWER_WORDS, *,
     """``(answer, note)``: the answer without citation markers or a pasted passage heading, and at
     most ``max_words`` words, never a fragment.
 
-    An over-long answer (or one of several lines) is cut only at a whole unit: its first non-empty line, else its first whole
-    sentence, else a short head before a clause mark (``"Fail2ban, which scans log files"`` gives
-    ``Fail2ban``), the first that is short enough. When none is, the answer is ``""`` and the note
-    says why (a cut inside a sentence would leave a fragment such as "The passage on tmate says it
-    provides"). ``marked``: whether the reply had an ``Answer:`` line; without one only a short first
-    line (a pasted passage's title) is taken, since the reply's first sentence is reasoning, not
-    an answer. ``note`` starts with ``cut:`` or ``rejected:`` (None when the answer was kept whole).
+    An over-long answer (or one of several lines) is cut only at a whole unit: its first non-empty
+    line, else its first whole sentence, else a short head before a clause mark
+    (``"Fail2ban, which scans log files"`` gives ``Fail2ban``), the first that is short enough.
+    When none is, the answer is ``""`` and the note says why (a cut inside a sentence would leave a
+    fragment such as "The passage on tmate says it provides"). ``marked``: whether the reply had an
+    ``Answer:`` line; without one only a short first line (a pasted passage's title) is taken, since
+    the reply's first sentence is reasoning, not an answer. ``note`` starts with ``cut:`` or
+    ``rejected:`` (None when the answer was kept whole).
     """
     text = _PASSAGE_HEAD.sub("", strip_citations(answer or "")).strip()
     if marked and text.endswith(".") and not _TRAILING_INITIALS.search(text):
@@ -85,6 +86,14 @@ def cut_answer(answer: str, max_words: int = MAX_ANSWER_WORDS, *,
     why = ("the reply has no Answer line and does not begin with a short answer" if not marked else
            f"no whole line, sentence or short name of at most {max_words} words begins it")
     return "", f"rejected: an answer of {n} words, {why}; cutting it would leave a fragment"
+
+
+def needs_follow_up(text: str) -> bool:
+    """Whether a reply has no ``Answer:`` line and no short answer of its own (it would give ``""``):
+    the reader then asks once more for the answer line alone."""
+    if _ANSWER_MARK.search(text or ""):
+        return False
+    return not cut_answer(text or "", marked=False)[0]
 
 
 def capped_inside_answer(text: str, finish_reason: str | None) -> bool:

@@ -28,13 +28,16 @@ from hippo_engine.llm.streaming import streamed_replies
 from hippo_engine.prompts import load_json_prompt, load_prompt
 from hippo_engine.qa.citations import parse_citations, strip_citations
 from hippo_engine.qa.fit import fit_parts
-from hippo_engine.qa.grounding import capped_inside_answer, cut_answer, example_leak
+from hippo_engine.qa.grounding import capped_inside_answer, cut_answer, example_leak, needs_follow_up
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SYSTEM_PROMPT = "qa_system.txt"
 DEFAULT_EXAMPLES_PROMPT = "qa_example.json"
 DEFAULT_CITE_PROMPT = "qa_cite.txt"
+#: the follow-up turn sent after a reply without an Answer line, and the tokens its reply may use
+FOLLOW_UP_PROMPT = "qa_short.txt"
+FOLLOW_UP_TOKENS = 32
 DEFAULT_PASSAGE_PREFIX = "Wikipedia Title: "
 
 
@@ -266,6 +269,31 @@ def reply_tokens(llm: LLMClient, max_new_tokens: int | None) -> int | None:
     return min(max_new_tokens, cap) if max_new_tokens else cap
 
 
+def follow_up(llm: LLMClient, prompts: Sequence[list[dict]], results: list, temperature: float | None,
+              show_progress: bool = False) -> list:
+    """``results`` where each reply without an ``Answer:`` line and without a short answer of its own
+    (:func:`~.grounding.needs_follow_up`) gets one more turn: the reply as the assistant's, then
+    ``prompts/qa_short.txt`` asking for the answer line alone (at most ``FOLLOW_UP_TOKENS`` tokens).
+    The reply becomes both texts joined by a line break (tokens summed, the second's finish reason);
+    a failed follow-up leaves the first reply as it was."""
+    todo = [i for i, r in enumerate(results) if isinstance(r, LLMResponse) and needs_follow_up(r.text or "")]
+    if not todo:
+        return results
+    ask = load_prompt(FOLLOW_UP_PROMPT).strip()
+    batch = [[*prompts[i], {"role": "assistant", "content": results[i].text}, {"role": "user", "content": ask}]
+             for i in todo]
+    more = llm.generate_many(batch, max_new_tokens=FOLLOW_UP_TOKENS, temperature=temperature,
+                             show_progress=show_progress, desc="QA answer lines")
+    out = list(results)
+    for i, extra in zip(todo, more, strict=True):
+        if isinstance(extra, LLMResponse):
+            first = results[i]
+            out[i] = LLMResponse(f"{first.text}\n{extra.text or ''}", first.prompt_tokens + extra.prompt_tokens,
+                                 first.completion_tokens + extra.completion_tokens, extra.finish_reason,
+                                 cached=first.cached and extra.cached)
+    return out
+
+
 def _response_metadata(resp: LLMResponse | LLMError | Any) -> dict[str, Any]:
     if isinstance(resp, LLMResponse):
         return {"prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens,
@@ -307,6 +335,7 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
     with streamed_replies():      # a caller streaming the answer (the service) reads these replies as written
         results = llm.generate_many([f[0] for f in fitted], max_new_tokens=cap,
                                     temperature=temperature, show_progress=show_progress, desc=desc)
+        results = follow_up(llm, [f[0] for f in fitted], list(results), temperature, show_progress)
     responses: list[str] = []
     metadata: list[dict] = []
     for i, (sol, res) in enumerate(zip(solutions, results, strict=False)):

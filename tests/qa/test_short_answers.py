@@ -100,3 +100,33 @@ def test_the_measurement_tells_fragments_from_whole_answers():
     assert not fragment("The mosh package", "Answer: The mosh package. It allows roaming", "stop")
     assert not fragment("mosh", "Answer: mosh, which replaces SSH terminals", "stop")    # a name, then a clause
     assert not fragment("", "anything", "length")
+
+
+class TwoTurns(LLMClient):
+    """A reader that forgets its Answer line, then writes it when asked; records each call."""
+
+    model_name = "fake-reader"
+
+    def __init__(self, first, second):
+        self.replies, self.calls = [first, second], []
+
+    def generate(self, messages, *, max_new_tokens=None, temperature=None):
+        self.calls.append((list(messages), max_new_tokens))
+        return LLMResponse(self.replies[min(len(self.calls), 2) - 1], prompt_tokens=1, completion_tokens=1)
+
+
+def test_a_reply_without_an_answer_line_gets_one_follow_up_turn_for_it():
+    first = ("The passage on mosh says it is a replacement for interactive SSH terminals and that it allows "
+             "roaming and supports intermittent connectivity")
+    llm = TwoTurns(first, "Answer: mosh [1]")
+    sol = QuerySolution(QUESTION, list(DOCS), [1.0, 0.5])
+    responses, meta = answer_questions(llm, [sol], 5, max_new_tokens=2048)
+    assert sol.answer == "mosh" and sol.answer_notes == [] and responses[0] == first + "\nAnswer: mosh [1]"
+    asked, cap = llm.calls[1]
+    assert cap == 32 and asked[-2] == {"role": "assistant", "content": first}
+    assert asked[-1]["role"] == "user" and "Answer:" in asked[-1]["content"] and meta[0]["completion_tokens"] == 2
+    # a reply with its Answer line, or with a short answer of its own, gets no second turn
+    for text in ("Reasoning.\nAnswer: mosh [1]", "mosh"):
+        llm = TwoTurns(text, "Answer: tmate")
+        answer_questions(llm, [QuerySolution(QUESTION, list(DOCS), [1.0, 0.5])], 5)
+        assert len(llm.calls) == 1
