@@ -68,8 +68,8 @@ def cut_answer(answer: str, max_words: int = MAX_ANSWER_WORDS, *,
     ``rejected:`` (None when the answer was kept whole).
     """
     text = _PASSAGE_HEAD.sub("", strip_citations(answer or "")).strip()
-    if marked and text.endswith(".") and not _TRAILING_INITIALS.search(text):
-        text = text[:-1].rstrip()       # "Answer: jq. [2]": the period before the citation
+    if "\n" not in text and text.endswith(".") and not _TRAILING_INITIALS.search(text):
+        text = text[:-1].rstrip()       # "Answer: jq. [2]", "jq [2].": the period around a citation
     n = _words(text)
     lines_given = len([ln for ln in text.splitlines() if ln.strip()])
     if n <= max_words and lines_given <= 1:

@@ -49,8 +49,8 @@ def test_a_long_answer_with_no_short_whole_unit_is_empty_with_a_note_not_a_fragm
 
 def test_over_long_answers_are_cut_at_whole_units_only():
     assert read("Answer: mosh [1]").answer == "mosh"
-    assert read("Answer: mosh. [1]").answer == "mosh" and read("Answer: Washington, D.C. [1]").answer == \
-        "Washington, D.C."
+    assert read("Answer: mosh. [1]").answer == "mosh" and read("mosh [1].").answer == "mosh"
+    assert read("Answer: Washington, D.C. [1]").answer == "Washington, D.C."
     sol = read("Mosh keeps the session.\nAnswer: mosh, which replaces interactive SSH terminals and supports "
                "intermittent connectivity for people who travel [1]")
     assert sol.answer == "mosh" and sol.answer_notes[0].startswith("cut:")
