@@ -17,7 +17,7 @@ def test_every_command_has_a_subcommand_and_a_help_line():
     assert {"table-recall", "table-ablations", "table-weights", "table-qa", "table-graph", "bench",
             "bench-musique", "check-index", "communities", "build-filter-demos", "rankings", "explain",
             "citations", "web-screenshot", "table-recall-llm-free", "table-modes", "ppr-scale", "ppr-musique",
-            "ranking-prefix"} == names
+            "ranking-prefix", "reader-choice"} == names
     text = build_parser().format_help()
     for name in names:
         assert name in text
