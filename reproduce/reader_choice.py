@@ -32,6 +32,14 @@ from .reader_choice_data import DPKG_STATUS, dpkg_documents, fragment, package_q
 
 OUT_DIR = RESULTS_DIR / "qa"
 RUNS = OUT_DIR / "reader_choice"
+#: how the saved runs were made (written into the report)
+RUN_NOTE = ("Runs in this report: `python -m reproduce reader-choice --label before|after --llm <reader> --sets <set> "
+            "--limit 10 --minutes 12..22` (MuSiQue: the first 10 questions, not 20, and fewer where a run's time bound "
+            "ended it: the shared 2-core machine ran at a load of 1 to 7, so seconds per answer carry that noise; "
+            "llama.cpp took 1 thread under that load). `before`: commit b66e7f3 (reader prompt, checks and llama.cpp "
+            "client as at 6a06d2e, where the issue was filed); `after`: this issue's reader; after-runs made before "
+            "the last answer-check commits were re-read with `--rescore after` (no reply needed the follow-up turn "
+            "added later, so the figures are those of the final code). Empty answers carry a note saying why.")
 READERS = ("Qwen2.5-Coder-0.5B-Instruct", "Qwen2.5-Coder-1.5B-Instruct")
 SETS = ("sample", "musique", "packages")
 
@@ -197,7 +205,7 @@ def report() -> int:
              | {"rescored_at": r.get("rescored_at")} | summary(r["rows"]) for r in runs]
     write_result(OUT_DIR / "reader_choice.json", json.dumps(table, indent=1) + "\n")
     lines = ["# Reader choice: brief answers, no fragments (issue 39, item 4)", "",
-             (__doc__ or "").split("\n\n", 2)[2].strip(), "", f"Machine: {runs[0]['machine']}.", "",
+             (__doc__ or "").split("\n\n", 2)[2].strip(), "", f"Machine: {runs[0]['machine']}.", "", RUN_NOTE, "",
              "| code | reader | questions | EM | F1 | model's answer > 20 words | fragments | empty | s/answer "
              "(median) | threads | commit | load before -> after |", "| --- " * 12 + "|"]
     for t in table:
