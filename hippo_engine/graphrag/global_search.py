@@ -67,7 +67,7 @@ class GraphRAGGlobalSearch(EngineSearch):
         sols, resp, md = self.hirag.answer([contexts[i] for i in rows], template)
         for i, s, r, m in zip(rows, sols, resp, md, strict=True):
             solutions[i], responses[i] = s, r
-            meta[i].update(m, fallback="reader", llm_calls=1)
+            meta[i].update({"llm_calls": 1, **m}, fallback="reader")     # 2 where the reader asked twice
 
     def _map(self, contexts, rows: list[int], meta: list[dict]) -> dict[int, list[Point]]:
         """One map call per batch of each context in ``rows``; the rated points per context."""

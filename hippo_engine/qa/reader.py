@@ -270,15 +270,15 @@ def reply_tokens(llm: LLMClient, max_new_tokens: int | None) -> int | None:
 
 
 def follow_up(llm: LLMClient, prompts: Sequence[list[dict]], results: list, temperature: float | None,
-              show_progress: bool = False) -> list:
-    """``results`` where each reply without an ``Answer:`` line and without a short answer of its own
+              show_progress: bool = False) -> tuple[list, set[int]]:
+    """(``results`` where each reply without an ``Answer:`` line and without a short answer of its own
     (:func:`~.grounding.needs_follow_up`) gets one more turn: the reply as the assistant's, then
     ``prompts/qa_short.txt`` asking for the answer line alone (at most ``FOLLOW_UP_TOKENS`` tokens).
     The reply becomes both texts joined by a line break (tokens summed, the second's finish reason);
-    a failed follow-up leaves the first reply as it was."""
+    a failed follow-up leaves the first reply as it was; the positions asked a second time)."""
     todo = [i for i, r in enumerate(results) if isinstance(r, LLMResponse) and needs_follow_up(r.text or "")]
     if not todo:
-        return results
+        return results, set()
     ask = load_prompt(FOLLOW_UP_PROMPT).strip()
     batch = [[*prompts[i], {"role": "assistant", "content": results[i].text}, {"role": "user", "content": ask}]
              for i in todo]
@@ -291,7 +291,7 @@ def follow_up(llm: LLMClient, prompts: Sequence[list[dict]], results: list, temp
             out[i] = LLMResponse(f"{first.text}\n{extra.text or ''}", first.prompt_tokens + extra.prompt_tokens,
                                  first.completion_tokens + extra.completion_tokens, extra.finish_reason,
                                  cached=first.cached and extra.cached)
-    return out
+    return out, set(todo)
 
 
 def _response_metadata(resp: LLMResponse | LLMError | Any) -> dict[str, Any]:
@@ -315,7 +315,8 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
     Sets ``solution.answer`` (and, with a citing template over passages, ``citations``; see
     :func:`read_reply`) on each solution and returns ``(responses, metadata)``: the raw
     model replies and, per query, ``{"prompt_tokens", "completion_tokens", "cached",
-    "finish_reason", "error", "context_cut"}`` (``context_cut``: passages or context lines left out
+    "finish_reason", "error", "context_cut", "llm_calls"}`` (``llm_calls``: 2 where the reply was asked
+    once more for its answer line, :func:`follow_up`; ``context_cut``: passages or context lines left out
     to fit the model's window, :mod:`.fit`; 0 where the prompt fits or the client cannot count it).
     A failed LLM call gives the response and answer ``""`` and
     the error text in ``metadata[i]["error"]``; it never raises. An assembled context is shown
@@ -335,11 +336,11 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
     with streamed_replies():      # a caller streaming the answer (the service) reads these replies as written
         results = llm.generate_many([f[0] for f in fitted], max_new_tokens=cap,
                                     temperature=temperature, show_progress=show_progress, desc=desc)
-        results = follow_up(llm, [f[0] for f in fitted], list(results), temperature, show_progress)
+        results, asked_twice = follow_up(llm, [f[0] for f in fitted], list(results), temperature, show_progress)
     responses: list[str] = []
     metadata: list[dict] = []
     for i, (sol, res) in enumerate(zip(solutions, results, strict=False)):
-        meta = {**_response_metadata(res), "context_cut": fitted[i][1]}
+        meta = {**_response_metadata(res), "context_cut": fitted[i][1], "llm_calls": 2 if i in asked_twice else 1}
         if isinstance(res, LLMResponse):
             text = res.text or ""
             shown = fitted[i][2]

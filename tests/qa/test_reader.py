@@ -113,7 +113,7 @@ def test_answer_questions_respects_top_k_and_fills_answers():
     assert "Wikipedia Title: Alpha Hall" in first_user and "Wikipedia Title: Bo" in first_user
     assert "Cetra\nCetra is a town" not in first_user and "Dunmore" not in first_user
     assert meta[0] == {"prompt_tokens": 100, "completion_tokens": 7, "cached": False,
-                       "finish_reason": "stop", "error": None, "context_cut": 0}
+                       "finish_reason": "stop", "error": None, "context_cut": 0, "llm_calls": 1}
 
 
 def test_the_readers_replies_are_the_streamed_ones():

@@ -51,8 +51,9 @@ def test_graphrag_modes_over_http(tmp_path):
                                                                                               mode="graphrag_global")]
         before = len(srv.requests)
         local, _, lmeta = rag.rag_qa(QUERIES[:1], param=QueryParam(mode="graphrag_local"))
-        assert len(srv.requests) - before == 1 and lmeta[0]["llm_calls"] == 1
-        assert "-----Backgrounds-----" in srv.requests[-1]["body"]["messages"][-1]["content"]
+        # one reader call, or two where the scripted reply has no answer line (the reader asks once for it)
+        assert len(srv.requests) - before == lmeta[0]["llm_calls"] in (1, 2)
+        assert "-----Backgrounds-----" in srv.requests[before]["body"]["messages"][-1]["content"]
         before = len(srv.requests)
         rag.rag_qa(QUERIES, param=QueryParam(mode="graphrag_global", only_need_context=True))
         assert len(srv.requests) == before
