@@ -85,7 +85,8 @@ class IndexDB(IndexStore):
         if not (set(self._TABLES) | {"synonymy_dst", "documents_passage"}) <= have or \
                 self.get_meta("schema_version") is None:
             c.execute("BEGIN IMMEDIATE")
-            try:
+            try:       # what exists, read again under the write lock (another process may have just made it)
+                have = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
                 c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
                 for ns in ALL_STORE_NAMES:
                     c.execute(f"CREATE TABLE IF NOT EXISTS store_{ns} (id TEXT PRIMARY KEY, content TEXT NOT NULL,"

@@ -51,6 +51,8 @@ class PeerResponder:
             best = messages[-1]["content"].split("\n")[1].split("] ", 1)[-1]
             return f"The points say so.\nAnswer: {best[:40]}"
         self.calls["other"] += 1
+        if system.startswith("You answer a question from the passages"):      # the reader: one answer line
+            return f"The passages say so.\nAnswer: {messages[-1]['content'].splitlines()[0][:40]}"
         return toy_respond(messages)
 
 
