@@ -11,24 +11,12 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from test_mcp_server import FakeMemory, FakeWorkspaces, call
+from test_mcp_server import CountingMemory, FakeWorkspaces, call
 
 from hippo_engine.service.mcp_server import build_mcp
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-class CountingMemory(FakeMemory):
-    """A FakeMemory that records the calls that reach it (a refused call reaches none)."""
-
-    def __init__(self):
-        super().__init__()
-        self.seen: list[str] = []
-
-    def __getattribute__(self, name):
-        if name in ("add", "retrieve", "answer", "delete", "stats"):
-            object.__getattribute__(self, "seen").append(name)
-        return object.__getattribute__(self, name)
 
 CASES = [
     ("recall", {}, "recall: query: is required"),
