@@ -9,17 +9,12 @@ from dataclasses import dataclass
 
 from tqdm.auto import tqdm
 
+from hippo_engine.llm import cancel
+from hippo_engine.llm.errors import LLMError, LLMTimeoutError
+
 logger = logging.getLogger(__name__)
 
 Message = Mapping[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
-
-
-class LLMError(RuntimeError):
-    """An LLM call failed for good (after retries)."""
-
-
-class LLMTimeoutError(LLMError):
-    """An LLM call timed out on every try."""
 
 
 def unparseable_reason(text: object) -> str:
@@ -105,7 +100,6 @@ class LLMClient(ABC):
                     out[i] = one(msgs)
                     bar.update(1)
             else:
-                from hippo_engine.llm import cancel  # (imports this module)
                 token = cancel.current()               # the caller's cancel token reaches the pool's threads
 
                 def one_of_pool(msgs):
@@ -120,3 +114,6 @@ class LLMClient(ABC):
         finally:
             bar.close()
         return out
+
+
+__all__ = ["LLMClient", "LLMError", "LLMResponse", "LLMTimeoutError", "Message", "unparseable_reason"]

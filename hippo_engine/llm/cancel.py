@@ -6,7 +6,7 @@ the LLM calls made inside the block to stop: the local clients (llama.cpp, ``tra
 it in their stopping criteria after each token, the OpenAI-compatible client closes the HTTP
 request (the server sees the connection close), and a call waiting for another's identical request
 in the cache, or for a local model's lock, stops waiting. A stopped call raises :class:`LLMCancelled`
-(an :class:`~hippo_engine.llm.base.LLMError`, so a batch records it as that item's failure).
+(an :class:`~hippo_engine.llm.errors.LLMError`, so a batch records it as that item's failure).
 
 Without a token (every call outside such a block: the CLI, indexing, benchmarks) nothing changes:
 the clients take their usual path, and replies and token counts are those of an uncancelled call.
@@ -20,7 +20,7 @@ import contextvars
 import threading
 from collections.abc import Iterator
 
-from hippo_engine.llm.base import LLMError
+from hippo_engine.llm.errors import LLMError
 
 #: seconds between two checks of the token while a call waits (for a lock, a shared reply, a reply)
 POLL_S = 0.05
