@@ -138,7 +138,7 @@ def child(engine: str, dsn: str, schema: str, work: Path, out_path: Path) -> int
     docs = list(ds.docs)
     def real_encoder():
         from hippo_engine.config import HippoConfig
-        from hippo_engine.models.providers import Models
+        from hippo_engine.llm.providers import Models
         return Models(HippoConfig(show_progress=False), work / "models").encoder()
     encoder = CachedEncoder(work / "vectors.npz", real_encoder)
     res: dict = {"engine": str(Path(hippo_engine.__file__).parent), "schema": schema, "steps": [], "states": []}

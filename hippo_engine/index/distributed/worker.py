@@ -86,7 +86,7 @@ class _Models:
     def __init__(self, config: Mapping[str, Any], llm_name: str, embedding_name: str, threads: int):
         cfg = _config(config).replace(show_progress=False, embedding_num_workers=max(1, threads))
         self.cache = Path(tempfile.gettempdir()) / f"hippo-ray-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        from hippo_engine.models.providers import Models
+        from hippo_engine.llm.providers import Models
         self.models = Models(cfg, self.cache, llm_name, embedding_name)
         self.config = cfg
 
