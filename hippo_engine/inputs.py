@@ -1,14 +1,11 @@
 """Checks of what callers hand the facade, at the door: each error names the argument and the
 item (its position in the list), never a failure deep inside hashing, numpy or the encoder. (The
-command line's corpus, query and id file readers are in :mod:`hippo_engine.cli_inputs`.)"""
+command line's corpus, query and id file readers are in :mod:`hippo_engine.cli.inputs`.)"""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-# the command line's file readers, importable from here too
-from hippo_engine.cli_inputs import read_corpus, read_documents, read_ids, read_queries
 
 if TYPE_CHECKING:
     from hippo_engine.config import HippoConfig
@@ -134,5 +131,4 @@ def check_document_ids(ids, n: int | None, what: str, *, arg: str = "ids") -> li
 
 
 __all__ = ["MAX_ID_BYTES", "check_document_ids", "check_documents", "check_id_storable", "check_queries",
-           "check_text_items", "positive_count", "read_corpus", "read_documents", "read_ids", "read_queries",
-           "surrogate_at"]
+           "check_text_items", "positive_count", "surrogate_at"]

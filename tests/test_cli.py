@@ -125,7 +125,7 @@ def test_document_ids_index_retrieve_and_delete_by_id(tmp_path, capsys, monkeypa
     --output; ``delete --ids`` / ``--ids-file`` / a corpus with ids remove by id (fakes: no models)."""
     from helpers import CORPUS, make_rag
 
-    import hippo_engine.cli as cli
+    import hippo_engine.cli.common as cli
 
     monkeypatch.setattr(cli, "_make_rag", lambda args, **kw: make_rag(args.save_dir))
     records = [{"id": f"doc{i}", "title": d.split("\n")[0], "text": d.split("\n", 1)[1]} for i, d in enumerate(CORPUS)]
@@ -154,7 +154,7 @@ def test_document_ids_index_retrieve_and_delete_by_id(tmp_path, capsys, monkeypa
 
 
 def test_corpus_ids_must_be_all_or_none(tmp_path):
-    from hippo_engine.inputs import read_documents, read_ids
+    from hippo_engine.cli.inputs import read_documents, read_ids
     f = tmp_path / "c.json"
     f.write_text(json.dumps([{"id": 7, "text": "a"}, {"id": "b", "title": "T", "text": "x"}]))
     assert read_documents(f) == (["a", "T\nx"], ["7", "b"])

@@ -5,7 +5,7 @@ import json
 import pytest
 from helpers import CORPUS, make_rag
 
-import hippo_engine.cli as cli
+import hippo_engine.cli.common as cli
 from hippo_engine.cli import main
 
 

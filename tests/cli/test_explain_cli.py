@@ -6,7 +6,7 @@ import json
 import pytest
 from helpers import CORPUS, make_rag
 
-import hippo_engine.cli as cli
+import hippo_engine.cli.common as cli
 from hippo_engine.cli import main
 from hippo_engine.datatypes import Explanation
 
@@ -60,7 +60,7 @@ def test_explain_dense_fallback_and_dense_first(idx, capsys):
 
 
 def test_explain_names_the_rule_and_the_one_scores_terms():
-    from hippo_engine.cli_explain import passage_lines
+    from hippo_engine.cli.explain import passage_lines
     base = Explanation(passage_id="p", score=0.2, seeds=[], dense_prior=0.2, paths=[], dense_score=0.9,
                        dense_rank=1, rank=1, ranked_score=3.0)
     agreed = passage_lines(Explanation(**{**base.__dict__, "placed_by": "dense_agree", "walk": "the first walk"}), "T")
@@ -102,7 +102,7 @@ def test_explain_hi_mode_json_and_bridge(idx, capsys):
 
 
 def test_explain_modes_are_hipporag2_and_the_hi_modes(idx, capsys):
-    from hippo_engine.cli_explain import EXPLAIN_MODES
+    from hippo_engine.cli.explain import EXPLAIN_MODES
     from hippo_engine.hirag.modes import HI_MODES
     assert EXPLAIN_MODES == ("hipporag2", *HI_MODES)
     with pytest.raises(SystemExit):

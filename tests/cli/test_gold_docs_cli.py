@@ -8,7 +8,7 @@ import pytest
 from fakes import ScriptedLLM
 from helpers import CORPUS, make_rag, toy_respond
 
-import hippo_engine.cli as cli
+import hippo_engine.cli.common as cli
 from hippo_engine.cli import main
 from hippo_engine.datatypes import QuerySolution
 

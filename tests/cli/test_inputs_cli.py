@@ -1,10 +1,10 @@
-"""What ``hippo-engine index`` reads (:mod:`hippo_engine.cli_inputs`): folders of .txt/.md files, text
+"""What ``hippo-engine index`` reads (:mod:`hippo_engine.cli.inputs`): folders of .txt/.md files, text
 files, JSON, JSONL and CSV, with ids and metadata; every error names the file."""
 import json
 
 import pytest
 
-from hippo_engine.cli_inputs import read_corpus_paths, read_documents, read_queries
+from hippo_engine.cli.inputs import read_corpus_paths, read_documents, read_queries
 from hippo_engine.ids import document_id
 
 

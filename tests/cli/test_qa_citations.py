@@ -4,7 +4,7 @@ import json
 
 from helpers import CORPUS, make_rag, toy_respond
 
-import hippo_engine.cli as cli
+import hippo_engine.cli.common as cli
 from hippo_engine.cli import main
 from hippo_engine.ids import chunk_id
 

@@ -7,7 +7,7 @@ import pytest
 from fakes import ScriptedLLM
 from helpers import CORPUS, make_rag, toy_respond
 
-import hippo_engine.cli as cli
+import hippo_engine.cli.common as cli
 from hippo_engine.cli import build_parser, main
 from hippo_engine.config import MODES
 

@@ -51,7 +51,7 @@ def test_each_second_hop_in_words_with_its_setting_apart(hop, said):
 
 
 def test_the_cli_tree_says_the_placement_in_words_and_the_settings_on_their_own_line():
-    from hippo_engine.cli_explain import passage_lines
+    from hippo_engine.cli.explain import passage_lines
     base = dict(passage_id="p", score=0.2, seeds=[], dense_prior=0.2, paths=[], dense_score=0.9, dense_rank=1,
                 rank=1, ranked_score=3.0, walk="The score adds two parts: ...", walk_detail="score = P / max P")
     for placed in ("ppr", "score", "dense_first", "dense_agree"):

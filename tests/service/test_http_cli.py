@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from hippo_engine import cli_serve
 from hippo_engine.cli import build_parser, main
+from hippo_engine.cli import serve as cli_serve
 from hippo_engine.service.settings import (
     ENV_ACCESS_KEY,
     ENV_SETTINGS,

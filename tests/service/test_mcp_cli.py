@@ -15,7 +15,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from hippo_engine.cli import build_parser
-from hippo_engine.cli_mcp import DEFAULT_MAX_BATCH, DEFAULT_WAIT_S, limits, rag_options, stdout_to_stderr
+from hippo_engine.cli.common import rag_options
+from hippo_engine.cli.mcp import DEFAULT_MAX_BATCH, DEFAULT_WAIT_S, limits, stdout_to_stderr
 from hippo_engine.service.limits import Limits
 from hippo_engine.service.settings import ServiceSettings
 

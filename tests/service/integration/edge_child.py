@@ -1,4 +1,4 @@
-"""A server process for the edge tests: ``hippo_engine.cli_serve.run_server`` (what ``hippo-engine serve``
+"""A server process for the edge tests: ``hippo_engine.cli.serve.run_server`` (what ``hippo-engine serve``
 runs: uvicorn with the service's protocol, timeouts, cap and log filters) on 127.0.0.1:PORT over the app
 with the fake memory of tests/service/http_fakes.py, so that it starts in a second.
 
@@ -29,7 +29,7 @@ def main() -> int:
         resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     from http_fakes import FakeWorkspaces
 
-    from hippo_engine.cli_serve import run_server
+    from hippo_engine.cli.serve import run_server
     from hippo_engine.service.app import create_app
     from hippo_engine.service.settings import ServiceSettings
     wanted = {"save_dir": "unused", "mount_mcp": False, "mount_web": False, "header_timeout_s": args.header_timeout,

@@ -64,6 +64,12 @@ def print_solution(sol: QuerySolution, k: int, with_answer: bool = False) -> Non
             print(f"      {snippet(doc)}")
 
 
+def print_metrics(name: str, metrics: dict) -> None:
+    """One line of scores, ``name: Recall@1 0.500  Recall@2 0.750``; nothing when there are none."""
+    if metrics:
+        print(f"{name}: " + "  ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
+
+
 def snippet(doc: str, width: int = SOURCE_WIDTH) -> str:
     """A passage's text after its title line, on one line (whitespace collapsed), clipped to ``width``."""
     title, _, body = doc.partition("\n")

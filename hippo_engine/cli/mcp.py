@@ -13,10 +13,11 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hippo_engine.cli import common
 from hippo_engine.service.settings import ServiceSettings  # light: a dataclass
 
 #: how long remember waits for indexing (the tool's default; --wait changes it)
@@ -25,8 +26,8 @@ DEFAULT_WAIT_S = 45.0
 DEFAULT_MAX_BATCH = ServiceSettings.max_batch
 
 
-def add_parser(sub, common: Callable, ranking_flags: Callable, positive_float: Callable) -> None:
-    """Register ``mcp`` (``common``/``ranking_flags``: cli.py's shared flags)."""
+def add_parser(sub) -> None:
+    """Register ``mcp``."""
     sp: argparse.ArgumentParser = sub.add_parser(
         "mcp", help="serve the memory to MCP clients (agents) over stdio: remember, recall, answer, forget, "
                     "memory_stats",
@@ -34,25 +35,15 @@ def add_parser(sub, common: Callable, ranking_flags: Callable, positive_float: C
                     "this command). The index is created on first use.")
     sp.add_argument("--workspace", default=None, help="serve this named workspace of --save-dir (created if "
                     "missing) instead of the folder's own index")
-    sp.add_argument("--wait", type=positive_float, default=DEFAULT_WAIT_S, metavar="SECONDS",
+    sp.add_argument("--wait", type=common.positive_float, default=DEFAULT_WAIT_S, metavar="SECONDS",
                     help=f"longest time remember waits for its documents to be indexed (default {DEFAULT_WAIT_S:g})")
-    sp.add_argument("--max-batch", type=_positive_int, default=DEFAULT_MAX_BATCH, metavar="N",
+    sp.add_argument("--max-batch", type=common.positive, default=DEFAULT_MAX_BATCH, metavar="N",
                     help=f"most texts per remember and ids per forget (default {DEFAULT_MAX_BATCH}, as serve's "
                          "--max-batch; more: a tool error). The other limits are serve's defaults: "
                          f"{_limits_line()}")
-    ranking_flags(sp)
-    common(sp, creates=True)
+    common.ranking_flags(sp)
+    common.shared_flags(sp, creates=True)
     sp.set_defaults(func=cmd_mcp)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _limits_line() -> str:
@@ -66,13 +57,6 @@ def limits(args) -> Any:
     ``--max-batch``."""
     from hippo_engine.service.limits import Limits
     return Limits(max_batch=args.max_batch)
-
-
-def rag_options(args) -> dict[str, Any]:
-    """HippoRAG keyword arguments from the command's flags (only those given; progress bars off)."""
-    from hippo_engine import cli
-    return {"llm_model_name": args.llm, "embedding_model_name": args.embedder, **cli.engine_overrides(args),
-            "show_progress": False}
 
 
 @contextlib.contextmanager
@@ -98,7 +82,7 @@ def cmd_mcp(args) -> int:
     except ImportError as e:
         raise RuntimeError(f"the MCP server needs the server extra: pip install 'hippo-engine[server]' ({e})") from e
     with stdout_to_stderr():
-        workspaces = Workspaces(Path(args.save_dir), rag_options=rag_options(args), memory_options={})
+        workspaces = Workspaces(Path(args.save_dir), rag_options=common.rag_options(args), memory_options={})
     try:
         with stdout_to_stderr():
             workspaces.get(args.workspace, create=True)

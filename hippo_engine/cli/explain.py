@@ -16,9 +16,10 @@ import argparse
 import json
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from hippo_engine.cli import common
 from hippo_engine.datatypes import SECTION_TITLES
 
 #: seeds, candidate facts and edge texts printed (the JSON has them all)
@@ -160,15 +161,14 @@ def render_provenance(query: str, mode: str, items: Sequence) -> str:
 
 def cmd_explain(args) -> int:
     """Explain one query's top passages (``--mode`` a hi_* mode: its context's items)."""
-    from hippo_engine import cli
     if args.top is not None:
         if args.top_k is not None:
             print("error: give --top-k or its old name --top, not both", file=sys.stderr)
             return 2
         print("note: --top is deprecated, use --top-k (the old name is accepted for one release)", file=sys.stderr)
     top_k = args.top_k or args.top or 5
-    cli._existing_index(args)
-    rag = cli._make_rag(args)
+    common.existing_index(args)
+    rag = common._make_rag(args)
     mode = getattr(args, "mode", None) or "hipporag2"
     sol = rag.retrieve([args.query], top_k, mode=mode, explain=True)[0]
     if mode != "hipporag2":
@@ -176,14 +176,14 @@ def cmd_explain(args) -> int:
             print(json.dumps([i.to_dict() for i in sol.provenance], ensure_ascii=False, indent=1))
         else:
             print(render_provenance(args.query, mode, sol.provenance))
-        return cli._llm_failures([sol])
+        return common.llm_failures([sol])
     exps = sol.explanations
     if args.json:
         print(json.dumps([e.to_dict() for e in exps], ensure_ascii=False, indent=1))
-        return cli._llm_failures([sol])
+        return common.llm_failures([sol])
     titles = [d.split("\n", 1)[0] for d in sol.docs[:len(exps)]]
     print(render(exps, titles))
-    return cli._llm_failures([sol])
+    return common.llm_failures([sol])
 
 
 def _question(text: str) -> str:
@@ -193,17 +193,18 @@ def _question(text: str) -> str:
     return text
 
 
-def add_parser(sub, common: Callable, ranking_flags: Callable, positive: Callable) -> None:
-    """Register ``explain`` (``common``/``ranking_flags``: cli.py's shared flags)."""
+def add_parser(sub) -> None:
+    """Register ``explain``."""
     sp: argparse.ArgumentParser = sub.add_parser(
         "explain", help="why a query's top passages ranked: seeds and their shares, paths with their facts")
     sp.add_argument("-q", "--query", required=True, type=_question, help="the question to explain")
-    sp.add_argument("--top-k", type=positive, default=None, help="passages to explain (default 5), as retrieve's")
-    sp.add_argument("--top", type=positive, default=None, help="deprecated: the old name of --top-k")
+    sp.add_argument("--top-k", type=common.positive, default=None,
+                    help="passages to explain (default 5), as retrieve's")
+    sp.add_argument("--top", type=common.positive, default=None, help="deprecated: the old name of --top-k")
     sp.add_argument("--json", action="store_true", help="print each passage's explanation as JSON (to_dict())")
     sp.add_argument("--mode", choices=EXPLAIN_MODES, default="hipporag2",
                     help="hipporag2 (default: seeds, shares and paths of the PPR ranking) or a HiRAG mode "
                          "(hi_local, hi_global, hi_bridge, hi: each context item's section and why it was chosen)")
-    ranking_flags(sp)
-    common(sp)
+    common.ranking_flags(sp)
+    common.shared_flags(sp)
     sp.set_defaults(func=cmd_explain)

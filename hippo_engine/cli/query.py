@@ -7,12 +7,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hippo_engine.cli_inputs import read_queries
-from hippo_engine.cli_output import print_solution, qa_json, retrieve_json
+from hippo_engine.cli import common
+from hippo_engine.cli.inputs import read_queries
+from hippo_engine.cli.output import print_metrics, print_solution, qa_json, retrieve_json
 from hippo_engine.config import MODES
 
 
@@ -90,11 +90,6 @@ def _mode(args) -> str | None:
     return "naive" if args.dense else args.mode
 
 
-def _print_metrics(name: str, metrics: dict) -> None:
-    if metrics:
-        print(f"{name}: " + "  ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
-
-
 def _first(sol, k: int):
     """``sol`` cut to its first ``k`` passages (a prefix of its ranking)."""
     if len(sol.docs) <= k:
@@ -106,10 +101,9 @@ def _first(sol, k: int):
 
 def cmd_retrieve(args) -> int:
     """Rank passages for the questions (Recall@k when a queries file has gold documents)."""
-    from hippo_engine import cli
     qs, gold_docs, _ = questions(args)
-    cli._existing_index(args)
-    rag = cli._make_rag(args)
+    common.existing_index(args)
+    rag = common._make_rag(args)
     check_gold(rag, gold_docs, args.queries)
     top_k = args.top_k or 5
     out = rag.retrieve(qs, max(top_k, 200 if gold_docs else top_k), gold_docs=gold_docs, mode=_mode(args),
@@ -121,19 +115,18 @@ def cmd_retrieve(args) -> int:
     else:
         for s in sols:
             print_solution(s, top_k)
-        _print_metrics("\nretrieval", metrics)
+        print_metrics("\nretrieval", metrics)
     if args.output:
         Path(args.output).write_text(retrieve_json(sols, metrics), encoding="utf-8")
-    return cli._llm_failures(sols)
+    return common.llm_failures(sols)
 
 
 def cmd_qa(args) -> int:
     """Retrieve and answer the questions (EM/F1 when a queries file has gold answers)."""
-    from hippo_engine import cli
     from hippo_engine.config import QueryParam
     qs, gold_docs, gold_answers = questions(args)
-    cli._existing_index(args)
-    rag = cli._make_rag(args)
+    common.existing_index(args)
+    rag = common._make_rag(args)
     check_gold(rag, gold_docs, args.queries)
     param = QueryParam(qa_top_k=args.top_k)       # None: the config's qa_top_k (5)
     mode = _mode(args)
@@ -146,15 +139,15 @@ def cmd_qa(args) -> int:
         for s in sols:
             print_solution(s, args.top_k or rag.config.qa_top_k, with_answer=True)
         if len(out) == 5:
-            _print_metrics("\nretrieval", out[3])
-            _print_metrics("qa", out[4])
+            print_metrics("\nretrieval", out[3])
+            print_metrics("qa", out[4])
     if args.output:
         Path(args.output).write_text(qa_json(sols, out[3:]), encoding="utf-8")
-    return cli._llm_failures(sols)
+    return common.llm_failures(sols)
 
 
-def add_parsers(sub: Any, common: Callable, ranking_flags: Callable, positive: Callable) -> None:
-    """Register ``retrieve`` and ``qa`` (``common``/``ranking_flags``: cli.py's shared flags)."""
+def add_parsers(sub: Any) -> None:
+    """Register ``retrieve`` and ``qa``."""
     for name, func, helptext in (("retrieve", cmd_retrieve, "rank passages for questions"),
                                  ("qa", cmd_qa, "retrieve, then answer with the reader LLM")):
         sp = sub.add_parser(name, help=helptext)
@@ -163,9 +156,9 @@ def add_parsers(sub: Any, common: Callable, ranking_flags: Callable, positive: C
         sp.add_argument("--queries", default=None, metavar="FILE",
                         help="questions from a file: .txt (one per line), or JSON/JSONL of strings or {question, "
                              "...} records; gold docs/answers in the records turn on Recall@k / EM / F1")
-        sp.add_argument("--top-k", type=positive, default=None,
+        sp.add_argument("--top-k", type=common.positive, default=None,
                         help="passages per question to print (default 5); for qa also the passages the reader reads")
-        sp.add_argument("--limit", type=positive, default=None, help="only the first N questions")
+        sp.add_argument("--limit", type=common.positive, default=None, help="only the first N questions")
         sp.add_argument("--mode", choices=MODES, default=None,
                         help="how passages are ranked: hipporag2 (default: the graph), naive (dense retrieval), "
                              "or another mode (hi_*: HiRAG communities; see the README)")
@@ -174,13 +167,13 @@ def add_parsers(sub: Any, common: Callable, ranking_flags: Callable, positive: C
                         help="rank only passages of documents whose metadata match this filter, e.g. "
                              "'{\"user\": \"alice\"}' or '{\"year\": {\"$gte\": 2020}}' (operators $eq $ne $in "
                              "$nin $gt $gte $lt $lte, $and/$or lists)")
-        ranking_flags(sp)
+        common.ranking_flags(sp)
         sp.add_argument("--json", action="store_true",
                         help="print every solution (passages with ids and scores, facts" +
                              (", answer, citations" if name == "qa" else "") + ") and the metrics as JSON on "
                              "stdout instead of the text")
         sp.add_argument("--output", default=None, metavar="FILE", help="also write that JSON to this file")
-        common(sp)
+        common.shared_flags(sp)
         sp.set_defaults(func=func)
 
 

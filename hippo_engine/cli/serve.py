@@ -25,9 +25,9 @@ import ipaddress
 import os
 import socket
 import sys
-from collections.abc import Callable
 from typing import Any
 
+from hippo_engine.cli import common
 from hippo_engine.service.settings import ENV_ACCESS_KEY, ServiceSettings, private_settings_file
 
 #: seconds uvicorn waits for requests in flight at shutdown
@@ -45,54 +45,53 @@ def _port(text: str) -> int:
     return value
 
 
-def add_parser(sub, common: Callable, ranking_flags: Callable, positive: Callable) -> None:
-    """Register ``serve`` (``common``/``ranking_flags``: cli.py's shared flags)."""
+def add_parser(sub) -> None:
+    """Register ``serve``."""
     sp: argparse.ArgumentParser = sub.add_parser(
         "serve", help="serve the memory over HTTP: JSON API (OpenAPI at /docs), workspaces, web page, MCP at /mcp",
         description="Serve an index folder as long-term memory over HTTP: add documents (indexed in the "
                     "background), retrieve, answer with citations, explain. The index is created on first use.")
     sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sp.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000; 0: any free port)")
-    sp.add_argument("--workers", type=positive, default=1, metavar="N",
+    sp.add_argument("--workers", type=common.positive, default=1, metavar="N",
                     help="server processes (default 1); they share the index and its indexing queue")
     sp.add_argument("--access-key", default=None, metavar="KEY",
                     help=f"require this key in the X-API-Key header on every route but /health (default: env "
                          f"{ENV_ACCESS_KEY}; none: no key needed)")
     sp.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",
                     help="allow browser pages from this origin (repeatable; default: CORS off)")
-    sp.add_argument("--max-body-mb", type=positive, default=16, metavar="MB",
+    sp.add_argument("--max-body-mb", type=common.positive, default=16, metavar="MB",
                     help="largest request body in MiB (default 16; larger: 413)")
-    sp.add_argument("--max-batch", type=positive, default=1000, metavar="N",
+    sp.add_argument("--max-batch", type=common.positive, default=1000, metavar="N",
                     help="most documents per POST /documents (default 1000; more: 413)")
-    sp.add_argument("--index-batch", type=positive, default=None, metavar="N",
+    sp.add_argument("--index-batch", type=common.positive, default=None, metavar="N",
                     help="documents indexed per batch by the background indexer (default 32)")
     sp.add_argument("--allowed-hosts", action="append", default=None, metavar="NAMES",
                     help="Host header names to accept besides this machine's loopback names and --host (comma-"
                          "separated, repeatable; e.g. the name a reverse proxy forwards); others get 400")
-    sp.add_argument("--max-answers", type=positive, default=4, metavar="N",
+    sp.add_argument("--max-answers", type=common.positive, default=4, metavar="N",
                     help="answers (reader LLM calls) in flight at once (default 4; more: 503 with Retry-After)")
-    sp.add_argument("--max-connections", type=positive, default=200, metavar="N",
+    sp.add_argument("--max-connections", type=common.positive, default=200, metavar="N",
                     help="connections and requests held at once (default 200; more: 503)")
-    sp.add_argument("--max-workspaces", type=positive, default=1000, metavar="N",
+    sp.add_argument("--max-workspaces", type=common.positive, default=1000, metavar="N",
                     help="named workspaces that may exist (default 1000; creating more: 409)")
-    sp.add_argument("--max-open-workspaces", type=positive, default=16, metavar="N",
+    sp.add_argument("--max-open-workspaces", type=common.positive, default=16, metavar="N",
                     help="workspaces open at once (default 16): the least recently used idle one is closed to "
                          "open another and reopened when asked for again")
     sp.add_argument("--workspace-idle", type=_seconds, default=300.0, metavar="SECONDS",
                     help="close a workspace this long after its last request (default 300; reopened on its next)")
-    ranking_flags(sp)
-    common(sp, creates=True)
+    common.ranking_flags(sp)
+    common.shared_flags(sp, creates=True)
     sp.set_defaults(func=cmd_serve)
 
 
 def build_settings(args, environ: dict[str, str] | None = None) -> ServiceSettings:
     """The server's settings from the command's flags (the access key from the flag or the environment)."""
-    from hippo_engine.cli_mcp import rag_options
     env = os.environ if environ is None else environ
     memory: dict[str, Any] = {}
     if args.index_batch is not None:
         memory["batch_size"] = args.index_batch
-    return ServiceSettings(save_dir=str(args.save_dir), rag_options=rag_options(args), memory_options=memory,
+    return ServiceSettings(save_dir=str(args.save_dir), rag_options=common.rag_options(args), memory_options=memory,
                            host=args.host, access_key=args.access_key or env.get(ENV_ACCESS_KEY) or None,
                            max_body_bytes=args.max_body_mb * 2 ** 20, max_batch=args.max_batch,
                            cors_origins=tuple(args.cors_origin or ()), allowed_hosts=_names(args.allowed_hosts),

@@ -1,7 +1,7 @@
 """``hippo-engine index``, ``delete``, ``stats`` and ``demo``: documents in and out of an index.
 
 ``index`` reads folders of ``.txt``/``.md`` files, text files, JSON, JSONL and CSV (see
-:mod:`hippo_engine.cli_inputs`), all before anything is created, so a bad file leaves no index.
+:mod:`hippo_engine.cli.inputs`), all before anything is created, so a bad file leaves no index.
 Light to import (the engine loads when a command runs)."""
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hippo_engine.cli_inputs import Corpus, read_corpus_paths, read_documents, read_ids
+from hippo_engine.cli import common
+from hippo_engine.cli.inputs import Corpus, read_corpus_paths, read_documents, read_ids
+from hippo_engine.cli.output import print_metrics, print_solution
 
 
 def metadata_object(text: str) -> dict:
@@ -41,7 +42,6 @@ def check_corpus_metadata(corpus: Corpus) -> None:
 
 def cmd_index(args) -> int:
     """Index documents (optionally seeding OpenIE results first)."""
-    from hippo_engine import cli
     corpus = read_corpus_paths(args.corpus, args.metadata)   # read before anything is created
     check_corpus_metadata(corpus)
     for path in corpus.skipped[:20]:
@@ -50,7 +50,7 @@ def cmd_index(args) -> int:
         raise ValueError(f"no documents to index in {', '.join(map(str, args.corpus))}")
     if args.openie and args.extractor is None:
         args.extractor = "openie"         # OpenIE results are facts for the openie extractor
-    rag = cli._make_rag(args, **cli.ray_executor(args))
+    rag = common._make_rag(args, **common.ray_executor(args))
     if args.openie:
         n = rag.import_openie(args.openie)
         print(f"imported OpenIE results for {n} passages from {args.openie}")
@@ -71,13 +71,12 @@ def cmd_index(args) -> int:
 def cmd_delete(args) -> int:
     """Remove documents from the index: by id (``--ids``, ``--ids-file``, or the ids of a corpus
     file's records) or by text (a corpus file without ids)."""
-    from hippo_engine import cli
     if sum(x is not None for x in (args.corpus, args.ids, args.ids_file)) != 1:
         raise ValueError("delete: give one of a corpus file, --ids ID [ID ...] or --ids-file FILE")
     docs, ids = (None, args.ids) if args.ids is not None else \
         (None, read_ids(args.ids_file)) if args.ids_file is not None else read_documents(args.corpus)
-    cli._existing_index(args)
-    rag = cli._make_rag(args)
+    common.existing_index(args)
+    rag = common._make_rag(args)
     report = rag.delete(ids=ids) if ids is not None else rag.delete(docs)
     print(json.dumps(report, indent=2))
     print(json.dumps(rag.graph_stats(), indent=2))
@@ -87,9 +86,8 @@ def cmd_delete(args) -> int:
 def cmd_stats(args) -> int:
     """Print graph statistics, the index's extractor and how many documents it holds (the one document list
     every door shows)."""
-    from hippo_engine import cli
-    cli._existing_index(args)
-    rag = cli._make_rag(args)
+    common.existing_index(args)
+    rag = common._make_rag(args)
     print(json.dumps({**rag.graph_stats(), "documents": rag.documents(limit=1)["total"]}, indent=2))
     return 0
 
@@ -98,16 +96,13 @@ def cmd_demo(args) -> int:
     """Index the bundled sample corpus with the defaults and answer its questions with the local reader."""
     from importlib import resources
 
-    from hippo_engine import cli
-    from hippo_engine.cli_output import print_solution
-    from hippo_engine.cli_query import _print_metrics
     data = json.loads(resources.files("hippo_engine").joinpath("data/sample_corpus.json").read_text("utf-8"))
     docs = [f"{d['title']}\n{d['text']}" for d in data["corpus"]]
     by_title = {d["title"]: f"{d['title']}\n{d['text']}" for d in data["corpus"]}
     qs = [q["question"] for q in data["questions"]]
     gold_docs = [[by_title[t] for t in q["supporting_titles"]] for q in data["questions"]]
     gold_answers = [q["answers"] for q in data["questions"]]
-    rag = cli._make_rag(args)
+    rag = common._make_rag(args)
     extractor = rag.graph_stats()["extractor"]
     how = ("spaCy entities and all-MiniLM-L6-v2, no LLM" if extractor == "ner" else f"LLM {extractor} facts")
     print(f"hippo-engine demo: indexing {len(docs)} sample passages into {args.save_dir} ({how})")
@@ -129,14 +124,14 @@ def cmd_demo(args) -> int:
     for s in sols:
         print_solution(s, 3, with_answer=True)
     print()
-    _print_metrics("retrieval", {k: v for k, v in rmetrics.items() if k in ("Recall@1", "Recall@2", "Recall@5")})
-    _print_metrics("qa", qmetrics)
+    print_metrics("retrieval", {k: v for k, v in rmetrics.items() if k in ("Recall@1", "Recall@2", "Recall@5")})
+    print_metrics("qa", qmetrics)
     print(f"answered {len(qs)} questions in {time.perf_counter() - t:.1f}s")
     return 0
 
 
-def add_parsers(sub: Any, common: Callable) -> None:
-    """Register ``index``, ``delete``, ``stats`` and ``demo`` (``common``: cli.py's shared flags)."""
+def add_parsers(sub: Any) -> None:
+    """Register ``index``, ``delete``, ``stats`` and ``demo``."""
     sp = sub.add_parser("index", help="add documents to an index")
     sp.add_argument("corpus", nargs="+", type=Path, metavar="PATH",
                     help="what to index: a folder of .txt/.md files (one document each, id = path in the folder), "
@@ -148,9 +143,8 @@ def add_parsers(sub: Any, common: Callable) -> None:
                          "metadata wins); queries select by it with --where")
     sp.add_argument("--openie", default=None, help="seed OpenIE results from this file (reference or v1 format); "
                     "passages it covers make no LLM call (implies --extractor openie)")
-    common(sp, creates=True)
-    from hippo_engine.cli import ray_flag
-    ray_flag(sp)
+    common.shared_flags(sp, creates=True)
+    common.ray_flag(sp)
     sp.set_defaults(func=cmd_index)
 
     sp = sub.add_parser("delete", help="remove documents from an index")
@@ -159,15 +153,15 @@ def add_parsers(sub: Any, common: Callable) -> None:
     sp.add_argument("--ids", nargs="+", default=None, metavar="ID", help="ids of the documents to remove")
     sp.add_argument("--ids-file", default=None, metavar="FILE", help="a file of document ids to remove: one per "
                     "line, or a JSON/JSONL list of ids or {id, ...} records")
-    common(sp, llm=False)
+    common.shared_flags(sp, llm=False)
     sp.set_defaults(func=cmd_delete)
 
     sp = sub.add_parser("stats", help="print graph statistics, the index's extractor and its document count")
-    common(sp, llm=False)
+    common.shared_flags(sp, llm=False)
     sp.set_defaults(func=cmd_stats)
 
     sp = sub.add_parser("demo", help="index the bundled sample corpus and answer its questions, offline")
-    common(sp, save_dir_default="outputs/demo", creates=True)
+    common.shared_flags(sp, save_dir_default="outputs/demo", creates=True)
     sp.set_defaults(func=cmd_demo)
 
 
