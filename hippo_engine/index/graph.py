@@ -5,7 +5,7 @@ The graph is derived from the index's current content (passage triples and synon
 with exactly one edge per node pair; its weight is the sum of what each kind contributes:
 fact 2 per triple occurrence linking the pair, context 1 per passage-entity pair, synonymy the
 cosine once per direction found. Hyperedges (sentences, n-ary facts) reach this module as
-weighted pseudo-triples (see ``text.hyperedge_graph_triples``): ``(e, "", e)`` per mention (a
+weighted pseudo-triples (see :func:`.facts.hyperedge_graph_triples`): ``(e, "", e)`` per mention (a
 context edge only) and ``(a, "", b)`` per co-occurring pair with its fact weight. Nodes are
 ordered entities-then-passages, each sorted by id, so equal content gives an identical graph
 whatever the insertion history.
@@ -22,32 +22,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
-from pathlib import Path
 
 import numpy as np
 
 from hippo_engine.ids import entity_id
+from hippo_engine.index.graphdata import KIND_CONTEXT, KIND_FACT, KIND_SYNONYMY, EdgeParts, GraphData
 
 logger = logging.getLogger(__name__)
 
-KIND_FACT, KIND_CONTEXT, KIND_SYNONYMY = 1, 2, 4
 FACT_WEIGHT = 2.0  # both directions of the reference's parallel edges, 1 each
 CONTEXT_WEIGHT = 1.0
-
-
-@dataclass
-class EdgeParts:
-    """What each edge's weight is made of (arrays aligned with the edges)."""
-
-    base: np.ndarray      # float64, whole numbers: 2 per fact occurrence + 1 per context pair
-    syn_lo: np.ndarray    # float64: cosine in the lower-numbered endpoint's synonymy list (0 if absent)
-    syn_hi: np.ndarray    # float64: cosine in the higher-numbered endpoint's list (0 if absent)
-    syn_dirs: np.ndarray  # uint8: bit 1 = listed by the lower endpoint, bit 2 = by the higher one
-
-    def take(self, sel) -> EdgeParts:
-        return EdgeParts(self.base[sel], self.syn_lo[sel], self.syn_hi[sel], self.syn_dirs[sel])
 
 
 def _weights_and_kinds(parts: EdgeParts, dst: np.ndarray, num_entities: int) -> tuple[np.ndarray, np.ndarray]:
@@ -55,96 +39,6 @@ def _weights_and_kinds(parts: EdgeParts, dst: np.ndarray, num_entities: int) -> 
     kinds = np.where(parts.base > 0, np.where(dst >= num_entities, KIND_CONTEXT, KIND_FACT), 0).astype(np.uint8)
     kinds |= np.where(parts.syn_dirs > 0, KIND_SYNONYMY, 0).astype(np.uint8)
     return weight, kinds
-
-
-@dataclass
-class GraphData:
-    """An undirected weighted graph given once per node pair (``src < dst``), edges sorted by
-    ``(src, dst)``. ``parts`` is present on graphs built by this module (None on derived ones)."""
-
-    node_ids: np.ndarray          # object array of ids: entity ids then passage ids (hippo_engine.ids)
-    num_entities: int
-    src: np.ndarray               # int64
-    dst: np.ndarray               # int64
-    weight: np.ndarray            # float64
-    kinds: np.ndarray             # uint8 bit mask of KIND_*
-    extra: dict = field(default_factory=dict)
-    parts: EdgeParts | None = None
-
-    @property
-    def num_nodes(self) -> int:
-        return len(self.node_ids)
-
-    @cached_property
-    def index_of(self) -> dict[str, int]:
-        return {k: i for i, k in enumerate(self.node_ids)}
-
-    @property
-    def passage_slice(self) -> slice:
-        return slice(self.num_entities, self.num_nodes)
-
-    def node_index(self, ids: Sequence[str], entities: bool) -> np.ndarray:
-        """Node numbers of ``ids`` (all entities or all passages), -1 for ids not in the graph;
-        binary search in the sorted id ranges, so no dict over all nodes is needed."""
-        rng = self.node_ids[: self.num_entities] if entities else self.node_ids[self.num_entities:]
-        off = 0 if entities else self.num_entities
-        q = np.empty(len(ids), dtype=object)
-        q[:] = list(ids)
-        if len(rng) == 0 or len(q) == 0:
-            return np.full(len(q), -1, np.int64)
-        pos = np.searchsorted(rng, q)
-        ok = pos < len(rng)
-        ok[ok] = rng[pos[ok]] == q[ok]
-        return np.where(ok, pos + off, -1).astype(np.int64)
-
-    def stats(self) -> dict:
-        return {
-            "entity_nodes": int(self.num_entities),
-            "passage_nodes": int(self.num_nodes - self.num_entities),
-            "fact_edges": int(np.count_nonzero(self.kinds & KIND_FACT)),
-            "context_edges": int(np.count_nonzero(self.kinds & KIND_CONTEXT)),
-            "synonymy_edges": int(np.count_nonzero(self.kinds & KIND_SYNONYMY)),
-            "distinct_edges": int(len(self.src)),
-            "total_edge_weight": float(self.weight.sum()),
-        }
-
-    def edge_dict(self) -> dict[tuple[str, str], float]:
-        """{(id_a, id_b): weight} with id_a < id_b: for comparing graphs."""
-        ids = self.node_ids
-        out = {}
-        for s, d, w in zip(self.src, self.dst, self.weight, strict=False):
-            a, b = ids[s], ids[d]
-            out[(a, b) if a < b else (b, a)] = float(w)
-        return out
-
-    def to_igraph(self):
-        """An ``igraph.Graph`` with vertex attributes ``name`` and ``kind`` and edge ``weight``."""
-        import igraph as ig
-
-        g = ig.Graph(n=self.num_nodes, edges=np.column_stack([self.src, self.dst]).tolist(), directed=False)
-        g.vs["name"] = list(self.node_ids)
-        g.vs["kind"] = ["entity"] * self.num_entities + ["passage"] * (self.num_nodes - self.num_entities)
-        g.es["weight"] = self.weight.tolist()
-        return g
-
-    # --- persistence (no pickle; see graphfile) ---------------------------------------------
-    def save(self, path: Path, version: str, digest: str | None = None) -> None:
-        """Write the graph atomically, labelled with the index ``version`` and the ``digest`` of
-        the content it was built from (:func:`.graphfile.save_graph`)."""
-        from hippo_engine.index.graphfile import save_graph
-        save_graph(self, path, version, digest)
-
-    @classmethod
-    def load(cls, path: Path, version: str, digest: str | None = None, parts: bool = True) -> GraphData | None:
-        """The saved graph if it is sound and matches ``version`` (and ``digest``); else None,
-        logged (:func:`.graphfile.load_graph`; ``parts=False``: without the edges' weight parts)."""
-        from hippo_engine.index.graphfile import load_graph
-        return load_graph(path, version, digest, parts)
-
-    def problem(self) -> str | None:
-        """What is wrong with the arrays, or None (:func:`.graphfile.graph_problem`)."""
-        from hippo_engine.index.graphfile import graph_problem
-        return graph_problem(self)
 
 
 # ------------------------------------------------------------------ building blocks
@@ -397,3 +291,7 @@ def _apply_contributions(keys: np.ndarray, parts: EdgeParts, bkeys: np.ndarray, 
         keep[tpos[empty]] = False
         keys, parts = keys[keep], parts.take(keep)
     return keys, parts
+
+
+__all__ = ["CONTEXT_WEIGHT", "FACT_WEIGHT", "KIND_CONTEXT", "KIND_FACT", "KIND_SYNONYMY", "EdgeParts", "GraphData",
+           "build_graph", "insert_passages"]

@@ -3,7 +3,7 @@
 
 The graph is derived data. It is taken from ``graph.npz`` only when the file is sound and
 labelled with the version and the content checksum (:mod:`.digest`) of what the index holds in
-memory (:mod:`.graphfile` says what is checked); otherwise it is rebuilt from the index. Only a
+memory (:mod:`.graphdata` says what is checked); otherwise it is rebuilt from the index. Only a
 holder of the writer lock writes the file: a writer after each change, a reader that rebuilt
 the graph only if it can take the lock without waiting and the index has not moved on since it
 was read (else its graph would carry a label it does not match).

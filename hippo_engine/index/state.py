@@ -188,7 +188,7 @@ class IndexState:
 
     def graph_triples(self) -> tuple[dict[str, list[Triple]], dict[str, list[float]]]:
         """What the graph is built from: each passage's triples, or its hyperedges as weighted
-        pseudo-triples (``text.hyperedge_graph_triples``), and the weights of the latter."""
+        pseudo-triples (:func:`.facts.hyperedge_graph_triples`), and the weights of the latter."""
         return graph_input(self.passage_triples, self.passage_hyperedges)
 
     def _passage_ids(self) -> list[str]:
