@@ -2,6 +2,8 @@
 
 * :data:`Triple` and :class:`Hyperedge`: a passage's facts (a triple, or an n-ary fact linking a
   text to the entities it mentions);
+* :class:`Document`: a document as a front door hands it over (id, text, title, metadata), and
+  :func:`passage_text`, the one way a title and a text become the text the index holds;
 * :class:`Extraction`: what an extractor returns for a batch of passages;
 * :class:`QuerySolution`: one query's retrieval result (and, after reading, its answer);
 * :class:`HiContext`: what a query mode assembled for the reader (and, per item,
@@ -37,6 +39,32 @@ def hyperedge_triple(h: Hyperedge) -> Triple:
     """How a hyperedge is shown where a triple is expected (candidate facts, the recognition
     filter): ``(text, "mentions", "entity; entity; ...")``."""
     return (h.text, "mentions", "; ".join(h.entities))
+
+
+# ----------------------------------------------------------------------------- documents
+def passage_text(title: str | None, text: str) -> str:
+    """The text the index holds for a document with a ``title``: ``"title\\ntext"`` (a title line, then the
+    text, as corpora of ``{title, text}`` records are read); ``title`` None: the text alone. (A caller whose
+    empty title means "none" passes ``title or None``.)"""
+    return text if title is None else f"{title}\n{text}"
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document as a front door hands it to the engine: its ``id`` (None: derived from the indexed
+    text, :func:`hippo_engine.ids.document_id`), ``text``, ``title`` (one line, or None) and ``metadata``
+    (a JSON object; None: none given, a known id keeps what is stored). Checked by
+    :func:`hippo_engine.inputs.check_document_records`."""
+
+    id: str | None
+    text: str
+    title: str | None = None
+    metadata: dict | None = None
+
+    @property
+    def indexed_text(self) -> str:
+        """What the index receives: :func:`passage_text` of the title (an empty one is none) and the text."""
+        return passage_text(self.title or None, self.text)
 
 
 # ----------------------------------------------------------------------------- extraction

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from hippo_engine.datatypes import passage_text
+
 #: a first line longer than this is text, not a title
 TITLE_MAX_CHARS = 200
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
@@ -103,7 +105,7 @@ def document_chunks(text: str, size: int | None, overlap: int = 0, tokenizer=Non
     title, body = split_title(text)
     if title is None:
         return pieces
-    return [f"{title}\n{p}" for p in chunk_text(body, size, overlap, tokenizer)]
+    return [passage_text(title, p) for p in chunk_text(body, size, overlap, tokenizer)]
 
 
 __all__ = ["TITLE_MAX_CHARS", "chunk_text", "document_chunks", "split_title"]

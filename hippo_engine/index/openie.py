@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hippo_engine.datatypes import Triple
+from hippo_engine.datatypes import Triple, passage_text
 from hippo_engine.ids import CHUNK_PREFIX, chunk_id
 from hippo_engine.lenient_json import parse_json_lenient
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, unparseable_reason
@@ -248,7 +248,7 @@ def load_openie_file(path: str | os.PathLike) -> dict[str, OpenIEResult]:
         if not isinstance(passage, str):
             title, text = d.get("title"), d.get("text")
             if isinstance(title, str) and isinstance(text, str):
-                passage = f"{title}\n{text}"
+                passage = passage_text(title, text)
             else:
                 raise ValueError(f"OpenIE file {path}: docs[{n}] has no passage text")
         entities, triples = clean_entities(d.get("extracted_entities")), clean_triples(d.get("extracted_triples"))

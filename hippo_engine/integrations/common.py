@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hippo_engine.results import ranked_passages
+
 if TYPE_CHECKING:
     from hippo_engine.datatypes import QuerySolution
     from hippo_engine.hipporag import HippoRAG
@@ -133,21 +135,12 @@ class MemorySearch:
 
 
 def hits_of(sol: QuerySolution, mode: str, explain: bool, document_metadata=None) -> list[Hit]:
-    """The :class:`Hit` objects of one solution (``document_metadata``: doc ids -> their metadata)."""
-    import numpy as np
-
-    scores = [float(s) for s in np.asarray(sol.doc_scores, dtype=float).ravel()]
+    """The :class:`Hit` objects of one solution (``document_metadata``: doc ids -> their metadata), from
+    :func:`hippo_engine.results.ranked_passages`."""
     explanations = _explanations(sol) if explain else {}
-    all_ids = sorted({d for ids in sol.doc_ids for d in ids})
-    stored = document_metadata(all_ids) if document_metadata and all_ids else {}
-    hits = []
-    for i, text in enumerate(sol.docs):
-        pid = sol.passage_ids[i] if i < len(sol.passage_ids) else ""
-        doc_ids = list(sol.doc_ids[i]) if i < len(sol.doc_ids) else []
-        hits.append(Hit(text=text, score=scores[i] if i < len(scores) else 0.0, rank=i + 1, passage_id=pid,
-                        doc_ids=doc_ids, mode=mode, documents={d: stored.get(d, {}) for d in doc_ids},
-                        explanation=explanations.get(pid)))
-    return hits
+    return [Hit(text=p.text, score=0.0 if p.score is None else p.score, rank=p.rank, passage_id=p.id,
+                doc_ids=p.doc_ids, mode=mode, documents=p.documents, explanation=explanations.get(p.id))
+            for p in ranked_passages(sol, document_metadata)]
 
 
 def _explanations(sol: QuerySolution) -> dict[str, dict[str, Any]]:

@@ -51,6 +51,7 @@ from pydantic import Field, ValidationError
 
 from hippo_engine import __version__
 from hippo_engine.config import MODES, ConfigError
+from hippo_engine.results import first_document_id
 from hippo_engine.service.answering import RETRY_AFTER_S, AnswerSlots
 from hippo_engine.service.jobs import MAX_ID_CHARS
 from hippo_engine.service.limits import Limits
@@ -123,7 +124,7 @@ def _tool_errors() -> Iterator[None]:
 
 def _document_id(item: dict) -> str:
     """The id an agent passes to forget: the first document holding the passage."""
-    return (item.get("doc_ids") or [item["id"]])[0]
+    return first_document_id(item.get("doc_ids") or [], item["id"])
 
 
 class MemoryTools:

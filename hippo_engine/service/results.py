@@ -3,30 +3,21 @@ HTTP, MCP and web layers send): ranked passages, answers with their citations, a
 drawn from its explanations."""
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hippo_engine.datatypes import Explanation, QuerySolution
 from hippo_engine.ids import CHUNK_PREFIX
+from hippo_engine.results import finite, ranked_passages
 
 PASSAGE_PREFIX = "passage: "    # how explain names a passage node (retrieve/explain.py)
 
 
-def _score(x: Any) -> float | None:
-    v = float(x)
-    return v if math.isfinite(v) else None
-
-
 def passages(sol: QuerySolution) -> list[dict]:
-    """The ranked passages of a solution: ``{"id", "text", "score", "doc_ids", "rank"}`` (rank from 1)."""
-    ids = list(sol.passage_ids) or [""] * len(sol.docs)
-    doc_ids = list(sol.doc_ids) or [[] for _ in sol.docs]
-    scores = list(sol.doc_scores)
-    return [{"id": ids[i], "text": text, "score": _score(scores[i]) if i < len(scores) else None,
-             "doc_ids": list(doc_ids[i]) if i < len(doc_ids) else [], "rank": i + 1}
-            for i, text in enumerate(sol.docs)]
+    """The ranked passages of a solution: ``{"id", "text", "score", "doc_ids", "rank"}`` (rank from 1;
+    :func:`hippo_engine.results.ranked_passages`)."""
+    return [p.to_dict() for p in ranked_passages(sol)]
 
 
 def retrieval(sol: QuerySolution, mode: str, explain: bool) -> dict:
@@ -100,11 +91,11 @@ def subgraph(query: str, explanations: Sequence[Explanation], texts: dict[str, s
     for ex in explanations:
         pid = f"passage:{ex.passage_id}"
         label = texts.get(ex.passage_id, ex.passage_id).split("\n", 1)[0][:80]
-        if not g.node(pid, label, "passage", _score(ex.score)):
+        if not g.node(pid, label, "passage", finite(ex.score)):
             break
         for s in ex.seeds:
             sid = f"{s.kind}:{s.entity}"
-            if g.node(sid, s.entity, "seed", _score(s.share)):
+            if g.node(sid, s.entity, "seed", finite(s.share)):
                 g.edge("query", sid, "seed")
         for path in ex.paths:
             names = [pid if i == len(path.nodes) - 1 else _node_id(n) for i, n in enumerate(path.nodes)]
