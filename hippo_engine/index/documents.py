@@ -7,7 +7,8 @@ derived from its text, ``DOC_PREFIX + md5(text)`` (:func:`~hippo_engine.ids.docu
 transaction as the passages, so a crash never leaves passages without their document or the
 reverse.
 
-Semantics (:class:`DocumentTable`, the index state's ``documents``; changes: :class:`.writer.IndexWriter`):
+Semantics (:class:`~.document_table.DocumentTable`, the index state's ``documents``; changes:
+:class:`.writer.IndexWriter`):
 
 * indexing an id with the passages it already holds is a no-op ("unchanged");
 * indexing a known id with another text replaces the document ("replaced"): its new passages are
@@ -26,15 +27,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from hippo_engine.config import IndexConfig, StorageConfig
 from hippo_engine.ids import chunk_id, document_id, legacy_document_id, legacy_passage_id
 from hippo_engine.index.chunking import document_chunks
+from hippo_engine.index.document_table import DocumentTable
+from hippo_engine.index.openie import OpenIEError
 from hippo_engine.index.stopwatch import Stopwatch
+from hippo_engine.index.writer import IndexWriter
 from hippo_engine.inputs import check_document_ids, check_documents
+from hippo_engine.progress import announce, plural
 from hippo_engine.store.metadata import check_metadata
+from hippo_engine.store.registry import get_backend
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +71,22 @@ class DocumentBatch:
                              f"(id {clip(doc_id)!r}) but different metadata; give ids to keep them apart")
 
 
+def check_batch(docs: Sequence[str], ids: Sequence[str] | None, what: str, *, no_nul: bool = False,
+                metadata: Sequence[Mapping | None] | None = None) -> tuple[list[str] | None, list | None]:
+    """Check a call's documents (strings), their metadata (a JSON object or None per document,
+    :func:`~hippo_engine.store.metadata.check_metadata`), NUL characters (``no_nul``: PostgreSQL
+    text cannot hold them) and ids (unique non-empty strings, one per document), in that order;
+    returns the checked ids and metadata (None where not given)."""
+    check_documents(docs, what)
+    metas = check_metadata(metadata, len(docs), what) if metadata is not None else None
+    if no_nul:
+        bad = [i for i, d in enumerate(docs) if "\x00" in d]
+        if bad:
+            raise ValueError(f"{what}(): documents {bad[:10]} contain NUL characters (\\x00), which PostgreSQL "
+                             f"text cannot store; remove them first")
+    return (check_document_ids(ids, len(docs), what) if ids is not None else None), metas
+
+
 def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, chunk_size: int | None,
                     chunk_overlap: int = 0, tokenizer=None, *, no_nul: bool = False,
                     metadata: Sequence[Mapping | None] | None = None) -> DocumentBatch:
@@ -73,15 +96,7 @@ def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, c
     without ids collapse into one (same text, same derived id; their metadata must then agree).
     ``no_nul``: refuse NUL characters (PostgreSQL text cannot hold them)."""
     t0 = time.perf_counter()
-    check_documents(docs, what)
-    metas = check_metadata(metadata, len(docs), what) if metadata is not None else None
-    if no_nul:
-        bad = [i for i, d in enumerate(docs) if "\x00" in d]
-        if bad:
-            raise ValueError(f"{what}(): documents {bad[:10]} contain NUL characters (\\x00), which PostgreSQL "
-                             f"text cannot store; remove them first")
-    if ids is not None:
-        ids = check_document_ids(ids, len(docs), what)
+    ids, metas = check_batch(docs, ids, what, no_nul=no_nul, metadata=metadata)
     out = DocumentBatch(metadata={} if metas is not None else None)
     for i, d in enumerate(docs):
         if not d.strip():
@@ -108,137 +123,38 @@ def split_documents(docs: Sequence[str], ids: Sequence[str] | None, what: str, c
     return out
 
 
-@dataclass
-class DocumentPlan:
-    """How a batch of documents compares with the stored ones: ids ``added`` (new), ``replaced``
-    (stored with other passages), ``unchanged``; ``writes`` are the rows to put (new, replaced
-    and legacy documents getting their rows), ``stale`` the replaced documents' old passages."""
+@dataclass(frozen=True)
+class DocumentSplitter:
+    """The whole document -> passages step of a memory: :meth:`split` checks a call's documents
+    (ids, metadata) and cuts those longer than ``chunk_size`` tokens of the encoder's tokenizer
+    (see :mod:`.chunking`). ``encoder``: a zero-argument provider of the encoder (``Models.encoder``),
+    asked for its tokenizer only when a document may be that long. ``no_nul``: refuse NUL
+    characters (a backend whose texts cannot hold them)."""
 
-    added: list[str] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    writes: dict[str, list[str]] = field(default_factory=dict)
-    stale: set[str] = field(default_factory=set)
+    chunk_size: int | None
+    chunk_overlap: int
+    encoder: Callable[[], Any]
+    no_nul: bool = False
 
-    def report(self) -> dict:
-        """The ``documents`` part of an index report."""
-        return {"added": list(self.added), "replaced": list(self.replaced), "unchanged": len(self.unchanged)}
+    @classmethod
+    def of(cls, index: IndexConfig, storage: StorageConfig, encoder: Callable[[], Any]) -> DocumentSplitter:
+        """The splitter of a memory configured with ``index`` and ``storage`` (its backend says
+        whether texts may hold NUL characters)."""
+        return cls(index.chunk_size, index.chunk_overlap, encoder, not get_backend(storage.storage_backend).accepts_nul)
 
+    def may_cut(self, docs: Sequence[str]) -> bool:
+        """Whether a document of ``docs`` may be longer than ``chunk_size`` tokens (its UTF-8 bytes
+        bound its tokens), so the tokenizer is needed."""
+        return self.chunk_size is not None and isinstance(docs, (list, tuple)) and any(
+            isinstance(d, str) and len(d.encode("utf-8", "surrogatepass")) > self.chunk_size for d in docs)
 
-class DocumentTable:
-    """Documents and their passages in the index store ``db`` (an ``IndexStore``): what is
-    stored, how a batch compares with it, the rows a change writes (inside the change's
-    transaction: :class:`.writer.IndexWriter`)."""
-
-    def __init__(self, db):
-        self.db = db
-        self._staged: dict[str, dict] = {}
-
-    @contextmanager
-    def staging(self, metadata: Mapping[str, dict]) -> Iterator[None]:
-        """Within: ``write_documents`` (inside a change's transaction) also writes ``metadata``
-        (doc id -> its new metadata), so the rows and the metadata commit together."""
-        self._staged = dict(metadata)
-        try:
-            yield
-        finally:
-            self._staged = {}
-
-    def metadata_changes(self, metadata: Mapping[str, dict]) -> dict[str, dict]:
-        """Those of ``metadata`` (doc id -> metadata) that differ from what is stored."""
-        stored = self.db.document_metadata(metadata)
-        return {d: m for d, m in metadata.items() if stored.get(d, {}) != m}
-
-    def metadata_of(self, doc_ids: Sequence[str]) -> dict[str, dict]:
-        """doc id -> its metadata (``{}`` for none) for each of ``doc_ids`` in the index; unknown ids
-        are left out."""
-        known = self.stored_documents(doc_ids)[0]
-        stored = self.db.document_metadata([d for d in doc_ids if d in known])
-        return {d: stored.get(d, {}) for d in doc_ids if d in known}
-
-    def stored_documents(self, doc_ids: Iterable[str]) -> tuple[dict[str, list[str]], set[str]]:
-        """doc id -> its stored passage ids for the known ``doc_ids``, and which of them are
-        legacy documents (a passage without document rows, see :func:`legacy_document_id`)."""
-        doc_ids = list(dict.fromkeys(doc_ids))
-        found = self.db.document_passages(doc_ids)
-        maybe = {d: legacy_passage_id(d) for d in doc_ids if d not in found}
-        maybe = {d: p for d, p in maybe.items() if p is not None and self.db.has_passage(p)}
-        held = self.db.passage_documents(maybe.values())
-        legacy = {d for d, p in maybe.items() if p not in held}
-        found.update({d: [maybe[d]] for d in legacy})
-        return found, legacy
-
-    def document_plan(self, documents: Mapping[str, Sequence[str]]) -> DocumentPlan:
-        """Compare ``documents`` (doc id -> passage ids) with what is stored."""
-        stored, legacy = self.stored_documents(documents)
-        plan = DocumentPlan()
-        for d, pids in documents.items():
-            old = stored.get(d)
-            if old is None:
-                plan.added.append(d)
-            elif list(old) == list(pids):
-                plan.unchanged.append(d)
-            else:
-                plan.replaced.append(d)
-                plan.stale.update(set(old).difference(pids))
-            if old is None or d in legacy or list(old) != list(pids):
-                plan.writes[d] = list(pids)
-        new_pids = {p for pids in documents.values() for p in pids}
-        plan.stale -= new_pids
-        return plan
-
-    def write_documents(self, writes: Mapping[str, Sequence[str]]) -> None:
-        """Put the document rows, after checking that each of their passages is stored."""
-        missing = [p for d in writes for p in writes[d] if not self.db.has_passage(p)]
-        if missing:
-            raise ValueError(f"documents refer to passages that are not stored: {missing[:5]}")
-        if writes:
-            self.db.put_documents(writes)
-        staged, self._staged = self._staged, {}
-        if staged:
-            self.db.put_document_metadata(staged)
-
-    def resolve_texts(self, texts: Sequence[tuple[str, list[str]]]) -> tuple[list[str], set[str], list[int]]:
-        """Doc ids for texts: the derived id if stored, else the documents whose passages are
-        exactly the text's; else the text's stored passages without document rows (legacy)."""
-        ids: list[str] = []
-        loose: set[str] = set()
-        unknown: list[int] = []
-        for i, (derived, pids) in enumerate(texts):
-            if derived in self.stored_documents([derived])[0]:
-                ids.append(derived)
-                continue
-            holders = self.db.passage_documents(pids[:1]).get(pids[0], []) if pids else []
-            same = [d for d, ps in self.db.document_passages(holders).items() if ps == pids]
-            if same:
-                ids.extend(same)
-                continue
-            present = [p for p in pids if self.db.has_passage(p)]
-            bare = set(present) - set(self.db.passage_documents(present))
-            if bare:
-                loose.update(bare)
-            else:
-                unknown.append(i)
-        return ids, loose, unknown
-
-    def unheld(self, pids: Iterable[str]) -> set[str]:
-        """Those of ``pids`` that no stored document holds (call after writing the rows)."""
-        pids = set(pids)
-        return pids - set(self.db.passage_documents(pids))
-
-    def documents_of(self, pids: Sequence[str]) -> list[list[str]]:
-        """For each passage id, the ids of the documents holding it (a passage without document
-        rows: its legacy id)."""
-        held = self.db.passage_documents(pids)
-        return [held.get(p) or [legacy_document_id(p)] for p in pids]
-
-    def all_documents(self) -> dict[str, list[str]]:
-        """Every document id with its passage ids (legacy passages included)."""
-        pids = self.db.passage_ids()
-        held = self.db.passage_documents(pids)
-        out = self.db.document_passages({d for ds in held.values() for d in ds})
-        out.update({legacy_document_id(p): [p] for p in pids if p not in held})
-        return out
+    def split(self, docs: Sequence[str], ids: Sequence[str] | None, what: str,
+              metadata: Sequence[Mapping | None] | None = None) -> DocumentBatch:
+        """``docs`` (with ``ids`` and ``metadata``, for the call ``what``) checked and split into
+        passages (:func:`split_documents`)."""
+        tokenizer = getattr(self.encoder(), "tokenizer", None) if self.may_cut(docs) else None
+        return split_documents(docs, ids, what, self.chunk_size, self.chunk_overlap, tokenizer, no_nul=self.no_nul,
+                               metadata=metadata)
 
 
 def index_documents(state, extractor, batch: DocumentBatch, llm_name: str = "") -> dict:
@@ -248,7 +164,6 @@ def index_documents(state, extractor, batch: DocumentBatch, llm_name: str = "") 
     ``OpenIEError`` naming the failed passages after indexing the other documents. A call that
     changes nothing (every document unchanged) returns ``{"added": 0}``. The report's
     ``timings`` tile the call (and the split before it): their stages add up to ``total``."""
-    from hippo_engine.index.openie import OpenIEError
     watch = Stopwatch()
     watch.charge("split", batch.seconds)
     if not batch.documents:
@@ -297,7 +212,6 @@ def _write(state, documents: Mapping[str, list[str]], passages: Mapping[str, str
            extractor: str, watch: Stopwatch | None = None) -> dict:
     """Index ``documents`` with the ``passages`` (new, with the extraction ``ex``'s facts) and,
     when the batch carries metadata, the changed metadata of these documents, in one transaction."""
-    from hippo_engine.index.writer import IndexWriter
     table: DocumentTable = state.documents
     changed = table.metadata_changes({d: batch.metadata[d] for d in documents if d in batch.metadata}) \
         if batch.metadata else {}
@@ -311,7 +225,6 @@ def _write(state, documents: Mapping[str, list[str]], passages: Mapping[str, str
 
 def _announce_extraction(extractor, new: Mapping[str, str], llm_name: str) -> None:
     """Say how many new passages go to the LLM (extractors that keep results in a file)."""
-    from hippo_engine.progress import announce, plural
     results = getattr(extractor, "results", None)
     if results is not None:
         todo = sum(1 for k in new if k not in results)
@@ -352,7 +265,6 @@ def preview(items: Sequence, shown: int = 3) -> str:
 def delete_documents(state, batch: DocumentBatch | None, ids: Sequence[str] | None) -> dict:
     """``HippoRAG.delete``: remove the documents of ``batch`` (texts) or ``ids`` from ``state``;
     unknown ones are logged (a count and the first few, clipped) and reported in full."""
-    from hippo_engine.index.writer import IndexWriter
     if ids is not None:
         report = IndexWriter(state).delete(check_document_ids(ids, None, "delete"))
         missing, n = report["documents"]["unknown"], len(ids)
@@ -378,5 +290,5 @@ def attach_ids(solutions: Sequence, index) -> None:
         s.doc_ids = table.documents_of(s.passage_ids)
 
 
-__all__ = ["DocumentBatch", "DocumentPlan", "DocumentTable", "attach_ids", "delete_documents", "document_id",
+__all__ = ["DocumentBatch", "DocumentSplitter", "attach_ids", "check_batch", "delete_documents", "document_id",
            "index_documents", "legacy_document_id", "legacy_passage_id", "split_documents"]

@@ -31,7 +31,7 @@ from hippo_engine.datatypes import Hyperedge, Triple
 from hippo_engine.index.content import READER_KEEP, ContentCache, stored_version
 from hippo_engine.index.digest import META_KEY as DIGEST_KEY
 from hippo_engine.index.digest import content_digest
-from hippo_engine.index.documents import DocumentPlan, DocumentTable
+from hippo_engine.index.document_table import DocumentPlan, DocumentTable
 from hippo_engine.index.facts import graph_input
 from hippo_engine.index.graph import GraphData, build_graph
 from hippo_engine.index.graphstate import GRAPH_FILE, GraphKeeper

@@ -37,7 +37,7 @@ from functools import partial
 from hippo_engine.datatypes import Hyperedge, Triple
 from hippo_engine.index.digest import META_KEY as DIGEST_KEY
 from hippo_engine.index.digest import ContentDigest
-from hippo_engine.index.documents import DocumentPlan
+from hippo_engine.index.document_table import DocumentPlan
 from hippo_engine.index.encoding import encode_into, mean_passage_vectors, new_texts
 from hippo_engine.index.facts import graph_input, normalize_hyperedges, normalize_triples
 from hippo_engine.index.removal import entity_ids, fact_ids, live_ids, removed_in_sql

@@ -30,8 +30,7 @@ from typing import Any
 
 from hippo_engine.index.distributed.committer import Committer, merge_reports
 from hippo_engine.index.distributed.worker import Claims, ExtractEncodeWorker, SplitWorker
-from hippo_engine.index.documents import DocumentBatch, check_passage_lengths, index_documents
-from hippo_engine.inputs import check_document_ids, check_documents
+from hippo_engine.index.documents import DocumentBatch, check_batch, check_passage_lengths, index_documents
 from hippo_engine.progress import announce
 
 logger = logging.getLogger(__name__)
@@ -144,17 +143,9 @@ class RayExecutor:
 
     def _prepare(self, rag, docs, ids, metadata) -> tuple[DocumentBatch, list | None]:
         """Validate the call like a single-process ``index()`` does, before any work."""
-        from hippo_engine.store.metadata import check_metadata
         from hippo_engine.store.registry import get_backend
-        check_documents(docs, "index")
-        metas = check_metadata(metadata, len(docs), "index") if metadata is not None else None
-        if not get_backend(rag.config.storage_backend).accepts_nul:
-            bad = [i for i, d in enumerate(docs) if "\x00" in d]
-            if bad:
-                raise ValueError(f"index(): documents {bad[:10]} contain NUL characters (\\x00), which PostgreSQL "
-                                 f"text cannot store; remove them first")
-        if ids is not None:
-            check_document_ids(ids, len(docs), "index")
+        no_nul = not get_backend(rag.config.storage_backend).accepts_nul
+        _, metas = check_batch(docs, ids, "index", no_nul=no_nul, metadata=metadata)
         batch = DocumentBatch(metadata={} if metas is not None else None)
         batch.skipped = [i for i, d in enumerate(docs) if not d.strip()]
         return batch, metas
