@@ -370,9 +370,7 @@ class IndexWriter:
         """Let a lean writer's stores forget which ids of this change they hold (the next change
         asks again), so nothing held grows from change to change."""
         for store in self.state.loaded_stores.values():
-            forget = getattr(store, "forget", None)
-            if forget is not None:
-                forget()
+            store.forget()
 
     def _plan_deletion(self, doc_ids, texts, out: dict) -> IndexPlan:
         st = self.state

@@ -45,6 +45,12 @@ class EmbeddingStore(ABC):
         """Re-read what the store holds from its backend (after another process wrote it, or a
         rolled-back transaction)."""
 
+    def forget(self) -> None:
+        """Forget the answers remembered about which ids the store holds (a writer calls this after
+        each change, so what it holds does not grow from change to change); a no-op for a store
+        that holds all its rows in memory."""
+        return None
+
     @property
     @abstractmethod
     def ids(self) -> np.ndarray:
