@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hippo_engine.dsn import redact_dsn
+
 LINKING_MODES = ("auto", "fact", "ner", "query", "ner_fact")
 EXTRACTORS = ("openie", "ner", "nary")
 MODES = ("hipporag2", "naive", "hi_local", "hi_global", "hi_bridge", "hi",
@@ -218,7 +220,8 @@ class StorageConfig(_Section):
     show_progress: bool = True
     #: where the index lives, a backend registered in :mod:`hippo_engine.store.registry`: "sqlite"
     #: (``<save_dir>/index.sqlite`` + numpy, the default) or "postgres" (PostgreSQL + pgvector: an
-    #: embedded server under ``<save_dir>/postgres``, or the server of ``postgres_dsn``)
+    #: embedded server under ``<save_dir>/postgres``, or the server of ``postgres_dsn``); the name
+    #: is checked against the registered backends when the storage is opened (the registry's)
     storage_backend: str = "sqlite"
     postgres_dsn: str | None = None
     #: the PostgreSQL schema holding this index (None: ``hippo`` on the embedded server; on a
@@ -236,14 +239,6 @@ class StorageConfig(_Section):
         """The DSN's password is masked in reprs."""
         for name, value in super().__repr_args__():
             yield name, (_shown("postgres_dsn", value) if name == "postgres_dsn" else value)
-
-    @field_validator("storage_backend")
-    @classmethod
-    def _backend(cls, v: str) -> str:
-        from hippo_engine.store.registry import backend_names, unknown_backend
-        if v not in backend_names():
-            raise ValueError(unknown_backend(v))
-        return v
 
     @field_validator("postgres_dsn")
     @classmethod
@@ -339,7 +334,6 @@ def _shown(field: str, value: Any) -> Any:
     if field == "api_key":
         return "***"
     if field == "postgres_dsn":
-        from hippo_engine.store.dsn import redact_dsn  # imported here: the store package loads numpy
         return redact_dsn(value)
     return value
 

@@ -66,7 +66,7 @@ class QueryParam:
         if self.use_filter is not None and not isinstance(self.use_filter, bool):
             raise ConfigError(f"use_filter must be True, False or None, got {self.use_filter!r}")
         if self.where is not None:
-            from hippo_engine.store.metadata import parse_where
+            from hippo_engine.metadata_check import parse_where
             try:
                 parse_where(self.where)
             except (TypeError, ValueError) as e:

@@ -19,18 +19,16 @@ the old version still there, so its ``index`` call changes nothing); the purge t
 """
 from __future__ import annotations
 
-import contextlib
 import errno
-import inspect
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from hippo_engine.service.jobs import DELETED, Owner, indexed_text, owner_alive
 from hippo_engine.service.jobstore import JobStore
-from hippo_engine.store.lock import IndexLockedError
+from hippo_engine.store.registry import transient_errors
 
 logger = logging.getLogger(__name__)
 
@@ -38,13 +36,17 @@ logger = logging.getLogger(__name__)
 STALE_CHECK_S = 30.0
 
 
-def transient_errors() -> tuple[type[BaseException], ...]:
-    """Errors that say the index is busy or unreachable, not that a document is bad."""
-    kinds: list[type[BaseException]] = [IndexLockedError, sqlite3.OperationalError, ConnectionError, TimeoutError]
-    with contextlib.suppress(ImportError):
-        import psycopg
-        kinds.append(psycopg.OperationalError)
-    return tuple(kinds)
+class IndexTarget(Protocol):
+    """What the worker uses of the index it fills (a ``HippoRAG``): ``index`` with ids and metadata,
+    ``delete`` by ids, its configuration (its storage backend: which errors are passing) and its
+    state (the writer lock)."""
+
+    config: Any
+    index_state: Any
+
+    def index(self, docs: Sequence[str], *, ids: Sequence[str], metadata: Sequence[dict | None]) -> Any: ...
+
+    def delete(self, *, ids: Sequence[str]) -> dict: ...
 
 
 #: errors that say the process ran out of a resource (file descriptors): passing, retried without limit
@@ -83,8 +85,8 @@ class Ingestor:
     ``lock`` serialises this worker's use of ``rag`` with other users in the process. ``after_index`` (for
     tests): called after each ``rag.index`` call and before its statuses are recorded."""
 
-    def __init__(self, rag, store: JobStore, lock: threading.RLock, *, batch_size: int = 32, poll_s: float = 0.5,
-                 max_attempts: int = 5, owner: Owner | None = None):
+    def __init__(self, rag: IndexTarget, store: JobStore, lock: threading.RLock, *, batch_size: int = 32,
+                 poll_s: float = 0.5, max_attempts: int = 5, owner: Owner | None = None):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.rag, self.store, self.lock = rag, store, lock
@@ -96,9 +98,8 @@ class Ingestor:
         self._busy = threading.Event()
         self._empty = threading.Event()     # the last look at the queue found nothing (cleared by wake)
         self._exhausted_wait = 1.0
-        self._transient = transient_errors()
-        self._with_metadata = "metadata" in inspect.signature(rag.index).parameters
-        self._warned_metadata = False
+        #: errors that say the index is busy or unreachable (its storage backend's), not that a document is bad
+        self._transient = transient_errors(rag.config.storage_backend)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -191,7 +192,7 @@ class Ingestor:
             self.purge(gone)
 
     def _give_back(self, batch: list[dict], e: Exception) -> bool:
-        """After a passing failure (:func:`transient_errors`, or files ran out: :func:`exhausted`), give the
+        """After a passing failure (the backend's transient errors, or files ran out: :func:`exhausted`), give the
         claims back to the queue and wait before the next try (doubling while files stay exhausted, up to
         :data:`EXHAUSTED_MAX_WAIT_S`); False for another failure."""
         out_of_files = exhausted(e)
@@ -233,13 +234,7 @@ class Ingestor:
     def _index(self, batch: Sequence[dict]) -> None:
         texts = [indexed_text(d["text"], d["title"]) for d in batch]
         ids = [d["id"] for d in batch]
-        if self._with_metadata:
-            self.rag.index(texts, ids=ids, metadata=[d["metadata"] for d in batch])
-        else:
-            if not self._warned_metadata and any(d["metadata"] for d in batch):
-                logger.warning("this HippoRAG indexes no metadata: it is kept with the documents' status only")
-                self._warned_metadata = True
-            self.rag.index(texts, ids=ids)
+        self.rag.index(texts, ids=ids, metadata=[d["metadata"] for d in batch])
         if self.after_index is not None:
             self.after_index(ids)
 
@@ -285,4 +280,4 @@ class Ingestor:
         return [d for d in unknown if d in set(removed)]
 
 
-__all__ = ["STALE_CHECK_S", "Ingestor", "describe", "exhausted", "transient_errors"]
+__all__ = ["STALE_CHECK_S", "IndexTarget", "Ingestor", "describe", "exhausted"]

@@ -1,6 +1,6 @@
-"""The ingestion queue in the index database: :class:`JobStore`, with a backend per storage
-(:mod:`.jobstore_backends`: the index's SQLite file, or its PostgreSQL schema), chosen by
-:func:`open_job_store` from the index a ``HippoRAG`` opened.
+"""The ingestion queue in the index database: :class:`JobStore`, over the job tables its storage backend
+keeps beside the index (:class:`~hippo_engine.store.jobs.JobTables`: the index's SQLite file, or its
+PostgreSQL schema), handed out by the backend of the index a ``HippoRAG`` opened (:func:`open_job_store`).
 
 Three tables beside the index's own: ``service_jobs`` (one row per accepted batch), ``service_documents``
 (one row per document id: its latest accepted text, title and metadata, status, error, revision and the
@@ -20,13 +20,10 @@ Rules that make "nothing accepted is lost or indexed twice" hold (see :mod:`.ing
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
-import threading
 import time
 import uuid
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -45,8 +42,10 @@ from hippo_engine.service.jobs import (
     shown_metadata,
     shown_status,
 )
+from hippo_engine.store.jobs import JobTables
+from hippo_engine.store.registry import get_backend
 
-#: tries of a write that the database aborted to break a deadlock (the backend's ``_retry_on`` errors)
+#: tries of a write that the database aborted to break a deadlock (the backend's ``retry_on`` errors)
 RETRIES = 6
 
 
@@ -65,62 +64,48 @@ def _retried(method):
         for attempt in range(RETRIES):
             try:
                 return method(self, *args, **kwargs)
-            except self._retry_on:
+            except self.tables.retry_on:
                 if attempt == RETRIES - 1:
                     raise
                 time.sleep(0.02 * 2 ** attempt)
     return run
 
 
-class JobStore(ABC):
-    """The job and document tables of one index. Thread-safe (one connection, used under a lock)."""
+class JobStore:
+    """The job and document tables of one index, on the job tables ``tables`` its backend gave (owned:
+    :meth:`close` closes them). Thread-safe (one connection, used under the tables' lock)."""
 
-    #: the backend's name (``sqlite``, ``postgres``) and where the tables are, for messages
-    name = ""
-    location = ""
+    def __init__(self, tables: JobTables):
+        self.tables = tables
+        #: row-locking clauses of the claim's SELECT and of a SELECT before an UPDATE (PostgreSQL; SQLite's
+        #: write transactions exclude each other). Rows are locked in doc id order, except by the claim, which
+        #: skips locked rows and so never waits.
+        self._claim_lock, self._row_lock = tables.claim_lock, tables.row_lock
 
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
+    @property
+    def name(self) -> str:
+        """The backend's name (``sqlite``, ``postgres``)."""
+        return self.tables.name
 
-    # ------------------------------------------------------------------ backend
-    @abstractmethod
-    def _write(self) -> contextlib.AbstractContextManager[Any]:
-        """A write transaction (taken at once: SQLite ``BEGIN IMMEDIATE``); yields a connection."""
-
-    @abstractmethod
-    def _read(self) -> contextlib.AbstractContextManager[Any]:
-        """A read transaction (one snapshot); yields a connection."""
-
-    @abstractmethod
-    def _new_job(self, c, job_id: str, created: float, total: int) -> int:
-        """Insert a job row; returns its sequence number (increasing: the queue's order)."""
-
-    #: row-locking clauses of the claim's SELECT and of a SELECT before an UPDATE (PostgreSQL; SQLite's
-    #: write transactions exclude each other). Rows are locked in doc id order, except by the claim, which skips
-    #: locked rows and so never waits.
-    _claim_lock = ""
-    _row_lock = ""
-    #: errors after which a write is tried again (:func:`_retried`)
-    _retry_on: tuple[type[BaseException], ...] = ()
-
-    def _sql(self, sql: str) -> str:
-        """``sql`` with the table names of this store (``{d}``, ``{j}``, ``{i}``) and its placeholders."""
-        return sql
+    @property
+    def location(self) -> str:
+        """Where the tables are, for messages."""
+        return self.tables.location
 
     def _x(self, c, sql: str, params: Sequence = ()) -> Any:
-        return c.execute(self._sql(sql), tuple(params))
+        return self.tables.x(c, sql, params)
 
-    @abstractmethod
     def close(self) -> None:
         """Close the connection."""
+        self.tables.close()
 
     # ------------------------------------------------------------------ accepting
     @_retried
     def add(self, docs: Sequence[NewDocument]) -> str:
         """Accept ``docs`` as one new job (committed before returning); returns the job id."""
         job_id, t = uuid.uuid4().hex, now()
-        with self._write() as c:
-            seq = self._new_job(c, job_id, t, len(docs))
+        with self.tables.write() as c:
+            seq = self.tables.new_job(c, job_id, t, len(docs))
             for pos, d in sorted(enumerate(docs), key=lambda x: x[1].id):     # rows locked in one order
                 self._put(c, d, job_id, seq, pos, t)
         return job_id
@@ -145,14 +130,14 @@ class JobStore(ABC):
     def retry_failed(self) -> tuple[str, list[str]] | None:
         """Put every failed document back in the queue as one new job: (job id, ids); None if none failed."""
         t = now()
-        with self._write() as c:
+        with self.tables.write() as c:
             rows = self._x(c, "SELECT doc_id, rev, seq, pos FROM {d} WHERE status = ? ORDER BY doc_id" + self._row_lock,
                            (FAILED,)).fetchall()
             rows.sort(key=lambda r: (r[2], r[3]))
             if not rows:
                 return None
             job_id = uuid.uuid4().hex
-            seq = self._new_job(c, job_id, t, len(rows))
+            seq = self.tables.new_job(c, job_id, t, len(rows))
             for pos, (doc_id, rev, _, _) in enumerate(rows):
                 self._x(c, "UPDATE {d} SET status = ?, error = NULL, attempts = 0, job_id = ?, seq = ?, pos = ?, "
                            "updated = ? WHERE doc_id = ?", (PENDING, job_id, seq, pos, t, doc_id))
@@ -165,7 +150,7 @@ class JobStore(ABC):
         """Claim up to ``limit`` pending documents, oldest first, for ``owner`` (atomically: no two
         workers get one document). Each: ``{"id", "rev", "text", "title", "metadata", "attempts"}``."""
         t = now()
-        with self._write() as c:
+        with self.tables.write() as c:
             rows = self._x(c, "SELECT doc_id, rev, text, title, metadata, attempts FROM {d} WHERE status = ? "
                               "ORDER BY seq, pos LIMIT ?" + self._claim_lock, (PENDING, limit)).fetchall()
             for r in rows:
@@ -180,7 +165,7 @@ class JobStore(ABC):
         Returns the ids deleted while claimed (the caller removes them from the index, then
         :meth:`mark_purged`). A claim that is no longer ``owner``'s (reset meanwhile) is left alone."""
         t, gone = now(), []
-        with self._write() as c:
+        with self.tables.write() as c:
             for doc_id, rev, error in sorted(outcomes, key=lambda o: o[0]):
                 row = self._x(c, "SELECT status, rev, owner, claimed_rev FROM {d} WHERE doc_id = ?" + self._row_lock,
                               (doc_id,)).fetchone()
@@ -203,7 +188,7 @@ class JobStore(ABC):
         """Give ``owner``'s claims on ``ids`` back after a passing failure (the index was busy or
         unreachable): pending again, or failed with ``error`` once tried ``max_attempts`` times."""
         t = now()
-        with self._write() as c:
+        with self.tables.write() as c:
             for doc_id in sorted(set(ids)):
                 row = self._x(c, "SELECT status, rev, claimed_rev, attempts, owner FROM {d} WHERE doc_id = ?"
                               + self._row_lock, (doc_id,)).fetchone()
@@ -223,11 +208,11 @@ class JobStore(ABC):
     def reset_stale(self, alive: Callable[[str], bool]) -> int:
         """Reset the claims of owners for which ``alive(owner)`` is false: their documents go back to
         ``pending`` (tombstones: to be removed from the index). Returns how many rows changed."""
-        with self._read() as c:
+        with self.tables.read() as c:
             owners = [r[0] for r in self._x(c, "SELECT DISTINCT owner FROM {d} WHERE owner IS NOT NULL").fetchall()]
         dead = [o for o in owners if not alive(o)]
         n, t = 0, now()
-        with self._write() as c:
+        with self.tables.write() as c:
             for o in dead:
                 n += self._x(c, "UPDATE {d} SET status = ?, owner = NULL, claimed_rev = NULL, updated = ? "
                                 "WHERE owner = ? AND status = ?", (PENDING, t, o, PROCESSING)).rowcount
@@ -246,7 +231,7 @@ class JobStore(ABC):
         if bad is not None:
             raise ValueError(f"ids[{bad}] contains a NUL character (\\x00): no document has such an id")
         t, deleted, unknown = now(), [], []
-        with self._write() as c:
+        with self.tables.write() as c:
             for doc_id in sorted(set(ids)):
                 row = self._x(c, "SELECT status FROM {d} WHERE doc_id = ?" + self._row_lock, (doc_id,)).fetchone()
                 if row is None or row[0] == DELETED:
@@ -261,7 +246,7 @@ class JobStore(ABC):
     def unpurged(self, ids: Sequence[str] | None = None) -> list[str]:
         """Tombstones not yet removed from the index and claimed by nobody (of ``ids``, or all)."""
         sql = "SELECT doc_id FROM {d} WHERE status = ? AND purged = 0 AND owner IS NULL"
-        with self._read() as c:
+        with self.tables.read() as c:
             if ids is None:
                 return [r[0] for r in self._x(c, sql + " ORDER BY doc_id", (DELETED,)).fetchall()]
             return [d for d in dict.fromkeys(ids)
@@ -270,7 +255,7 @@ class JobStore(ABC):
     @_retried
     def mark_purged(self, ids: Sequence[str]) -> None:
         """Record that the tombstones ``ids`` are gone from the index."""
-        with self._write() as c:
+        with self.tables.write() as c:
             for doc_id in sorted(set(ids)):
                 self._x(c, "UPDATE {d} SET purged = 1 WHERE doc_id = ? AND status = ? AND owner IS NULL",
                         (doc_id, DELETED))
@@ -283,7 +268,7 @@ class JobStore(ABC):
         still there), so its status must not stay ``indexed``: an indexed one is pending again, a claimed one
         becomes pending when its claim ends (:meth:`finish`). Returns the ids requeued."""
         t, out = now(), []
-        with self._write() as c:
+        with self.tables.write() as c:
             for doc_id in sorted(set(ids)):
                 row = self._x(c, "SELECT status FROM {d} WHERE doc_id = ?" + self._row_lock, (doc_id,)).fetchone()
                 if row is None or row[0] not in (INDEXED, PROCESSING):
@@ -300,7 +285,7 @@ class JobStore(ABC):
         """The job ``job_id`` as the API shows it (:func:`.jobs.job_view`); None if unknown."""
         if not _storable(job_id):
             return None
-        with self._read() as c:
+        with self.tables.read() as c:
             row = self._x(c, "SELECT created FROM {j} WHERE job_id = ?", (job_id,)).fetchone()
             if row is None:
                 return None
@@ -314,7 +299,7 @@ class JobStore(ABC):
         joined with this queue (:mod:`.doclist`: indexed ones in the order first indexed, then those
         accepted and not indexed yet)."""
         doclist.status_filter(status)            # a bad status is refused before the database is read
-        with self._read() as c:
+        with self.tables.read() as c:
             rows, total = doclist.page(self._x, c, status, offset, limit)
         return {"documents": [self._doc(r) for r in rows], "total": total, "offset": offset, "limit": limit}
 
@@ -323,7 +308,7 @@ class JobStore(ABC):
         holds it (a document indexed without the service: the caller reads its passages)."""
         if not _storable(doc_id):
             return None
-        with self._read() as c:
+        with self.tables.read() as c:
             got = doclist.one(self._x, c, doc_id)
         return None if got is None else {**self._doc(got[0]), "text": got[1]}
 
@@ -335,7 +320,7 @@ class JobStore(ABC):
     def counts(self) -> dict[str, int]:
         """How many listed documents have each status (:meth:`documents`' totals)."""
         out = dict.fromkeys(LISTED, 0)
-        with self._read() as c:
+        with self.tables.read() as c:
             rows = self._x(c, "SELECT status, claimed_rev = rev, COUNT(*) FROM {d} WHERE status IN (?, ?, ?) "
                               "GROUP BY status, claimed_rev = rev", doclist.ACTIVE).fetchall()
             out[INDEXED] = doclist.count(self._x, c, INDEXED)
@@ -345,7 +330,7 @@ class JobStore(ABC):
 
     def statuses(self, ids: Iterable[str]) -> dict[str, str]:
         """doc id -> stored status, for the known ``ids``."""
-        with self._read() as c:
+        with self.tables.read() as c:
             out = {}
             for d in filter(_storable, dict.fromkeys(ids)):
                 r = self._x(c, "SELECT status FROM {d} WHERE doc_id = ?", (d,)).fetchone()
@@ -355,15 +340,10 @@ class JobStore(ABC):
 
 
 def open_job_store(rag) -> JobStore:
-    """The job store of the index ``rag`` (a ``HippoRAG``) opened: its backend chosen by the index store's
-    kind (:data:`.jobstore_backends.BACKENDS`)."""
-    from hippo_engine.service.jobstore_backends import BACKENDS
-    db = rag.index_state.db
-    for matches, make in BACKENDS.values():
-        if matches(db):
-            return make(db, rag.config)
-    raise TypeError(f"no job store for an index kept in {type(db).__name__} ({db.location}); known: "
-                    f"{', '.join(BACKENDS)}")
+    """The job store of the index ``rag`` (a ``HippoRAG``) opened: on the job tables that the index's
+    storage backend keeps beside it."""
+    tables = get_backend(rag.config.storage_backend).job_tables(rag.index_state.db, rag.config)
+    return JobStore(tables)
 
 
 __all__ = ["JobStore", "open_job_store"]

@@ -11,7 +11,6 @@ Everything returned is a plain JSON-ready dict or list (see :mod:`.results`). Ba
 """
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 
@@ -57,7 +56,6 @@ class Memory:
         self.store = open_job_store(self.writer)
         self.ingestor = Ingestor(self.writer, self.store, self._write_lock, batch_size=batch_size, poll_s=poll_s,
                                  max_attempts=max_attempts)
-        self._where = "where" in inspect.signature(rag.retrieve).parameters
         self._closed = False
         if worker:
             self.ingestor.start()
@@ -144,9 +142,6 @@ class Memory:
             return {}
         if not isinstance(where, dict):
             raise ValueError(f"where must be an object (a metadata filter), got {type(where).__name__}")
-        if not self._where:
-            raise ValueError("where: metadata filters need a HippoRAG with metadata support (retrieve(where=...)), "
-                             "which this engine lacks")
         return {"where": where}
 
     def _mode(self, mode: str | None) -> str:

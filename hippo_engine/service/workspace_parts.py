@@ -1,10 +1,9 @@
 """What the workspaces of one server share and how a closed one is read (see :mod:`.workspaces`): a request's
 :class:`Lease` and the lifecycle's refusals, :class:`SharedEncoder` (one encoder for every workspace), the
-storage options of the root folder, a closed workspace's document count and the drop of a workspace's
-PostgreSQL schema."""
+storage options of the root folder and a closed workspace's document count (read through the storage
+backend's :class:`~hippo_engine.store.registry.SharedStorage`)."""
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.store.base import StoreError
+from hippo_engine.store.jobs import ClosedTables
+from hippo_engine.store.registry import SharedStorage
 
 #: seconds a client is asked to wait (``Retry-After``) when every open workspace is busy
 BUSY_RETRY_S = 2
@@ -78,45 +78,24 @@ class SharedEncoder(Encoder):
         return getattr(self.inner(), attr)
 
 
-def count_closed(folder: Path, dsn: Callable[[], str]) -> int:
+def count_closed(folder: Path, storage: SharedStorage) -> int:
     """How many documents the workspace in ``folder`` lists (:mod:`.doclist`: the index's document registry
-    and the queue's documents not indexed yet), read without opening it (``dsn``: the PostgreSQL server's DSN,
-    asked for only when the folder's index is there)."""
-    import sqlite3
-
-    from hippo_engine.store.document_registry import TABLE
-    from hippo_engine.store.identity import read_identity
-    from hippo_engine.store.opening import SQLITE_FILE
-    rec = read_identity(folder)
-    if rec is None or rec["backend"] == "sqlite":
-        path = folder / SQLITE_FILE
-        if not path.is_file():
-            return 0
-        names = {"r": TABLE, "d": "service_documents", "m": "document_metadata", "documents": "documents"}
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as c:
-            tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            have = {k for k, t in names.items() if t in tables}
-            return _count(c, names, have, lambda sql: sql.format(**names))
-    from hippo_engine.store.postgres.schema import check_schema_name, psycopg_module
-    q = f'"{check_schema_name(rec["schema"])}"'
-    names = {"r": f"{q}.{TABLE}", "d": f"{q}.service_documents", "m": f"{q}.document_metadata",
-             "documents": f"{q}.documents"}
-    with psycopg_module().connect(dsn(), autocommit=True) as c:
-        have = {k for k, t in names.items() if c.execute("SELECT to_regclass(%s) IS NOT NULL", (t,)).fetchone()[0]}
-        return _count(c, names, have, lambda sql: sql.replace("?", "%s").format(**names))
+    and the queue's documents not indexed yet), read without opening it through ``storage`` (0: it has no
+    database yet)."""
+    with storage.closed_tables(folder) as tables:
+        return 0 if tables is None else _count(tables)
 
 
-def _count(c, names: dict, have: set, fmt: Callable[[str], str]) -> int:
-    """:func:`.doclist.count` over connection ``c`` (``have``: which of ``names``' tables exist). A folder
-    never served has no queue: its registry counts; one not opened since the registry came counts its
-    documented ids."""
+def _count(tables: ClosedTables) -> int:
+    """:func:`.doclist.count` over a closed index's tables. A folder never served has no queue: its registry
+    counts; one not opened since the registry came counts its documented ids."""
     from hippo_engine.service.doclist import count
-    one = lambda sql: int(c.execute(fmt(sql)).fetchone()[0])    # noqa: E731 - a one-line reader
-    if {"r", "d", "m"} <= have:
-        return count(lambda conn, sql, params: conn.execute(fmt(sql), params), c)
-    if "r" in have:
+    one = lambda sql: int(tables.run(sql, ()).fetchone()[0])    # noqa: E731 - a one-line reader
+    if {"r", "d", "m"} <= tables.have:
+        return count(lambda conn, sql, params: tables.run(sql, params), None)
+    if "r" in tables.have:
         return one("SELECT COUNT(*) FROM {r}")
-    return one("SELECT COUNT(*) FROM {documents} WHERE pos = 0") if "documents" in have else 0
+    return one("SELECT COUNT(*) FROM {documents} WHERE pos = 0") if "documents" in tables.have else 0
 
 
 def storage_options(root: Path, opts: dict) -> tuple[dict, str | None, str | None]:
@@ -148,21 +127,5 @@ def share_encoder(rag, opts: dict) -> SharedEncoder:
     return SharedEncoder(models.encoder, rag.embedding_model_name)
 
 
-def drop_index_schema(dsn: str, schema: str, folder: Path) -> None:
-    """Drop the PostgreSQL schema of the index of ``folder`` (under its writers' lock), after checking that
-    the schema holds that folder's index and no other's."""
-    from hippo_engine.store.identity import folder_key
-    from hippo_engine.store.postgres.schema import check_schema_name, lock_key, psycopg_module
-    check_schema_name(schema)
-    with psycopg_module().connect(dsn, autocommit=True) as conn, conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", lock_key(schema))
-        if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}".meta',)).fetchone()[0]:
-            row = conn.execute(f"SELECT value FROM \"{schema}\".meta WHERE key = 'index_folder'").fetchone()
-            if row is not None and row[0] != folder_key(folder):
-                raise StoreError(f"schema {schema} holds the index of {row[0]}, not of {folder_key(folder)}; "
-                                 "nothing was dropped")
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
 __all__ = ["BUSY_RETRY_S", "Lease", "SharedEncoder", "WorkspaceLimitError", "WorkspacesBusyError", "count_closed",
-           "drop_index_schema", "share_encoder", "storage_options"]
+           "share_encoder", "storage_options"]

@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 import threading
 import time
 from collections import Counter, OrderedDict
 from pathlib import Path
-from typing import Any
 
 from hippo_engine.service.memory import Memory
 from hippo_engine.service.workspace_parts import (
@@ -42,10 +40,10 @@ from hippo_engine.service.workspace_parts import (
     WorkspaceLimitError,
     WorkspacesBusyError,
     count_closed,
-    drop_index_schema,
     share_encoder,
     storage_options,
 )
+from hippo_engine.store.registry import backend_for
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +81,9 @@ class Workspaces:
         self.separate_writer = separate_writer
         self.max_workspaces, self.max_open, self.idle_s = max_workspaces, max_open, idle_s
         self.busy_wait_s = busy_wait_s
-        self._opts, self._storage, self._dsn = storage_options(self.root, dict(rag_options or {}))
+        self._opts, self._storage, dsn = storage_options(self.root, dict(rag_options or {}))
+        #: where the workspaces' indexes live (their backend's; with PostgreSQL: the server named workspaces use)
+        self._shared = backend_for(self._storage or "sqlite").shared(self.root, dsn)
         self._memories: OrderedDict[str, Memory] = OrderedDict()    # least recently used first
         self._leases: Counter[str] = Counter()
         self._used: dict[str, float] = {}
@@ -95,7 +95,6 @@ class Workspaces:
         self._create_lock = threading.Lock()
         self._shared_lock = threading.Lock()
         self._encoder: SharedEncoder | None = None
-        self._server: Any = None        # the embedded server named workspaces use (PostgreSQL without a DSN)
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
         if idle_s is not None:
@@ -288,35 +287,15 @@ class Workspaces:
             raise
 
     def _options_for(self, name: str) -> dict:
-        """``HippoRAG`` arguments for a workspace: the shared ones, with the backend and, for a named
-        workspace on PostgreSQL, the server (its schema comes from its folder, never the default's)."""
+        """``HippoRAG`` arguments for a workspace: the shared ones, with the backend and where the backend keeps
+        the workspace's index (:meth:`~hippo_engine.store.registry.SharedStorage.options`: for a named
+        workspace on PostgreSQL, the server; its schema comes from its folder, never the default's)."""
         opts = dict(self._opts)
         if self._encoder is not None:
             opts["encoder"] = self._encoder
-        if self._storage == "postgres":
-            opts["storage"] = "postgres"
-            dsn = self._dsn
-            if name != DEFAULT:
-                opts.pop("postgres_schema", None)
-                if opts.get("config") is not None and opts["config"].postgres_schema:
-                    opts["config"] = opts["config"].replace(postgres_schema=None)
-                dsn = dsn or self._embedded_dsn()
-            if dsn is not None:
-                opts["dsn"] = dsn
-        elif self._storage is not None:
+        if self._storage is not None:
             opts["storage"] = self._storage
-        return opts
-
-    def _embedded_dsn(self) -> str:
-        """The DSN of the default workspace's embedded server (started or joined here, left on close)."""
-        with self._shared_lock:
-            if self._server is None:
-                from hippo_engine.store.opening import POSTGRES_DIR
-                from hippo_engine.store.postgres import EmbeddedPostgres
-                server = EmbeddedPostgres(self.root / POSTGRES_DIR)
-                server.start()
-                self._server = server
-            return self._server.dsn()
+        return self._shared.options(opts, name == DEFAULT)
 
     # ------------------------------------------------------------------ idle ones
     def sweep(self, now: float | None = None) -> list[str]:
@@ -368,7 +347,7 @@ class Workspaces:
         try:
             if mem is not None:
                 return sum(mem.store.counts().values())
-            return count_closed(self.path(name), lambda: self._dsn or self._embedded_dsn())
+            return count_closed(self.path(name), self._shared)
         except Exception as e:  # noqa: BLE001 - one unreadable workspace does not hide the others
             logger.warning("workspace %r: cannot count its documents: %s", name, e)
             return None
@@ -405,13 +384,8 @@ class Workspaces:
         return True
 
     def _drop(self, name: str) -> None:
-        """Remove a closed workspace's data: its PostgreSQL schema (if any) and its folder."""
-        from hippo_engine.store.identity import read_identity
-        folder = self.path(name)
-        rec = read_identity(folder)
-        if rec is not None and rec.get("backend") == "postgres" and rec.get("schema"):
-            drop_index_schema(self._dsn or self._embedded_dsn(), rec["schema"], folder)
-        shutil.rmtree(folder, ignore_errors=not folder.exists())
+        """Remove a closed workspace's data (its database: with PostgreSQL its schema) and its folder."""
+        self._shared.drop(self.path(name))
 
     def close(self) -> None:
         """Close every open workspace (their workers finish their batch) and leave the embedded server."""
@@ -423,10 +397,7 @@ class Workspaces:
                 mem.close()
             except Exception:   # noqa: BLE001 - close the others; this one is logged
                 logger.exception("closing a workspace failed")
-        with self._shared_lock:
-            if self._server is not None:
-                self._server.stop()
-                self._server = None
+        self._shared.close()
 
     def __enter__(self) -> Workspaces:
         return self
@@ -436,4 +407,4 @@ class Workspaces:
 
 
 __all__ = ["DEFAULT", "NAME", "Lease", "SharedEncoder", "WorkspaceLimitError", "Workspaces", "WorkspacesBusyError",
-           "check_name", "drop_index_schema"]
+           "check_name"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from hippo_engine.store.db import StoreError
+from hippo_engine.store.base import StoreError
 
 LOCK_NAME = "write.lock"
 

@@ -9,39 +9,20 @@ index made before identities existed keeps its old ``hippo_<name>`` schema.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
+import shutil
 from pathlib import Path
 
 from hippo_engine.store.base import IndexStore, StoreError
-from hippo_engine.store.identity import IDENTITY_FILE, folder_key, read_identity, reconcile
-from hippo_engine.store.registry import StorageBackend, get_backend
+from hippo_engine.store.identity import IDENTITY_FILE, read_identity, reconcile
+from hippo_engine.store.postgres.naming import default_schema, legacy_schema
+from hippo_engine.store.registry import backend_for
 
 logger = logging.getLogger(__name__)
 
 SQLITE_FILE = "index.sqlite"
 POSTGRES_DIR = "postgres"
 EMBEDDED = "embedded"
-
-
-def legacy_schema(save_dir: Path) -> str:
-    """The default schema on a shared server before indexes had identities: ``hippo_<save_dir
-    name>`` (lowercase, letters, digits and ``_``), which two folders of one name shared."""
-    return ("hippo_" + _name_part(save_dir))[:63]
-
-
-def _name_part(save_dir: Path) -> str:
-    return re.sub(r"[^a-z0-9_]+", "_", Path(save_dir).resolve().name.lower()).strip("_") or "index"
-
-
-def default_schema(save_dir: Path, embedded: bool) -> str:
-    """``hippo`` on an embedded server (one index per server); on a shared server
-    ``hippo_<save_dir name>_<8 hex digits of the resolved path's SHA-256>``, unique per folder."""
-    if embedded:
-        return "hippo"
-    digest = hashlib.sha256(folder_key(save_dir).encode("utf-8", "surrogateescape")).hexdigest()[:8]
-    return f"hippo_{_name_part(save_dir)[:47]}_{digest}"
 
 
 def recorded_storage(save_dir: str | Path) -> dict | None:
@@ -79,7 +60,7 @@ def open_index_store(save_dir: Path, config) -> IndexStore:
     save_dir = Path(save_dir)
     rec = read_identity(save_dir)
     _refuse_other_backend(save_dir, rec, config)
-    return get_backend(config.storage_backend).open(save_dir, rec, config)
+    return backend_for(config.storage_backend).open(save_dir, rec, config)
 
 
 def _refuse_other_backend(save_dir: Path, rec: dict | None, config) -> None:
@@ -94,70 +75,12 @@ def _refuse_other_backend(save_dir: Path, rec: dict | None, config) -> None:
                          f"{rec.get('schema')}); give its DSN (dsn=... / --dsn)")
 
 
-def _refuse_missing(save_dir: Path, rec: dict | None, what: Path) -> None:
+def refuse_missing(save_dir: Path, rec: dict | None, what: Path) -> None:
     """An index recorded in the folder whose database is gone is an error, never a new empty index."""
     if rec is not None and not what.exists():
         raise StoreError(f"the index in {save_dir} (index id {rec['index_id']}) has lost its database: {what} is "
                          f"missing (deleted or moved while the folder kept {IDENTITY_FILE}). Restore it; to "
                          f"start a new empty index here instead, remove {save_dir / IDENTITY_FILE}.")
-
-
-def _open_sqlite(save_dir: Path, rec: dict | None, config=None) -> IndexStore:
-    from hippo_engine.store.db import IndexDB
-    _refuse_missing(save_dir, rec, save_dir / SQLITE_FILE)
-    store = IndexDB(save_dir / SQLITE_FILE)
-    _checked(store, save_dir, rec, {"backend": "sqlite"}, check_owner=False)
-    return store
-
-
-def _open_postgres(save_dir: Path, rec: dict | None, config) -> IndexStore:
-    from hippo_engine.store.postgres import EmbeddedPostgres, PostgresIndexStore
-    server = None
-    dsn = config.postgres_dsn
-    if dsn is None:
-        if rec is not None and rec.get("server") == EMBEDDED:
-            _refuse_missing(save_dir, rec, save_dir / POSTGRES_DIR / "PG_VERSION")
-        server = EmbeddedPostgres(save_dir / POSTGRES_DIR)
-        dsn = server.start()
-    try:
-        schema, explicit = _schema_for(save_dir, rec, config, dsn, embedded=server is not None)
-        store = PostgresIndexStore(dsn, schema)
-    except BaseException:
-        if server is not None:
-            server.stop()
-        raise
-    if server is not None:
-        store.owned_server = server
-    store.search = config.postgres_search
-    from hippo_engine.store.postgres.schema import describe_dsn
-    record = {"backend": "postgres", "schema": schema, "explicit": explicit,
-              "server": EMBEDDED if server is not None else describe_dsn(dsn)}
-    _checked(store, save_dir, rec, record, check_owner=server is None and not explicit)
-    logger.info("index store: %s", store.location)
-    return store
-
-
-def _checked(store: IndexStore, save_dir: Path, rec: dict | None, record: dict, *, check_owner: bool) -> None:
-    """Reconcile the identity of ``store`` with the folder's; close the store on failure."""
-    try:
-        reconcile(store, save_dir, rec, record, check_owner=check_owner)
-    except BaseException:
-        store.close()
-        raise
-
-
-def _schema_for(save_dir: Path, rec: dict | None, config, dsn: str, *, embedded: bool) -> tuple[str, bool]:
-    """(schema, named explicitly): the configured one, else the recorded one, else the default
-    (on a shared server, an index made before identities keeps its old default schema)."""
-    from hippo_engine.store.postgres.schema import check_schema_name
-    if getattr(config, "postgres_schema", None):
-        return check_schema_name(config.postgres_schema), True
-    if rec is not None and rec.get("schema"):
-        return rec["schema"], False
-    if embedded:
-        return default_schema(save_dir, embedded=True), False
-    from hippo_engine.store.postgres.legacy import usable_legacy_schema
-    return usable_legacy_schema(save_dir, dsn, legacy_schema(save_dir)) or default_schema(save_dir, False), False
 
 
 def index_exists(save_dir: Path, config) -> bool:
@@ -167,24 +90,22 @@ def index_exists(save_dir: Path, config) -> bool:
     save_dir = Path(save_dir)
     if recorded_storage(save_dir) is not None:
         return True
-    return get_backend(getattr(config, "storage_backend", None) or "sqlite").exists(save_dir, config)
+    return backend_for(getattr(config, "storage_backend", None) or "sqlite").exists(save_dir, config)
 
 
-def _sqlite_exists(save_dir: Path, config) -> bool:
-    return (save_dir / SQLITE_FILE).is_file()
+def drop_folder(save_dir: Path, config=None) -> None:
+    """Remove the index folder ``save_dir`` with what it holds; a missing folder is no error."""
+    shutil.rmtree(save_dir, ignore_errors=not save_dir.exists())
 
 
-def _postgres_exists(save_dir: Path, config) -> bool:
-    """An embedded server's data in the folder; an index on a ``postgres_dsn`` server is taken to exist."""
-    if getattr(config, "postgres_dsn", None) is None:
-        return (save_dir / POSTGRES_DIR / "PG_VERSION").is_file()
-    return True
+def checked(store: IndexStore, save_dir: Path, rec: dict | None, record: dict, *, check_owner: bool) -> None:
+    """Reconcile the identity of ``store`` with the folder's; close the store on failure."""
+    try:
+        reconcile(store, save_dir, rec, record, check_owner=check_owner)
+    except BaseException:
+        store.close()
+        raise
 
 
-#: the built-in backends (registered by name in :mod:`hippo_engine.store.registry`)
-SQLITE_BACKEND = StorageBackend("sqlite", _open_sqlite, _sqlite_exists)
-POSTGRES_BACKEND = StorageBackend("postgres", _open_postgres, _postgres_exists, accepts_nul=False)
-
-
-__all__ = ["POSTGRES_BACKEND", "SQLITE_BACKEND", "default_schema", "index_exists", "legacy_schema",
-           "open_index_store", "recorded_storage", "with_recorded_backend"]
+__all__ = ["EMBEDDED", "POSTGRES_DIR", "SQLITE_FILE", "checked", "default_schema", "drop_folder", "index_exists",
+           "legacy_schema", "open_index_store", "recorded_storage", "refuse_missing", "with_recorded_backend"]

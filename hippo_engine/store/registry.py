@@ -1,22 +1,57 @@
 """The storage backends, registered by name: :func:`register_backend`, :func:`get_backend`.
 
 A backend is a :class:`StorageBackend`: how to open the :class:`~hippo_engine.store.base.IndexStore`
-of an index folder, and whether a folder holds one of its indexes. The configuration's
-``storage_backend`` is checked against :func:`backend_names` (an unknown name is refused with the
-list of registered ones), :func:`~hippo_engine.store.opening.open_index_store` looks the backend
-up here, and the storage contract test (``tests/store/test_index_store_contract.py``) runs every
-registered backend: a new backend is accepted by registering it and passing that test.
+of an index folder, whether a folder holds one of its indexes, and what the service keeps there: the
+job tables of its ingestion queue (:class:`~hippo_engine.store.jobs.JobTables`), the drop of an index's
+storage, the errors that say the storage is busy or unreachable (retried, never a document's fault) and
+the storage of many index folders under one root (:class:`SharedStorage`: a server's workspaces). The
+configuration's ``storage_backend`` is checked against the registered names when the storage is
+opened (:func:`backend_for`: an unknown name is refused with the list of registered ones);
+:func:`~hippo_engine.store.opening.open_index_store` looks the backend up here, and the storage
+contract tests (``tests/store/test_index_store_contract.py``, ``tests/store/test_backend_contract.py``)
+run every registered backend: a new backend is accepted by registering it and passing them.
 
-The built-in backends (``sqlite``, ``postgres``) are named here and imported only when first
-asked for, so reading the configuration imports no backend (nor numpy).
+The built-in backends (``sqlite``, ``postgres``, :mod:`hippo_engine.store.builtins`) are named here
+and imported only when first asked for, so naming a backend imports none (nor numpy).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hippo_engine.config import ConfigError
+from hippo_engine.store.jobs import ClosedTables, JobTables
+from hippo_engine.store.lock import IndexLockedError
+
+#: errors of any backend that say the index is busy or unreachable, not that a document is bad
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (IndexLockedError, ConnectionError, TimeoutError)
+
+
+class SharedStorage(ABC):
+    """The indexes of many folders under one root on one backend (a server's workspaces: the root's
+    own index and named ones in folders below it), made by ``StorageBackend.shared(root, server)``."""
+
+    @abstractmethod
+    def options(self, opts: dict, default: bool) -> dict:
+        """``opts`` (``HippoRAG`` arguments) for the index of one folder: the root's own (``default``)
+        or a named one, with what this backend adds (where its data lives)."""
+
+    @abstractmethod
+    def closed_tables(self, folder: Path) -> contextlib.AbstractContextManager[ClosedTables | None]:
+        """The tables of the index in ``folder`` read without opening it (None: it has no database)."""
+
+    @abstractmethod
+    def drop(self, folder: Path) -> None:
+        """Remove the index of ``folder`` (closed) with its data: its database and the folder."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Let go of what the indexes shared (a server started for them)."""
 
 
 @dataclass(frozen=True)
@@ -27,18 +62,27 @@ class StorageBackend:
     (``recorded``: the folder's identity record, or None for a new folder), its identity checked.
     ``exists(save_dir, config)``: whether ``save_dir`` holds an index of this backend (without
     creating one). ``accepts_nul``: whether its texts can hold NUL characters.
+    ``job_tables(store, config)``: the service's job tables beside the opened index ``store``.
+    ``drop(save_dir, config)``: remove the (closed) index of ``save_dir`` with its data.
+    ``transient_errors()``: this backend's errors that say the index is busy or unreachable (see
+    :func:`transient_errors`). ``shared(root, server)``: the :class:`SharedStorage` of the indexes
+    under ``root`` (``server``: where they live, e.g. a DSN; None: the backend's default).
     """
 
     name: str
     open: Callable[[Path, dict | None, Any], Any]
     exists: Callable[[Path, Any], bool]
     accepts_nul: bool = True
+    job_tables: Callable[[Any, Any], JobTables] = field(kw_only=True)
+    drop: Callable[[Path, Any], None] = field(kw_only=True)
+    transient_errors: Callable[[], tuple[type[BaseException], ...]] = field(kw_only=True)
+    shared: Callable[[Path, str | None], SharedStorage] = field(kw_only=True)
 
 
 #: built-in backends, imported on first use: name -> "module:attribute" of a StorageBackend
 _BUILTINS = {
-    "sqlite": "hippo_engine.store.opening:SQLITE_BACKEND",
-    "postgres": "hippo_engine.store.opening:POSTGRES_BACKEND",
+    "sqlite": "hippo_engine.store.builtins:SQLITE_BACKEND",
+    "postgres": "hippo_engine.store.builtins:POSTGRES_BACKEND",
 }
 
 _REGISTRY: dict[str, StorageBackend] = {}
@@ -72,4 +116,19 @@ def unknown_backend(name: object) -> str:
     return f"unknown storage backend {name!r}; registered backends: {', '.join(backend_names())}"
 
 
-__all__ = ["StorageBackend", "backend_names", "get_backend", "register_backend", "unknown_backend"]
+def backend_for(name: object) -> StorageBackend:
+    """The backend a configuration's ``storage_backend`` names; an unknown name is a configuration
+    error (``ConfigError``) listing the registered ones."""
+    if not isinstance(name, str) or name not in backend_names():
+        raise ConfigError(f"storage_backend: Value error, {unknown_backend(name)} (got {name!r})")
+    return get_backend(name)
+
+
+def transient_errors(name: str) -> tuple[type[BaseException], ...]:
+    """The errors that say an index of backend ``name`` is busy or unreachable, not that a document
+    is bad: any backend's (:data:`TRANSIENT_ERRORS`) and that backend's own."""
+    return (*TRANSIENT_ERRORS, *get_backend(name).transient_errors())
+
+
+__all__ = ["TRANSIENT_ERRORS", "SharedStorage", "StorageBackend", "backend_for", "backend_names", "get_backend",
+           "register_backend", "transient_errors", "unknown_backend"]

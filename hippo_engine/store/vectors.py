@@ -11,18 +11,33 @@ import contextlib
 import logging
 import os
 import re
+import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from hippo_engine.store.base import ALL_STORE_NAMES, StoreError
-from hippo_engine.store.db import IndexDB
 
 VECTOR_DTYPES = ("float32", "float16")
 
 logger = logging.getLogger(__name__)
+
+
+class SQLiteIndex(Protocol):
+    """What a :class:`SQLiteEmbeddingStore` uses of the SQLite index database it lives in
+    (:class:`~hippo_engine.store.db.IndexDB`, which hands these stores out)."""
+
+    path: Path
+    conn: sqlite3.Connection
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def after_commit(self, fn: Callable[[], None]) -> None: ...
 
 
 class EmbeddingStore(ABC):
@@ -170,7 +185,7 @@ class SQLiteEmbeddingStore(MirroredStore):
     mmap: bool = False
     mmap_dir: Path | None = None
 
-    def __init__(self, db: IndexDB, namespace: str, dim: int, *, vector_dtype: str = "float32",
+    def __init__(self, db: SQLiteIndex, namespace: str, dim: int, *, vector_dtype: str = "float32",
                  mmap: bool = False, mmap_dir: Path | None = None):
         if namespace not in ALL_STORE_NAMES:
             raise ValueError(f"unknown store {namespace!r}")

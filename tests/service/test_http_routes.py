@@ -245,7 +245,7 @@ def test_deep_metadata_stored_by_an_older_version_is_listed_as_null_with_a_note(
     try:
         memory.add([{"id": "deep", "text": "one"}, {"id": "deeper", "text": "two"},
                     {"id": "fine", "text": "three", "metadata": {"k": [1, {"x": 2}]}}])
-        with sqlite3.connect(memory.store.path) as c:
+        with sqlite3.connect(memory.store.tables.path) as c:
             for doc_id, depth in (("deep", 300), ("deeper", 100_000)):
                 c.execute("UPDATE service_documents SET metadata = ? WHERE doc_id = ?", (_nested(depth), doc_id))
         with make_client(ws) as client:

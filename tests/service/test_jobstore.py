@@ -11,8 +11,8 @@ import pytest
 from helpers import make_rag
 
 from hippo_engine.service.jobs import NewDocument, Owner, check_documents, owner_alive
-from hippo_engine.service.jobstore import open_job_store
-from hippo_engine.service.jobstore_backends import SQLiteJobStore
+from hippo_engine.service.jobstore import JobStore, open_job_store
+from hippo_engine.store.jobs_sqlite import SQLiteJobTables
 
 
 @pytest.fixture
@@ -34,6 +34,10 @@ def _indexed(index_file, ids):
         c.executemany(registry.UPSERT.format(t=registry.TABLE), registry.rows(ids))
 
 
+def _store(path) -> JobStore:
+    return JobStore(SQLiteJobTables(path))
+
+
 def _docs(n, prefix="d"):
     return [NewDocument(f"{prefix}{i}", f"text {i}", None, {}) for i in range(n)]
 
@@ -42,15 +46,15 @@ def test_the_store_of_an_index_is_in_its_sqlite_file(tmp_path):
     rag = make_rag(tmp_path / "m")
     store = open_job_store(rag)
     try:
-        assert isinstance(store, SQLiteJobStore) and store.path == rag.index_state.db.path
+        assert isinstance(store.tables, SQLiteJobTables) and store.tables.path == rag.index_state.db.path
     finally:
         store.close()
         rag.close()
 
 
 def test_concurrent_claims_from_several_connections_never_share_a_document(index_file):
-    SQLiteJobStore(index_file).add(_docs(200))
-    stores = [SQLiteJobStore(index_file) for _ in range(4)]
+    _store(index_file).add(_docs(200))
+    stores = [_store(index_file) for _ in range(4)]
     got: list[list[str]] = [[] for _ in stores]
 
     def work(i):
@@ -67,7 +71,7 @@ def test_concurrent_claims_from_several_connections_never_share_a_document(index
 
 
 def test_claims_come_oldest_first_and_finish_records_indexed_or_failed(index_file):
-    s = SQLiteJobStore(index_file)
+    s = _store(index_file)
     s.add(_docs(3, "a"))
     s.add(_docs(2, "b"))
     batch = s.claim("me", 4)
@@ -81,7 +85,7 @@ def test_claims_come_oldest_first_and_finish_records_indexed_or_failed(index_fil
 
 
 def test_pages_are_in_the_order_accepted_and_a_re_added_document_moves_to_the_end(index_file):
-    s = SQLiteJobStore(index_file)
+    s = _store(index_file)
     s.add(_docs(5))
     s.add([NewDocument("d1", "new text", "T", {"k": 1})])
     ids = [d["id"] for d in s.documents(limit=10)["documents"]]
@@ -91,7 +95,7 @@ def test_pages_are_in_the_order_accepted_and_a_re_added_document_moves_to_the_en
 
 
 def test_metadata_not_given_is_claimed_as_none_and_a_re_add_without_it_keeps_the_accepted_one(index_file):
-    s = SQLiteJobStore(index_file)
+    s = _store(index_file)
     s.add([NewDocument("x", "one", None, None), NewDocument("y", "two", None, {"k": 1})])
     assert {d["id"]: d["metadata"] for d in s.claim("me", 5)} == {"x": None, "y": {"k": 1}}
     _indexed(index_file, ["x", "y"])
@@ -102,7 +106,7 @@ def test_metadata_not_given_is_claimed_as_none_and_a_re_add_without_it_keeps_the
 
 
 def test_claims_of_a_dead_owner_are_reset_and_a_live_owners_are_kept(index_file):
-    s = SQLiteJobStore(index_file)
+    s = _store(index_file)
     s.add(_docs(4))
     me = str(Owner.current())
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -135,9 +139,9 @@ def test_check_documents_keeps_fields_and_defaults():
 
 
 def test_a_write_the_database_aborted_for_a_conflict_is_tried_again_whole(index_file):
-    s = SQLiteJobStore(index_file)
-    s._retry_on = (RuntimeError,)                       # PostgreSQL: DeadlockDetected, SerializationFailure
-    real, fails = s._new_job, [2]
+    s = _store(index_file)
+    s.tables.retry_on = (RuntimeError,)                  # PostgreSQL: DeadlockDetected, SerializationFailure
+    real, fails = s.tables.new_job, [2]
 
     def flaky(c, *a):
         seq = real(c, *a)
@@ -145,16 +149,16 @@ def test_a_write_the_database_aborted_for_a_conflict_is_tried_again_whole(index_
             fails[0] -= 1
             raise RuntimeError("deadlock detected")     # after writing: the transaction is rolled back
         return seq
-    s._new_job = flaky
+    s.tables.new_job = flaky
     job = s.add(_docs(3))
     assert s.job(job)["progress"]["total"] == 3
     assert s.documents()["total"] == 3 and fails == [0]
-    with s._read() as c:
+    with s.tables.read() as c:
         assert c.execute("SELECT COUNT(*) FROM service_jobs").fetchone()[0] == 1
 
 
 def test_requeue_makes_an_indexed_document_pending_and_a_claimed_one_pending_when_its_claim_ends(index_file):
-    s = SQLiteJobStore(index_file)
+    s = _store(index_file)
     s.add(_docs(4))
     _indexed(index_file, ["d0", "d1"])
     s.finish("me", [(d["id"], d["rev"], None) for d in s.claim("me", 2)])      # d0, d1 indexed

@@ -1,9 +1,9 @@
-"""DSNs in messages: :func:`hippo_engine.store.dsn.redact_dsn` masks every password, parsable or not."""
+"""DSNs in messages: :func:`hippo_engine.dsn.redact_dsn` masks every password, parsable or not."""
 from __future__ import annotations
 
 import pytest
 
-from hippo_engine.store.dsn import redact_dsn, scrub
+from hippo_engine.dsn import redact_dsn, scrub
 
 
 @pytest.mark.parametrize("dsn, shown", [

@@ -43,6 +43,7 @@ from hippo_engine.store.postgres.schema import (
     schema_complete,
     schema_version,
 )
+from hippo_engine.store.postgres.server import EmbeddedPostgres
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class PostgresIndexStore(ChangeQueries, MetadataTables, GraphFileCopy, IndexStor
     :class:`~hippo_engine.store.lock.IndexLockedError` (None: wait as long as it takes).
     """
 
-    owned_server = None       # the EmbeddedPostgres to stop on close (set by open_index_store)
+    owned_server: EmbeddedPostgres | None = None   # the server to stop on close (set by open_postgres)
 
     def __init__(self, dsn: str, schema: str, *, lock_timeout: float | None = None):
         super().__init__()

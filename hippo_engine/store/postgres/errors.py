@@ -5,7 +5,7 @@ context managers and generators they return) so that a ``psycopg.Error`` leaves 
 :class:`~hippo_engine.store.base.StoreError` that says what happened and what to do: a server
 that went away (:class:`~hippo_engine.store.base.StoreConnectionLost`: open the index again), a
 value over one of PostgreSQL's limits, anything else with the server's own message. libpq's
-messages pass through :func:`hippo_engine.store.dsn.scrub`, so no password reaches a message.
+messages pass through :func:`hippo_engine.dsn.scrub`, so no password reaches a message.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import inspect
 import types
 from collections.abc import Callable
 
+from hippo_engine.dsn import redact_dsn, scrub
 from hippo_engine.store.base import StoreConnectionLost, StoreError
-from hippo_engine.store.dsn import redact_dsn, scrub
 
 #: SQLSTATE classes of a connection that is gone: 08 connection exception, 57P operator
 #: intervention (admin or crash shutdown, cannot connect now)

@@ -1,6 +1,6 @@
 """Indexes made before identities existed, on a shared PostgreSQL server: their folder records
 nothing and their schema is the old default ``hippo_<folder name>``
-(:func:`hippo_engine.store.opening.legacy_schema`), which folders of one name shared.
+(:func:`hippo_engine.store.postgres.naming.legacy_schema`), which folders of one name shared.
 
 :func:`usable_legacy_schema` decides, for a folder without an identity, whether it keeps that
 schema: yes when it holds an index nobody has claimed yet (the first folder to open it after
@@ -16,6 +16,7 @@ from pathlib import Path
 from hippo_engine.store.base import StoreError
 from hippo_engine.store.identity import folder_key
 from hippo_engine.store.postgres.errors import connect_error, translate
+from hippo_engine.store.postgres.naming import default_schema
 from hippo_engine.store.postgres.schema import psycopg_module
 
 
@@ -56,7 +57,6 @@ def usable_legacy_schema(save_dir: Path, dsn: str, legacy: str) -> str | None:
         return legacy
     if _is_new(save_dir):
         return None
-    from hippo_engine.store.opening import default_schema
     raise StoreError(
         f"{save_dir} records no index identity, and the schema {legacy} its name gave before (an index made by an "
         f"older hippo-engine) now holds the index of another folder ({owner}, index id {index_id}); nothing was "

@@ -78,7 +78,7 @@ def check_schema_name(schema: str) -> str:
 
 def describe_dsn(dsn: str) -> str:
     """``postgresql <db> on <host>`` for messages (never the password)."""
-    from hippo_engine.store.dsn import redact_dsn
+    from hippo_engine.dsn import redact_dsn
     try:
         info = psycopg_module().conninfo.conninfo_to_dict(dsn)
     except Exception:  # noqa: BLE001 - only for a message

@@ -63,7 +63,8 @@ def test_nul_ids_and_deep_metadata_on_postgres(tmp_path, pg_dsn):
     SQLite; they were 500s with a traceback and a closed connection), metadata nested deeper than the
     engine takes is refused at the door, and metadata stored deeper by an older version leaves the
     listing working. The job store itself never sends a NUL id to the database."""
-    from hippo_engine.service.jobstore_backends import PostgresJobStore
+    from hippo_engine.service.jobstore import JobStore
+    from hippo_engine.store.postgres.jobs import PostgresJobTables
 
     before = _schemas(pg_dsn)
     with ScriptedReaderServer({q["question"]: q["answers"] for q in QUESTIONS}) as llm:
@@ -82,13 +83,13 @@ def test_nul_ids_and_deep_metadata_on_postgres(tmp_path, pg_dsn):
             assert [r.status_code for r in refused] == [422] * len(refused), [r.text for r in refused]
             assert c.get("/documents/fine").json()["metadata"] == json.loads(_nested(32))
             (schema,) = _schemas(pg_dsn) - before
-            store = PostgresJobStore(pg_dsn, schema)
+            store = JobStore(PostgresJobTables(pg_dsn, schema))
             try:
                 assert store.document("a\x00b") is None and store.job("a\x00b") is None
                 assert store.statuses(["fine", "x\x00"]) == {"fine": "indexed"} and store.unpurged(["x\x00"]) == []
                 with pytest.raises(ValueError, match="NUL"):
                     store.delete(["fine", "x\x00"])
-                with store._write() as w:          # rows written by an older version, which took any depth
+                with store.tables.write() as w:          # rows written by an older version, which took any depth
                     for doc_id, depth in (("fine", 300), ("old", 100_000)):
                         w.execute(f'UPDATE "{schema}".service_documents SET metadata = %s WHERE doc_id = %s',
                                   (_nested(depth), doc_id))

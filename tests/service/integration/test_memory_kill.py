@@ -16,7 +16,8 @@ from pathlib import Path
 from helpers import assert_same, make_rag, snapshot
 
 from hippo_engine.service.jobs import indexed_text
-from hippo_engine.service.jobstore_backends import SQLiteJobStore
+from hippo_engine.service.jobstore import JobStore
+from hippo_engine.store.jobs_sqlite import SQLiteJobTables
 
 CHILD = Path(__file__).with_name("ingest_child.py")
 FIRST = ["Arlen", "Bette", "Corin", "Dagny", "Emrys", "Fenna", "Gideon", "Halla", "Ivor", "Jessa"]
@@ -67,7 +68,7 @@ def run_child(save: Path, docs_file: Path, *extra: str, kill_after: float | None
 
 
 def check_exactly_once(save: Path, docs: list[dict], tmp: Path, open_rag=None) -> None:
-    store = SQLiteJobStore(save / "index.sqlite")
+    store = JobStore(SQLiteJobTables(save / "index.sqlite"))
     try:
         assert store.counts() == {"pending": 0, "processing": 0, "indexed": len(docs), "failed": 0}
         page = store.documents(limit=1000)["documents"]
@@ -93,7 +94,7 @@ def test_killed_between_the_index_commit_and_the_statuses_the_batch_is_indexed_o
     docs_file.write_text(json.dumps(docs))
     save = tmp_path / "m"
     assert run_child(save, docs_file, "--kill-after-index") == -signal.SIGKILL
-    store = SQLiteJobStore(save / "index.sqlite")
+    store = JobStore(SQLiteJobTables(save / "index.sqlite"))
     try:   # the first batch is in the index, its statuses still say a (now dead) worker holds it
         assert store.counts() == {"pending": 5, "processing": 3, "indexed": 0, "failed": 0}
     finally:

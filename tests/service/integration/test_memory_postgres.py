@@ -15,9 +15,9 @@ from store import conftest as pg_fixtures
 from test_memory_kill import corpus
 
 from hippo_engine.service.jobs import indexed_text
-from hippo_engine.service.jobstore_backends import PostgresJobStore
 from hippo_engine.service.memory import Memory
 from hippo_engine.service.workspaces import Workspaces
+from hippo_engine.store.postgres.jobs import PostgresJobTables
 
 CHILD = Path(__file__).with_name("ingest_child.py")
 # the storage tests' PostgreSQL fixtures (one embedded server per session, a fresh schema per test)
@@ -41,7 +41,7 @@ def test_the_queue_lives_in_the_index_schema_and_works_as_on_sqlite(tmp_path, pg
     rag = make_rag(tmp_path / "m", storage="postgres", dsn=pg_dsn, postgres_schema=pg_schema, use_filter=False)
     mem = Memory(rag, batch_size=3, poll_s=0.05)
     try:
-        assert isinstance(mem.store, PostgresJobStore) and mem.store.schema == pg_schema
+        assert isinstance(mem.store.tables, PostgresJobTables) and mem.store.tables.schema == pg_schema
         assert {"service_jobs", "service_documents", "service_job_items", "meta"} <= _tables(pg_dsn, pg_schema)
         job = mem.add([{"id": f"d{i}", "text": t, "metadata": {"i": i}} for i, t in enumerate(CORPUS)])
         assert mem.wait(job["job_id"], timeout=120)
