@@ -9,10 +9,10 @@ import numpy as np
 from hippo_engine.retrieve.scoring import top_k
 
 if TYPE_CHECKING:
-    from hippo_engine.retrieve.filtering import Restriction
     from hippo_engine.retrieve.fusion import Fusion
     from hippo_engine.retrieve.linking import Block
-    from hippo_engine.retrieve.retriever import RawResult
+    from hippo_engine.retrieve.raw_result import RawResult
+    from hippo_engine.retrieve.restriction import Restriction
     from hippo_engine.retrieve.second_hop import SecondHop
 
 

@@ -31,7 +31,6 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,77 +39,15 @@ from hippo_engine.datatypes import Explanation, HiContext, PathEdge, QuerySoluti
 from hippo_engine.ids import chunk_id
 from hippo_engine.index.graph import KIND_CONTEXT
 from hippo_engine.retrieve.fact_search import MatrixSearch, SubsetSearch
-from hippo_engine.retrieve.scoring import dense_first, top_k
+from hippo_engine.retrieve.restriction import Restriction
 from hippo_engine.store.metadata import parse_where
 
 if TYPE_CHECKING:
     from hippo_engine.index.state import IndexState
-    from hippo_engine.retrieve.linking import LinkGraph
     from hippo_engine.retrieve.retriever import Retriever
 
 #: what an explanation shows for a node or fact outside the filter
 HIDDEN = "(outside the filter)"
-
-
-@dataclass
-class Restriction:
-    """What one filtered call may use of one retriever: the matching ``doc_ids``, the allowed
-    ``passage_rows`` (increasing store rows; ``blocked_rows`` the others), the allowed ``fact_ids``
-    and their search (store rows), the allowed entity nodes and their search."""
-
-    doc_ids: frozenset[str]
-    passage_rows: np.ndarray
-    blocked_rows: np.ndarray
-    fact_ids: frozenset[str]
-    fact_search: SubsetSearch
-    entity_nodes: np.ndarray
-    entity_search: MatrixSearch
-
-    @property
-    def empty(self) -> bool:
-        """Whether no passage is allowed."""
-        return len(self.passage_rows) == 0
-
-    def link_graph(self, g: LinkGraph) -> LinkGraph:
-        """``g`` searching allowed entities only, without seed sources."""
-        return dataclasses.replace(g, entity_search=self.entity_search, seed_sources=[])
-
-    def seed_dense(self, dense: np.ndarray) -> np.ndarray:
-        """Dense scores (rows, queries) for passage seeds: blocked rows take each column's allowed
-        minimum, so a column's min-max equals that of its allowed rows (their seeds are then
-        removed by :meth:`block_seeds`)."""
-        out = np.array(dense, copy=True)
-        if len(self.passage_rows) and len(self.blocked_rows):
-            out[self.blocked_rows] = dense[self.passage_rows].min(axis=0)
-        return out
-
-    def block_seeds(self, resets: np.ndarray, passage_nodes: np.ndarray) -> None:
-        """No reset weight on a blocked passage's node."""
-        resets[passage_nodes[self.blocked_rows]] = 0.0
-
-    def dense_rank(self, r: Retriever, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """``Retriever.dense_rank`` among allowed passages: (store rows, scores)."""
-        if self.empty:
-            return np.zeros(0, np.int64), np.zeros(0)
-        order, normalised = r.dense_rank(scores[self.passage_rows], k)
-        return self.passage_rows[order], normalised
-
-    def graph_rank(self, probs: np.ndarray, dense: np.ndarray, head: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` allowed passages with the best PPR scores, after the ``head`` best allowed by
-        dense score (``dense_first``): (store rows, scores)."""
-        rows = self.passage_rows
-        if self.empty:
-            return np.zeros(0, np.int64), np.zeros(0)
-        sub = probs[rows]
-        order = top_k(sub, k)
-        order, scores = dense_first(order, sub[order], dense[rows], head, k)
-        return rows[order], scores
-
-    def masked(self, scores: np.ndarray) -> np.ndarray:
-        """``scores`` by passage row with -inf on blocked rows (what explanations rank among)."""
-        out = np.full(len(scores), -np.inf)
-        out[self.passage_rows] = scores[self.passage_rows]
-        return out
 
 
 class _Maps:
@@ -204,7 +141,7 @@ class Restrictor:
         rows = _rows_in(r.fact_ids, found)
         if len(rows) != len(found):              # facts of a newer version than the retriever's
             keep = set(np.asarray(r.fact_ids[rows]).tolist())
-            sel = [i for i, f in enumerate(found) if (f.encode("utf-8") if r.fact_ids.dtype.kind == "S" else f) in keep]
+            sel = [i for i, f in enumerate(found) if (f.encode("utf-8") if r.views.fact_ids_utf8 else f) in keep]
             mat = mat[sel]
         return SubsetSearch(MatrixSearch(mat), rows)
 

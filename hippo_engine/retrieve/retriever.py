@@ -22,14 +22,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hippo_engine.auto import resolve_retrieval
 from hippo_engine.config import HippoConfig, RetrievalConfig
-from hippo_engine.datatypes import Triple
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
 from hippo_engine.retrieve.ann_prior import AnnDense
 from hippo_engine.retrieve.encoding import encode_queries  # noqa: F401 - re-exported (its old import path)
@@ -41,6 +39,7 @@ from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, resolve_lin
 from hippo_engine.retrieve.ppr import PPRKernel
 from hippo_engine.retrieve.push import PushPPR
 from hippo_engine.retrieve.push_ann import run_seed_table
+from hippo_engine.retrieve.raw_result import FilterMany, RawResult  # noqa: F401 - re-exported (their old import path)
 from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and dense_column re-exported
     Rows,
     dense_column,
@@ -61,7 +60,8 @@ from hippo_engine.retrieve.top_rank import dense_agree
 from hippo_engine.retrieve.views import ReaderViews, reader_views
 
 if TYPE_CHECKING:
-    from hippo_engine.retrieve.filtering import Restriction
+    from hippo_engine.retrieve.linking import Links
+    from hippo_engine.retrieve.restriction import Restriction
 
 logger = logging.getLogger(__name__)
 
@@ -70,24 +70,6 @@ logger = logging.getLogger(__name__)
 #: ``BLOCK_BYTES`` (at 1M passages, about 9.6M nodes, 64 queries needed 4.9 GB for the reset matrix alone)
 NODE_BYTES_PER_QUERY = 32
 BLOCK_BYTES = 512 << 20
-
-#: ``filter_many(questions, candidate fact lists) -> kept fact lists`` (the recognition filter)
-FilterMany = Callable[[list[str], list[list[Triple]]], list[list[Triple]]]
-
-
-@dataclass
-class RawResult:
-    """One query's ranking as passage store rows, plus what the graph search used."""
-
-    order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # passage rows, best first (top k)
-    scores: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    candidate_facts: list = field(default_factory=list)
-    kept_facts: list = field(default_factory=list)
-    seed_entities: list = field(default_factory=list)   # [(phrase, weight)]
-    used_fallback: bool = False
-    #: what an explanation needs (``search(..., explain=True)`` only): see :func:`.explain_trace.keep_trace`
-    trace: dict | None = None
-
 
 def retrieval_section(config: HippoConfig | RetrievalConfig) -> RetrievalConfig:
     """The retrieval section (a whole ``HippoConfig`` is accepted for convenience)."""
@@ -128,10 +110,8 @@ class Retriever(FactRows):
         self.seed_sources = list(seed_sources)
         self.passage_mat, self.fact_mat, self.entity_mat = views.passage_mat, views.fact_mat, views.entity_mat
         self.entity_ids = views.entity_ids
-        fact_ids = views.fact_ids
-        #: fact ids by row: an object array, or a bytes array (``S``) on a lazy PostgreSQL reader
-        self.fact_ids = fact_ids if getattr(fact_ids, "dtype", None) is not None and fact_ids.dtype.kind == "S" \
-            else np.asarray(fact_ids, dtype=object)
+        #: fact ids by row, as the views hand them over (see :attr:`.views.ReaderViews.fact_ids`)
+        self.fact_ids = views.fact_ids
         self.passage_nodes = self._passage_nodes(views.passage_ids)
         self.entity_text, self.entity_texts = views.entity_text, views.entity_texts
         #: where fact candidates and entity neighbours come from (see :mod:`.fact_search`)
@@ -339,59 +319,89 @@ class Retriever(FactRows):
         """Link, seed and walk one block; a query that reaches no entity gets the dense ranking
         (``top``: the block's best facts, for the second walk)."""
         t1 = time.perf_counter()
-        s, dense = block.s, block.dense
+        dense = block.dense
         g = self.link_graph if restriction is None else restriction.link_graph(self.link_graph)
         if restriction is not None:
             block.dense = restriction.seed_dense(dense)     # passage seeds from allowed passages only
         links = self.linking.links(g, block)
         has_link = links.linked(block.size)
         graph_cols = np.flatnonzero(has_link)
-        for j in np.flatnonzero(~has_link).tolist():
-            results[s + j].used_fallback = True
-            results[s + j].order, results[s + j].scores = self.dense_rank(dense[:, j], k) if restriction is None \
-                else restriction.dense_rank(self, dense[:, j], k)
+        self._fallback(block.s, np.flatnonzero(~has_link), dense, k, results, restriction)
         priors = block.priors(graph_cols)
-        table = None
-        if len(graph_cols) and self._by_parts(priors, g, restriction, explain):
-            table, report = self.linking.seed_table(g, links, block, graph_cols)
-            seeds = table_seeds(table, len(graph_cols)) if report else None
-        elif len(graph_cols):
-            R, seeds = self.linking.resets(g, links, block, graph_cols)
-            if restriction is not None:
-                restriction.block_seeds(R, self.passage_nodes)
-        if len(graph_cols) and seeds is not None:
-            self._name_seeds(seeds, graph_cols, s, results)
+        table, R = self._seed(g, links, block, graph_cols, priors, results, restriction, explain) \
+            if len(graph_cols) else (None, None)
         t2 = time.perf_counter()
         tim["seeding"] += t2 - t1
         block.dense = dense
         walks: dict[str, Any] = {}
+        probs = None
         if len(graph_cols):
-            if table is not None and priors is not None:
-                cfg = self.config
-                probs = walks["first"] = run_seed_table(self.pusher, table, priors, self.passage_nodes, cfg.damping,
-                                                        cfg.ppr_push_r_max, cfg.ppr_push_head)
-            else:
-                probs = walks["first"] = self.run_ppr(R, priors)
-            if self._second is not None:
-                probs = self._second.run(g, block, graph_cols, R, probs, links, restriction, walks, top)
-            if self.fusion is not None:
-                probs = self.fusion.score(probs, dense[:, graph_cols], walks["first"] if self._second else None,
-                                          None if restriction is None else restriction.blocked_rows)
-            head, agree = self.config.dense_first, self.dense_agree
-            wide = max(k, agree)        # the top-rank rule sees its ``agree`` ranks whatever k is: k is a cut
-            for c, j in enumerate(graph_cols.tolist()):
-                if restriction is not None:
-                    order, scores = restriction.graph_rank(probs[:, c], dense[:, j], head, wide)
-                    order, scores = dense_agree(order, scores, restriction.masked(dense[:, j]), agree)
-                else:
-                    order = top_k(probs[:, c], wide)
-                    order, scores = dense_first(order, probs[order, c], dense[:, j], head, wide)
-                    order, scores = dense_agree(order, scores, dense[:, j], agree)
-                results[s + j].order, results[s + j].scores = order[:k], scores[:k]
+            probs = self._walk(g, block, graph_cols, (table, R, priors), links, restriction, walks, top)
+            self._rank(probs, dense, graph_cols, block.s, k, results, restriction)
         tim["ppr"] += time.perf_counter() - t2
         if explain:
-            keep_trace(block, results, graph_cols, R if len(graph_cols) else None, probs if len(graph_cols) else None,
-                       walks, self.second_hop, self.dense_agree, restriction, self.fusion)
+            keep_trace(block, results, graph_cols, R, probs, walks, self.second_hop, self.dense_agree, restriction,
+                       self.fusion)
+
+    def _fallback(self, s: int, cols: np.ndarray, dense: np.ndarray, k: int, results: list[RawResult],
+                  restriction: Restriction | None) -> None:
+        """The dense ranking for the block's queries ``cols`` (they reached no entity; ``s``: the block's start)."""
+        for j in cols.tolist():
+            results[s + j].used_fallback = True
+            results[s + j].order, results[s + j].scores = self.dense_rank(dense[:, j], k) if restriction is None \
+                else restriction.dense_rank(self, dense[:, j], k)
+
+    def _seed(self, g: LinkGraph, links: Links, block: Block, cols: np.ndarray, priors: list | None,
+              results: list[RawResult], restriction: Restriction | None, explain: bool
+              ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray] | None, np.ndarray | None]:
+        """The seeds of the block's queries ``cols``, each query's seed entities named in its result: (the seed
+        table, None) where the first walk runs by parts (:meth:`_by_parts`), else (None, the reset matrix)."""
+        table, R = None, None
+        if self._by_parts(priors, g, restriction, explain):
+            table, report = self.linking.seed_table(g, links, block, cols)
+            seeds = table_seeds(table, len(cols)) if report else None
+        else:
+            R, seeds = self.linking.resets(g, links, block, cols)
+            if restriction is not None:
+                restriction.block_seeds(R, self.passage_nodes)
+        if seeds is not None:
+            self._name_seeds(seeds, cols, block.s, results)
+        return table, R
+
+    def _walk(self, g: LinkGraph, block: Block, cols: np.ndarray, seeded: tuple, links: Links,
+              restriction: Restriction | None, walks: dict[str, Any], top: tuple | None) -> np.ndarray:
+        """The ranking scores (n_passages, len(cols)) of the block's queries ``cols`` from their seeds
+        (``seeded``: seed table, reset matrix, priors): the first walk (``walks["first"]``), the second walk
+        when there is one, and the one score of :mod:`.fusion` when there is one."""
+        table, R, priors = seeded
+        cfg = self.config
+        if table is not None and priors is not None:
+            probs = walks["first"] = run_seed_table(self.pusher, table, priors, self.passage_nodes, cfg.damping,
+                                                    cfg.ppr_push_r_max, cfg.ppr_push_head)
+        else:
+            probs = walks["first"] = self.run_ppr(R, priors)
+            if self._second is not None:
+                probs = self._second.run(g, block, cols, R, probs, links, restriction, walks, top)
+        if self.fusion is not None:
+            probs = self.fusion.score(probs, block.dense[:, cols], walks["first"] if self._second else None,
+                                      None if restriction is None else restriction.blocked_rows)
+        return probs
+
+    def _rank(self, probs: np.ndarray, dense: np.ndarray, cols: np.ndarray, s: int, k: int,
+              results: list[RawResult], restriction: Restriction | None) -> None:
+        """Each walked query's ``k`` best passages by its scores ``probs[:, c]``, after the ``dense_first`` head
+        and the ``dense_agree`` rule."""
+        head, agree = self.config.dense_first, self.dense_agree
+        wide = max(k, agree)        # the top-rank rule sees its ``agree`` ranks whatever k is: k is a cut
+        for c, j in enumerate(cols.tolist()):
+            if restriction is not None:
+                order, scores = restriction.graph_rank(probs[:, c], dense[:, j], head, wide)
+                order, scores = dense_agree(order, scores, restriction.masked(dense[:, j]), agree)
+            else:
+                order = top_k(probs[:, c], wide)
+                order, scores = dense_first(order, probs[order, c], dense[:, j], head, wide)
+                order, scores = dense_agree(order, scores, dense[:, j], agree)
+            results[s + j].order, results[s + j].scores = order[:k], scores[:k]
 
     def _by_parts(self, priors: list | None, g: LinkGraph, restriction: Restriction | None, explain: bool) -> bool:
         """Whether the first walk runs from the seed table and the index's priors alone (no reset matrix:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -21,9 +21,44 @@ from hippo_engine.retrieve.second_hop import HopContext, SecondHop
 from hippo_engine.retrieve.walk_update import passage_rows, updated_walk
 
 if TYPE_CHECKING:
-    from hippo_engine.retrieve.filtering import Restriction
-    from hippo_engine.retrieve.linking import Block, LinkGraph
-    from hippo_engine.retrieve.retriever import Retriever
+    from hippo_engine.config import RetrievalConfig
+    from hippo_engine.index.graph import GraphData
+    from hippo_engine.retrieve.linking import Block, LinkGraph, Linking
+    from hippo_engine.retrieve.ppr import PPRKernel
+    from hippo_engine.retrieve.push import PushPPR
+    from hippo_engine.retrieve.restriction import Restriction
+    from hippo_engine.retrieve.views import ReaderViews
+
+
+class WalkHost(Protocol):
+    """What the second walk reads of the retriever it runs on (a :class:`~.retriever.Retriever`)."""
+
+    @property
+    def config(self) -> RetrievalConfig: ...
+    @property
+    def graph(self) -> GraphData: ...
+    @property
+    def views(self) -> ReaderViews: ...
+    @property
+    def linking(self) -> Linking: ...
+    @property
+    def fact_mat(self) -> np.ndarray | None: ...
+    @property
+    def fact_ids(self) -> np.ndarray: ...
+    @property
+    def passage_nodes(self) -> np.ndarray: ...
+    @property
+    def passage_counts(self) -> np.ndarray: ...
+    @property
+    def kernel(self) -> PPRKernel | None: ...
+    @property
+    def pusher(self) -> PushPPR: ...
+    @property
+    def uses_push(self) -> bool: ...
+
+    def top_facts(self, q_fact: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def run_ppr(self, resets: np.ndarray, priors: list | None = None) -> np.ndarray: ...
 
 
 def reuse_top(top: tuple[np.ndarray, np.ndarray], search: Callable) -> Callable:
@@ -42,7 +77,7 @@ class SecondWalk:
     """The strategy ``hop`` run on retriever ``r`` (``hyperedges``: a provider of the index's passage
     hyperedges; ``extractor``: the index's, when known)."""
 
-    def __init__(self, hop: SecondHop, r: Retriever, hyperedges: Callable[[], Any] | None,
+    def __init__(self, hop: SecondHop, r: WalkHost, hyperedges: Callable[[], Any] | None,
                  extractor: str | None):
         self.hop, self.r = hop, r
         self._hyperedges, self._extractor = hyperedges, extractor
@@ -120,4 +155,4 @@ class SecondWalk:
         return r.kernel if r.config.second_walk_solver == "update" and not r.uses_push else None
 
 
-__all__ = ["SecondWalk", "reuse_top"]
+__all__ = ["SecondWalk", "WalkHost", "reuse_top"]

@@ -28,6 +28,8 @@ class ReaderViews:
 
     passage_ids: np.ndarray
     passage_mat: np.ndarray
+    #: fact ids by store row, sorted: an object array of str, or on a lazy reader (``fact_ids_utf8``) what it
+    #: keeps, a bytes array (``S``) of their UTF-8 encodings
     fact_ids: np.ndarray
     facts: FactLookup
     fact_search: MatrixSearch | StoreSearch
@@ -41,6 +43,8 @@ class ReaderViews:
     #: a lazy reader's passage store when its HNSW index serves searches (``postgres_search="hnsw"``):
     #: the dense prior can come from it instead of a scan (:mod:`.ann_prior`)
     passage_store: Any = None
+    #: whether ``fact_ids`` holds UTF-8 bytes (a lazy reader) rather than str
+    fact_ids_utf8: bool = False
 
 
 def _names_of(store) -> Callable[[Sequence[str]], list[str]]:
@@ -59,8 +63,8 @@ def reader_views(index, exact: bool) -> ReaderViews:
     if index.lazy_reader:
         return ReaderViews(p.ids, p.matrix, f.ids, FactLookup(fetch=index.db.facts_of), StoreSearch(f, exact),
                            StoreSearch(e, exact), e.text, _names_of(e), PassageTexts(p, drop_missing=True),
-                           passage_store=None if exact or not p.has_hnsw() else p)
+                           passage_store=None if exact or not p.has_hnsw() else p, fact_ids_utf8=True)
     known = index.fact_hyperedges if index.passage_hyperedges else index.fact_triples
-    return ReaderViews(p.ids, p.matrix, f.ids, FactLookup(known=known), MatrixSearch(f.matrix),
-                       MatrixSearch(e.matrix, ids=e.ids), e.text, e.texts, PassageTexts(p),
+    return ReaderViews(p.ids, p.matrix, np.asarray(f.ids, dtype=object), FactLookup(known=known),
+                       MatrixSearch(f.matrix), MatrixSearch(e.matrix, ids=e.ids), e.text, e.texts, PassageTexts(p),
                        fact_mat=f.matrix, entity_ids=e.ids, entity_mat=e.matrix)
