@@ -6,7 +6,7 @@ HyperGraphRAG's facts (spec ``llm-free.md``, "n-ary facts"): one LLM call per pa
     {"segments": [{"text": str, "completeness": 0-10,
                    "entities": [{"name": str, "type": str, "description": str, "importance": 0-100}]}]}
 
-Each kept segment becomes a :class:`~hippo_engine.text.Hyperedge` ``(text, entity names)``; names
+Each kept segment becomes a :class:`~hippo_engine.datatypes.Hyperedge` ``(text, entity names)``; names
 are kept as written (the index normalises them). Completeness, types, descriptions and importance
 are kept in the results file as metadata; the graph uses only text and entities.
 

@@ -1,6 +1,6 @@
 """LLM-free facts: spaCy NER and sentence segmentation turn a passage into hyperedges.
 
-Each sentence of a passage becomes a fact (a :class:`~hippo_engine.text.Hyperedge`) linked to
+Each sentence of a passage becomes a fact (a :class:`~hippo_engine.datatypes.Hyperedge`) linked to
 every named entity it mentions; the fact store embeds the sentence, so fact scoring, entity
 seeding, passage seeds and PPR work as in the OpenIE path. Numeric entity types (cardinals,
 ordinals, quantities, percentages, money) are left out: they are not things a question is

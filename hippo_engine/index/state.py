@@ -351,7 +351,4 @@ class IndexState:
         self.db.close()
 
 
-#: the former name (``index/pipeline.py``'s ``Index``)
-Index = IndexState
-
-__all__ = ["Index", "IndexState"]
+__all__ = ["IndexState"]

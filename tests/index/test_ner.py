@@ -6,8 +6,9 @@ from helpers import CORPUS
 from hippo_engine.config import HippoConfig
 from hippo_engine.datatypes import Hyperedge
 from hippo_engine.ids import chunk_id, entity_id
+from hippo_engine.index.facts import normalize_hyperedges
 from hippo_engine.index.ner import SKIPPED_LABELS, NERExtractor, doc_hyperedges, passage_title
-from hippo_engine.index.pipeline import Index, normalize_hyperedges
+from hippo_engine.index.state import IndexState as Index
 from hippo_engine.store import StoreError
 
 
