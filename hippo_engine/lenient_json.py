@@ -104,31 +104,51 @@ def parse_json_lenient(text: str) -> Any:
         start = min((p for p in (cand.find("{"), cand.find("[")) if p >= 0), default=-1)
         if start < 0:
             continue
-        body = cand[start:].strip()
-        try:
-            return json.loads(body)
-        except (json.JSONDecodeError, RecursionError):
-            pass
-        try:  # valid JSON followed by trailing chatter
-            value, _ = json.JSONDecoder().raw_decode(body)
-            return value
-        except (json.JSONDecodeError, RecursionError):
-            pass
-        repaired = _close_truncated(body)
-        if repaired is not None:
-            try:
-                return json.loads(repaired)
-            except (json.JSONDecodeError, RecursionError):
-                pass
-        # other malformations (single quotes, trailing commas, bare keys, comments): json_repair.
-        # It runs last because it keeps a truncated final item ("Ca" of "Cairo"), which the
-        # truncation rule above drops.
-        if len(body) > MAX_REPAIR_CHARS:   # json_repair is superlinear on long unterminated strings
-            continue
-        try:
-            value = json_repair.loads(body)
-        except Exception:  # noqa: BLE001 - a third-party parser on arbitrary text: any failure (it has
-            continue       # tripped its own assert on '{"```json{```') means "cannot be read"
-        if isinstance(value, (dict, list)) and value:
+        value = _read_body(cand[start:].strip())
+        if value is not _UNREAD:
             return value
     raise ValueError(f"could not parse JSON from model output: {text[:200]!r}")
+
+
+#: what a reader returns for a text it cannot read (a JSON value may be anything, None included)
+_UNREAD = object()
+
+
+def _read_body(body: str) -> Any:
+    """The value of ``body`` (text from its first bracket on), by the first reader that gets one:
+    plain JSON, valid JSON followed by trailing chatter, a truncated value closed, ``json_repair``;
+    ``_UNREAD`` when none does."""
+    for read in (json.loads, _read_prefix, _read_closed):
+        try:
+            value = read(body)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if value is not _UNREAD:
+            return value
+    return _read_repaired(body)
+
+
+def _read_prefix(body: str) -> Any:
+    """Valid JSON followed by trailing chatter: the value before the chatter."""
+    value, _ = json.JSONDecoder().raw_decode(body)
+    return value
+
+
+def _read_closed(body: str) -> Any:
+    """A truncated value cut after its last complete item and closed (``_UNREAD``: nothing complete)."""
+    repaired = _close_truncated(body)
+    return _UNREAD if repaired is None else json.loads(repaired)
+
+
+def _read_repaired(body: str) -> Any:
+    """Other malformations (single quotes, trailing commas, bare keys, comments): ``json_repair``,
+    for a non-empty object or list. It runs last because it keeps a truncated final item ("Ca" of
+    "Cairo"), which the truncation rule drops; replies longer than ``MAX_REPAIR_CHARS`` skip it
+    (it is superlinear on long unterminated strings)."""
+    if len(body) > MAX_REPAIR_CHARS:
+        return _UNREAD
+    try:
+        value = json_repair.loads(body)
+    except Exception:  # noqa: BLE001 - a third-party parser on arbitrary text: any failure (it has
+        return _UNREAD  # tripped its own assert on '{"```json{```') means "cannot be read"
+    return value if isinstance(value, (dict, list)) and value else _UNREAD

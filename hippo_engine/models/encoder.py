@@ -1,7 +1,6 @@
 """Text encoders. ``Encoder`` is the interface; ``TransformersEncoder`` the implementation."""
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -12,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from hippo_engine.models.encoder_files import max_length_of, model_path
 from hippo_engine.system import usable_cpus
 
 
@@ -34,8 +34,6 @@ class Encoder(ABC):
 logger = logging.getLogger(__name__)
 
 _DTYPES = ("float32", "bfloat16")
-#: Hard cap when neither a sentence-transformers config nor a sane tokenizer limit is known.
-_MAX_LENGTH_CAP = 512
 #: Every matrix multiplication is given at least this many rows (batch * tokens).
 #: With torch 2.13's MKL/oneDNN on x86-64 (AVX2), sgemm with fewer than 12 rows takes kernels
 #: whose rounding differs from the large-M kernel (measured: M in {1,2,3,5,6,7,9,10,11} with
@@ -70,40 +68,6 @@ def _release_free_memory() -> None:
 
 
 _malloc_trim: Any = None   # libc.malloc_trim, False where missing, None before the first look
-
-
-
-def _looks_like_local_path(name: str) -> bool:
-    """True when ``name`` is clearly meant as a filesystem path rather than a hub id."""
-    return (os.path.isabs(name) or name.startswith(("./", "../", "~", ".\\", "..\\"))
-            or name in (".", "..") or name.count("/") > 1 or (os.sep != "/" and os.sep in name))
-
-
-def _read_st_max_seq_length(path: str) -> int | None:
-    """``max_seq_length`` from a sentence-transformers ``sentence_bert_config.json``, if any.
-
-    Looks in a local directory; for a hub id it tries the local HF cache / hub (honouring
-    ``HF_HUB_OFFLINE``) and silently gives up on any failure.
-    """
-    cfg_path: str | None = None
-    if os.path.isdir(path):
-        candidate = os.path.join(path, "sentence_bert_config.json")
-        cfg_path = candidate if os.path.isfile(candidate) else None
-    else:
-        try:  # pragma: no cover - depends on the HF cache / network
-            from huggingface_hub import hf_hub_download
-            cfg_path = hf_hub_download(path, "sentence_bert_config.json")
-        except Exception:  # noqa: BLE001 - any failure simply means "no such config"
-            cfg_path = None
-    if cfg_path is None:
-        return None
-    try:
-        with open(cfg_path, encoding="utf-8") as f:
-            value = json.load(f).get("max_seq_length")
-    except (OSError, ValueError) as e:
-        logger.warning("could not read %s: %s", cfg_path, e)
-        return None
-    return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 class TransformersEncoder(Encoder):
@@ -182,33 +146,14 @@ class TransformersEncoder(Encoder):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        from hippo_engine.models.assets import DEFAULT_EMBEDDER, resolve_embedding_model
+        from hippo_engine.models.assets import DEFAULT_EMBEDDER
 
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
-        if max_length is not None and max_length < 2:
-            raise ValueError(f"max_length must be >= 2, got {max_length}")
-        if max_batch_tokens is not None and max_batch_tokens < 1:
-            raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
-        if num_workers is not None and num_workers < 1:
-            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        _check_settings(batch_size, dtype, max_length, max_batch_tokens, num_workers, num_threads)
         if num_threads is not None:
-            if num_threads < 1:
-                raise ValueError(f"num_threads must be >= 1, got {num_threads}")
             torch.set_num_threads(num_threads)
 
         self.name: str = model_name_or_path if model_name_or_path is not None else DEFAULT_EMBEDDER
-        path = str(resolve_embedding_model(model_name_or_path))
-        if not os.path.isdir(path):
-            expanded = os.path.expanduser(path)
-            if os.path.isdir(expanded):
-                path = expanded
-            elif _looks_like_local_path(path) or os.path.exists(expanded):
-                raise FileNotFoundError(
-                    f"embedding model {self.name!r}: {path!r} is not a directory with a "
-                    f"transformers model (config.json, weights, tokenizer files)")
+        path = model_path(self.name, model_name_or_path)
         self.path = path
         self.batch_size = int(batch_size)
         self.max_batch_tokens = int(max_batch_tokens if max_batch_tokens is not None
@@ -229,18 +174,7 @@ class TransformersEncoder(Encoder):
                           f"{path!r}: {e}") from e
         self.model = model.to(device=self.device, dtype=self._torch_dtype).eval()
         self.dim: int = int(self.model.config.hidden_size)
-
-        if max_length is None:
-            max_length = _read_st_max_seq_length(path)
-            if max_length is None:
-                tok_max = getattr(self.tokenizer, "model_max_length", None) or _MAX_LENGTH_CAP
-                max_length = min(int(tok_max), _MAX_LENGTH_CAP)
-        pos_max = getattr(self.model.config, "max_position_embeddings", None)
-        if isinstance(pos_max, int) and pos_max > 0 and max_length > pos_max:
-            logger.warning("max_length %d exceeds the model's max_position_embeddings %d; "
-                           "using %d", max_length, pos_max, pos_max)
-            max_length = pos_max
-        self.max_length = int(max_length)
+        self.max_length = max_length_of(max_length, path, self.tokenizer, self.model.config)
 
         self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self._use_token_type_ids = "token_type_ids" in getattr(self.tokenizer, "model_input_names", ())
@@ -296,15 +230,11 @@ class TransformersEncoder(Encoder):
         """
         import torch
 
-        if isinstance(texts, str):
-            raise TypeError("encode() expects a sequence of strings, not a single string")
+        _check_texts(texts)
         n = len(texts)
         out = np.empty((n, self.dim), dtype=np.float32)
         if n == 0:
             return out
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] is {type(t).__name__}, expected str")
 
         ids = self.tokenize(texts, instruction=instruction)
         batches = self.plan_batches([len(x) for x in ids])
@@ -320,6 +250,17 @@ class TransformersEncoder(Encoder):
             with torch.inference_mode():  # thread-local: entered in each worker
                 out[idx] = self._forward([ids[i] for i in idx])
 
+        workers = self._run_batches(run, batches, lambda: [len(ids[b[0]]) for b in batches], progress)
+        if workers > 1 or n > 1000:
+            _release_free_memory()
+        return out
+
+    def _run_batches(self, run, batches: list[np.ndarray], lengths, progress) -> int:
+        """Run ``run(batch)`` for every batch: in this thread, or on a pool of up to ``num_workers``
+        threads of one torch thread each (a CPU encoder with several workers; ``lengths()``: each
+        batch's token length, for the pool's order). Closes ``progress``; returns the workers used."""
+        import torch
+
         one_thread = self.num_workers > 1 and self.device.type == "cpu"
         workers = min(self.num_workers, len(batches)) if one_thread else 1
         threads_before = torch.get_num_threads()
@@ -332,15 +273,13 @@ class TransformersEncoder(Encoder):
                     if progress is not None:
                         progress.update(len(idx))
             else:
-                self._run_pool(run, batches, [len(ids[b[0]]) for b in batches], workers, progress)
+                self._run_pool(run, batches, lengths(), workers, progress)
         finally:
             if one_thread:
                 torch.set_num_threads(threads_before)
             if progress is not None:
                 progress.close()
-        if workers > 1 or n > 1000:
-            _release_free_memory()
-        return out
+        return workers
 
     @staticmethod
     def _run_pool(run, batches: list[np.ndarray], lengths: list[int], workers: int, progress) -> None:
@@ -387,3 +326,29 @@ def _one_torch_thread() -> None:
     """Pool initializer: each encoder worker runs torch on one thread."""
     import torch
     torch.set_num_threads(1)
+
+
+def _check_settings(batch_size: int, dtype: str, max_length: int | None, max_batch_tokens: int | None,
+                    num_workers: int | None, num_threads: int | None) -> None:
+    """Refuse an encoder setting out of range (``ValueError`` naming the first)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+    if max_length is not None and max_length < 2:
+        raise ValueError(f"max_length must be >= 2, got {max_length}")
+    if max_batch_tokens is not None and max_batch_tokens < 1:
+        raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
+    if num_workers is not None and num_workers < 1:
+        raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+    if num_threads is not None and num_threads < 1:
+        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+
+
+def _check_texts(texts: Sequence[str]) -> None:
+    """Refuse a single string or a non-string item (``TypeError``)."""
+    if isinstance(texts, str):
+        raise TypeError("encode() expects a sequence of strings, not a single string")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] is {type(t).__name__}, expected str")
