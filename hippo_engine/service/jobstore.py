@@ -81,16 +81,8 @@ class JobStore:
         #: write transactions exclude each other). Rows are locked in doc id order, except by the claim, which
         #: skips locked rows and so never waits.
         self._claim_lock, self._row_lock = tables.claim_lock, tables.row_lock
-
-    @property
-    def name(self) -> str:
-        """The backend's name (``sqlite``, ``postgres``)."""
-        return self.tables.name
-
-    @property
-    def location(self) -> str:
-        """Where the tables are, for messages."""
-        return self.tables.location
+        #: the backend's name (``sqlite``, ``postgres``) and where the tables are, for messages
+        self.name, self.location = tables.name, tables.location
 
     def _x(self, c, sql: str, params: Sequence = ()) -> Any:
         return self.tables.x(c, sql, params)
