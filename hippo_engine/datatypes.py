@@ -51,12 +51,12 @@ def passage_text(title: str | None, text: str) -> str:
 
 @dataclass(frozen=True)
 class Document:
-    """One document as a front door hands it to the engine: its ``id`` (None: derived from the indexed
-    text, :func:`hippo_engine.ids.document_id`), ``text``, ``title`` (one line, or None) and ``metadata``
-    (a JSON object; None: none given, a known id keeps what is stored). Checked by
-    :func:`hippo_engine.inputs.check_document_records`."""
+    """One document as the engine takes it from a front door: its ``id`` (the caller's, or the one derived from
+    the indexed text, :func:`hippo_engine.ids.document_id`), ``text``, ``title`` (one line, or None) and
+    ``metadata`` (a JSON object; None: none given, a known id keeps what is stored). Records
+    ``{id?, text, title?, metadata?}`` become documents through :func:`hippo_engine.inputs.check_document_records`."""
 
-    id: str | None
+    id: str
     text: str
     title: str | None = None
     metadata: dict | None = None

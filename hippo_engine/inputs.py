@@ -3,9 +3,13 @@ item (its position in the list), never a failure deep inside hashing, numpy or t
 command line's corpus, query and id file readers are in :mod:`hippo_engine.cli.inputs`.)"""
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from hippo_engine.datatypes import Document, passage_text
+from hippo_engine.metadata_check import MAX_METADATA_BYTES, MAX_METADATA_DEPTH, check_metadata_item
 
 if TYPE_CHECKING:
     from hippo_engine.config import HippoConfig
@@ -130,5 +134,111 @@ def check_document_ids(ids, n: int | None, what: str, *, arg: str = "ids") -> li
     return list(ids)
 
 
-__all__ = ["MAX_ID_BYTES", "check_document_ids", "check_documents", "check_id_storable", "check_queries",
-           "check_text_items", "positive_count", "surrogate_at"]
+# ----------------------------------------------------------------------------- documents as records
+#: limits of one document given as a record ``{id?, text, title?, metadata?}`` (the service's queue; its
+#: HTTP and MCP doors publish the same in their schemas)
+MAX_ID_CHARS = 512
+MAX_TITLE_CHARS = 2048
+#: text with a character that is not white space, and no NUL (which the index cannot store); the character
+#: class excludes NUL itself (``\S`` alone matches NUL, which let one through)
+TEXT_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"
+#: a record's id: a character that is not white space, no control characters (NUL included)
+ID_PATTERN = r"^[^\x00-\x1f]*[^\s\x00-\x1f][^\x00-\x1f]*$"
+#: a title: one line, no NUL
+TITLE_PATTERN = r"^[^\x00\n]*$"
+#: what each pattern means: the message wherever a document breaks it (a client is told this, not the expression)
+RULES = {TEXT_PATTERN: "must hold a character that is not white space, and no NUL character (\\x00)",
+         ID_PATTERN: "must be an id with a character that is not white space and no control characters "
+                     "(NUL, newline, ...)",
+         TITLE_PATTERN: "must be one line without NUL characters (\\x00)"}
+#: the fields of a document record
+RECORD_FIELDS = ("id", "text", "title", "metadata")
+
+
+def check_document_records(docs: object) -> list[Document]:
+    """Validate a batch of document records ``{"id"?, "text", "title"?, "metadata"?}`` (dicts or
+    :class:`~hippo_engine.datatypes.Document`) as one :class:`Document` each (``ValueError`` naming the first
+    bad one, ``documents[i].field``, and what is wrong; nothing is accepted then). Ids default to
+    :func:`hippo_engine.ids.document_id` of the indexed text; an id given twice in one batch is an error."""
+    if not isinstance(docs, list | tuple) or not docs:
+        raise ValueError("documents: give a non-empty list of {id?, text, title?, metadata?} objects")
+    out: list[Document] = []
+    seen: dict[str, int] = {}
+    for i, d in enumerate(docs):
+        doc = check_document_record(d, f"documents[{i}]")
+        if doc.id in seen:
+            raise ValueError(f"documents[{i}]: id {doc.id!r} is also documents[{seen[doc.id]}]'s id; ids must be "
+                             "unique within a batch")
+        seen[doc.id] = i
+        out.append(doc)
+    return out
+
+
+def check_document_record(d: object, where: str) -> Document:
+    """One document record (a dict or a :class:`Document`) checked, as a :class:`Document` with its id (derived
+    from the indexed text when none is given); errors start with ``where`` (``documents[3]``)."""
+    from hippo_engine.ids import document_id
+    if isinstance(d, Document):
+        d = {k: v for k, v in vars(d).items() if v is not None}
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: expected an object {{id?, text, title?, metadata?}}, got {type(d).__name__}")
+    unknown = sorted(set(d) - set(RECORD_FIELDS))
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {unknown}; a document has {', '.join(RECORD_FIELDS)}")
+    text = _record_text(d.get("text"), f"{where}.text", TEXT_PATTERN, None)
+    title = d.get("title")
+    if title is not None:
+        title = _record_text(title, f"{where}.title", TITLE_PATTERN, MAX_TITLE_CHARS)
+    metadata = d.get("metadata")
+    if metadata is not None:
+        metadata = check_document_metadata(metadata, f"{where}.metadata")
+    doc_id = d.get("id")
+    if doc_id is None:
+        doc_id = document_id(passage_text(title or None, text))
+    else:
+        doc_id = _record_text(doc_id, f"{where}.id", ID_PATTERN, MAX_ID_CHARS)
+    return Document(doc_id, text, title or None, metadata)
+
+
+def _record_text(value: object, at: str, pattern: str, most: int | None) -> str:
+    """A record's string field: a string, at most ``most`` characters, matching ``pattern`` (else a
+    ``ValueError`` saying so in :data:`RULES`' words)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{at}: must be text (a string)")
+    if most is not None and len(value) > most:
+        raise ValueError(f"{at}: {len(value):,} characters long; the limit is {most:,}")
+    if re.fullmatch(pattern, value) is None:
+        raise ValueError(f"{at}: {RULES[pattern]}")
+    return value
+
+
+def check_document_metadata(metadata: object, at: str) -> dict:
+    """A document's metadata as the engine stores it (:func:`hippo_engine.metadata_check.check_metadata_item`:
+    JSON, string keys, no NUL, nested at most :data:`MAX_METADATA_DEPTH` deep, at most
+    :data:`MAX_METADATA_BYTES` of JSON), checked at the door so that metadata the index would refuse later is
+    never accepted (on either backend); a detached copy. The depth is measured first, without recursion, so
+    the message of one nested too deep stays short. ``ValueError`` messages start with ``at``."""
+    if not isinstance(metadata, dict):
+        raise ValueError(f"{at} must be an object (string keys), got {type(metadata).__name__}")
+    if nesting(metadata, MAX_METADATA_DEPTH + 1) > MAX_METADATA_DEPTH:
+        raise ValueError(f"{at}: nested more than {MAX_METADATA_DEPTH} levels deep (at most {MAX_METADATA_DEPTH})")
+    return check_metadata_item(metadata, at)
+
+
+def nesting(value: object, stop: int) -> int:
+    """How deep the values inside ``value`` (objects and lists) go: 0 for a scalar or an empty container, 1
+    for ``{"a": 1}``; counting stops at ``stop``. No recursion (a value from a parser may be very deep)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack and deepest < stop:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list | tuple) else ()
+        for child in children:
+            deepest = max(deepest, depth + 1)
+            stack.append((child, depth + 1))
+    return deepest
+
+
+__all__ = ["ID_PATTERN", "MAX_ID_BYTES", "MAX_ID_CHARS", "MAX_METADATA_BYTES", "MAX_METADATA_DEPTH",
+           "MAX_TITLE_CHARS", "RECORD_FIELDS", "RULES", "TEXT_PATTERN", "TITLE_PATTERN", "check_document_ids",
+           "check_document_metadata", "check_document_record", "check_document_records", "check_documents",
+           "check_id_storable", "check_queries", "check_text_items", "nesting", "positive_count", "surrogate_at"]

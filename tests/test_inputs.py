@@ -90,3 +90,32 @@ def test_cli_refuses_an_over_long_id_with_exit_status_2(tmp_path, capsys, monkey
     corpus.write_text(json.dumps([{"id": "n" * 3000, "text": CORPUS[0]}]))
     assert main(["index", str(corpus), "--save-dir", str(tmp_path / "idx"), "--quiet"]) == 2
     assert "limited to 1,024 bytes" in capsys.readouterr().err
+
+
+def test_document_records_are_checked_once_in_the_words_every_door_uses():
+    """Issue 40: one check of a document record (the service's queue, its HTTP and MCP doors); a
+    ``Document`` passes as a dict does; the messages name the field and say the rule in RULES' words."""
+    import re
+
+    from hippo_engine.datatypes import Document
+    from hippo_engine.ids import document_id
+    from hippo_engine.inputs import ID_PATTERN, RULES, TEXT_PATTERN, check_document_records
+
+    docs = check_document_records([{"text": "body", "title": "T"}, Document("d2", "x", "", {"k": 1})])
+    assert docs == [Document(document_id("T\nbody"), "body", "T", None), Document("d2", "x", None, {"k": 1})]
+    assert [d.indexed_text for d in docs] == ["T\nbody", "x"]
+    for bad, msg in [({"text": "a\x00"}, f"documents[0].text: {RULES[TEXT_PATTERN]}"),
+                     ({"text": "a", "title": "x\ny"}, "documents[0].title: must be one line"),
+                     ({"text": "a", "id": "x" * 513}, "documents[0].id: 513 characters long; the limit is 512"),
+                     ({"text": "a", "id": "a\nb"}, f"documents[0].id: {RULES[ID_PATTERN]}"),
+                     ({"text": 3}, "documents[0].text: must be text (a string)"),
+                     ({"text": "a", "metadata": {"k": "\x00"}}, "documents[0].metadata['k']: text with a NUL")]:
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            check_document_records([bad])
+
+
+def test_passage_text_is_the_one_title_join():
+    from hippo_engine.datatypes import passage_text
+
+    assert passage_text("Title", "body") == "Title\nbody"
+    assert passage_text(None, "body") == "body"

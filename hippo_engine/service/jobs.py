@@ -1,6 +1,7 @@
-"""What the ingestion queue is made of: accepted documents (:func:`check_documents`; their metadata checked as
-the engine checks it, :func:`check_metadata`), the identity of a claim's owner (:class:`Owner`,
-:func:`owner_alive`) and how stored rows read (:func:`shown_status`, :func:`job_view`, :func:`shown_metadata`).
+"""What the ingestion queue is made of: accepted documents (:class:`NewDocument`, the engine's ``Document``,
+checked by the engine's :func:`hippo_engine.inputs.check_document_records`), the identity of a claim's owner
+(:class:`Owner`, :func:`owner_alive`) and how stored rows read (:func:`shown_status`, :func:`job_view`,
+:func:`shown_metadata`).
 
 A document's stored ``status`` is one of :data:`STORED`: ``pending`` (waiting), ``processing`` (claimed by a
 worker, whose ``owner`` is recorded), ``indexed``, ``failed`` (with its error) or ``deleted`` (a tombstone:
@@ -20,9 +21,17 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from hippo_engine.ids import document_id
+from hippo_engine.datatypes import Document, passage_text
+from hippo_engine.inputs import (
+    MAX_ID_CHARS,
+    MAX_METADATA_BYTES,
+    MAX_METADATA_DEPTH,
+    MAX_TITLE_CHARS,
+    check_document_metadata,
+    check_document_records,
+    nesting,
+)
 from hippo_engine.lenient_json import json_depth
-from hippo_engine.store.metadata import MAX_METADATA_BYTES, MAX_METADATA_DEPTH, check_metadata_item
 
 PENDING, PROCESSING, INDEXED, FAILED, DELETED = "pending", "processing", "indexed", "failed", "deleted"
 REPLACED = "replaced"
@@ -30,111 +39,19 @@ REPLACED = "replaced"
 STORED = (PENDING, PROCESSING, INDEXED, FAILED, DELETED)
 #: the statuses ``documents(status=...)`` filters by
 LISTED = (PENDING, PROCESSING, INDEXED, FAILED)
-#: limits of one accepted document (its metadata: the engine's, hippo_engine/store/metadata.py)
-MAX_ID_CHARS = 512
-MAX_TITLE_CHARS = 2048
-
-
-@dataclass(frozen=True)
-class NewDocument:
-    """One accepted document: its ``id``, ``text``, ``title`` (or None), ``metadata`` (a JSON object, maybe
-    empty; None where the request gave none: the index keeps what it holds for a known id) and
-    ``indexed_text``, what the index receives (``"title\\ntext"`` with a title, as corpora of ``{title, text}``
-    records are read)."""
-
-    id: str
-    text: str
-    title: str | None
-    metadata: dict | None
-
-    @property
-    def indexed_text(self) -> str:
-        return indexed_text(self.text, self.title)
+#: one accepted document (the engine's :class:`~hippo_engine.datatypes.Document`)
+NewDocument = Document
 
 
 def indexed_text(text: str, title: str | None) -> str:
-    """The text the index holds for a document: ``"title\\ntext"`` with a title, else the text."""
-    return f"{title}\n{text}" if title else text
+    """The text the index holds for a document: ``"title\\ntext"`` with a title, else the text
+    (:func:`hippo_engine.datatypes.passage_text`)."""
+    return passage_text(title or None, text)
 
 
-def check_documents(docs: object) -> list[NewDocument]:
-    """Validate a batch of documents ``{"id"?, "text", "title"?, "metadata"?}`` (ValueError naming the
-    first bad one and what is wrong; nothing is accepted then). Ids default to
-    :func:`hippo_engine.ids.document_id` of the indexed text; an id given twice in one batch is an error."""
-    if not isinstance(docs, list | tuple) or not docs:
-        raise ValueError("documents: give a non-empty list of {id?, text, title?, metadata?} objects")
-    out: list[NewDocument] = []
-    seen: dict[str, int] = {}
-    for i, d in enumerate(docs):
-        doc = _check_one(d, i)
-        if doc.id in seen:
-            raise ValueError(f"documents[{i}]: id {doc.id!r} is also documents[{seen[doc.id]}]'s id; ids must be "
-                             "unique within a batch")
-        seen[doc.id] = i
-        out.append(doc)
-    return out
-
-
-def _check_one(d: object, i: int) -> NewDocument:
-    where = f"documents[{i}]"
-    if not isinstance(d, dict):
-        raise ValueError(f"{where}: expected an object {{id?, text, title?, metadata?}}, got {type(d).__name__}")
-    unknown = sorted(set(d) - {"id", "text", "title", "metadata"})
-    if unknown:
-        raise ValueError(f"{where}: unknown field(s) {unknown}; a document has id, text, title, metadata")
-    text = d.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{where}: 'text' must be a non-empty string")
-    title = d.get("title")
-    if title is not None and (not isinstance(title, str) or len(title) > MAX_TITLE_CHARS or "\n" in title):
-        raise ValueError(f"{where}: 'title' must be a string of one line, at most {MAX_TITLE_CHARS} characters")
-    for name, value in (("text", text), ("title", title)):
-        if value and "\x00" in value:
-            raise ValueError(f"{where}: '{name}' contains a NUL character (\\x00), which the index cannot store")
-    metadata = _check_metadata(d.get("metadata"), where)
-    doc_id = d.get("id")
-    full = indexed_text(text, title or None)
-    if doc_id is None:
-        doc_id = document_id(full)
-    elif not isinstance(doc_id, str) or not doc_id.strip() or len(doc_id) > MAX_ID_CHARS or \
-            any(ord(c) < 32 for c in doc_id):
-        raise ValueError(f"{where}: 'id' must be a non-empty string of at most {MAX_ID_CHARS} characters without "
-                         "control characters")
-    return NewDocument(doc_id, text, title or None, metadata)
-
-
-def _check_metadata(metadata: object, where: str) -> dict | None:
-    if metadata is None:
-        return None
-    if not isinstance(metadata, dict):
-        raise ValueError(f"{where}: 'metadata' must be an object (string keys), got {type(metadata).__name__}")
-    return check_metadata(metadata, f"{where}.metadata")
-
-
-def check_metadata(metadata: object, at: str) -> dict:
-    """A document's metadata as the engine checks it (:func:`hippo_engine.store.metadata.check_metadata_item`:
-    JSON, string keys, no NUL, nested at most :data:`MAX_METADATA_DEPTH` deep, at most
-    :data:`MAX_METADATA_BYTES` of JSON), checked at the door so that metadata the index would refuse later
-    is never accepted (on either backend); a detached copy. The depth is measured first, without
-    recursion, so the message of one nested too deep stays short. ``ValueError`` messages start with ``at``."""
-    if not isinstance(metadata, dict):
-        raise ValueError(f"{at} must be an object (string keys), got {type(metadata).__name__}")
-    if nesting(metadata, MAX_METADATA_DEPTH + 1) > MAX_METADATA_DEPTH:
-        raise ValueError(f"{at}: nested more than {MAX_METADATA_DEPTH} levels deep (at most {MAX_METADATA_DEPTH})")
-    return check_metadata_item(metadata, at)
-
-
-def nesting(value: object, stop: int) -> int:
-    """How deep the values inside ``value`` (objects and lists) go: 0 for a scalar or an empty container, 1
-    for ``{"a": 1}``; counting stops at ``stop``. No recursion (a value from a parser may be very deep)."""
-    deepest, stack = 0, [(value, 0)]
-    while stack and deepest < stop:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list | tuple) else ()
-        for child in children:
-            deepest = max(deepest, depth + 1)
-            stack.append((child, depth + 1))
-    return deepest
+#: the engine's checks of document records and of their metadata, as the queue has always named them
+check_documents = check_document_records
+check_metadata = check_document_metadata
 
 
 # ---------------------------------------------------------------------------------------- claim owners
@@ -260,6 +177,7 @@ def now() -> float:
     return time.time()
 
 
-__all__ = ["DELETED", "FAILED", "INDEXED", "LISTED", "MAX_METADATA_BYTES", "MAX_METADATA_DEPTH", "PENDING",
+__all__ = ["DELETED", "FAILED", "INDEXED", "LISTED", "MAX_ID_CHARS", "MAX_METADATA_BYTES", "MAX_METADATA_DEPTH",
+           "MAX_TITLE_CHARS", "PENDING",
            "PROCESSING", "REPLACED", "STORED", "NewDocument", "Owner", "check_documents", "check_metadata",
            "indexed_text", "iso", "job_view", "nesting", "now", "owner_alive", "shown_metadata", "shown_status"]

@@ -51,9 +51,9 @@ from pydantic import Field, ValidationError
 
 from hippo_engine import __version__
 from hippo_engine.config import MODES, ConfigError
+from hippo_engine.inputs import ID_PATTERN, MAX_ID_CHARS, TEXT_PATTERN
 from hippo_engine.results import first_document_id
 from hippo_engine.service.answering import RETRY_AFTER_S, AnswerSlots
-from hippo_engine.service.jobs import MAX_ID_CHARS
 from hippo_engine.service.limits import Limits
 from hippo_engine.service.mcp_models import (
     AnswerResult,
@@ -67,7 +67,6 @@ from hippo_engine.service.mcp_models import (
     argument_errors,
     explain_line,
 )
-from hippo_engine.service.schemas import ID_PATTERN, TEXT_PATTERN
 
 #: seconds remember waits for indexing by default (MCP clients commonly give up on a call after ~60 s)
 DEFAULT_WAIT_S = 45.0

@@ -12,7 +12,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.json_schema import SkipJsonSchema
 
 from hippo_engine.config import MODES
-from hippo_engine.service.jobs import MAX_ID_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH, check_metadata
+from hippo_engine.inputs import (
+    ID_PATTERN,
+    MAX_ID_CHARS,
+    MAX_METADATA_BYTES,
+    MAX_METADATA_DEPTH,
+    MAX_TITLE_CHARS,
+    RULES,
+    TEXT_PATTERN,
+    TITLE_PATTERN,
+    check_document_metadata,
+)
 
 #: retrieval modes: the engine's (``hippo_engine.config.MODES``)
 Mode = Literal[MODES]  # type: ignore[valid-type]
@@ -20,18 +30,12 @@ JobStatus = Literal["pending", "processing", "done", "failed"]
 DocStatus = Literal["pending", "processing", "indexed", "failed"]
 #: how a job shows each of its documents: also deleted (since) or replaced (added again since)
 JobDocStatus = Literal["pending", "processing", "indexed", "failed", "deleted", "replaced"]
-#: text with a character that is not white space, and no NUL (which the index cannot store); the character
-#: class excludes NUL itself (``\S`` alone matches NUL, which let one through)
-TEXT_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"
+#: the engine's rules of a document (hippo_engine/inputs.py): text with a character that is not white space and no
+#: NUL; an id with such a character, no control characters, at most MAX_ID_CHARS characters; a title of one line
 Text = Annotated[str, Field(min_length=1, pattern=TEXT_PATTERN)]
-#: a document (or job) id: a character that is not white space, no control characters (NUL included), at most
-#: 512 characters (hippo_engine/service/jobs.py)
-ID_PATTERN = r"^[^\x00-\x1f]*[^\s\x00-\x1f][^\x00-\x1f]*$"
 DocId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)]
-#: what each pattern means, for messages (a client is told this rather than the regular expression)
-PATTERNS = {TEXT_PATTERN: "must hold a character that is not white space, and no NUL character (\\x00)",
-            ID_PATTERN: "must be an id with a character that is not white space and no control characters "
-                        "(NUL, newline, ...)"}
+#: what each pattern means, for messages (a client is told the engine's words rather than the regular expression)
+PATTERNS = RULES
 JSONObject = dict[str, Any]
 #: the largest top_k the memory serves (``hippo_engine.service.memory.MAX_TOP_K``; a test keeps them equal);
 #: the server's ``max_top_k`` setting may lower it
@@ -64,7 +68,7 @@ def _exactly_one(model: BaseModel, names: tuple[str, str]) -> None:
 class DocumentIn(Request):
     id: DocId | None = Field(None, description="the document's id (default: derived from its text)")
     text: Text
-    title: str | None = Field(None, max_length=2048, pattern=r"^[^\x00\n]*$",
+    title: str | None = Field(None, max_length=MAX_TITLE_CHARS, pattern=TITLE_PATTERN,
                               description="one line; indexed as 'title\\ntext'")
     metadata: JSONObject | None = Field(None, description="stored with the document; `where` filters on it "
                                          "(left out: a known id keeps its stored metadata; {} clears it); "
@@ -78,7 +82,7 @@ class DocumentIn(Request):
         if value is None:
             return None
         try:
-            return check_metadata(value, "metadata")
+            return check_document_metadata(value, "metadata")
         except ValueError as e:
             raise ValueError(str(e).removeprefix("metadata: ")) from None
 

@@ -70,10 +70,13 @@ def test_documents_are_listed_by_page_and_status_and_read_one_by_one(tmp_path):
 
 
 def test_bad_documents_are_refused_whole_with_a_message_naming_the_first_bad_one(memory):
-    for bad, msg in [([], "non-empty list"), ([{"text": "  "}], r"documents\[0\]: 'text'"),
-                     ([{"text": "a"}, {"text": "b", "id": ""}], r"documents\[1\]: 'id'"),
+    """The messages are the engine's (hippo_engine.inputs.check_document_records), as the HTTP and MCP doors
+    say them."""
+    for bad, msg in [([], "non-empty list"),
+                     ([{"text": "  "}], r"documents\[0\]\.text: must hold a character that is not white space"),
+                     ([{"text": "a"}, {"text": "b", "id": ""}], r"documents\[1\]\.id: must be an id"),
                      ([{"text": "a", "id": "x"}, {"text": "b", "id": "x"}], "unique within a batch"),
-                     ([{"text": "a", "metadata": [1]}], "'metadata' must be an object"),
+                     ([{"text": "a", "metadata": [1]}], r"documents\[0\]\.metadata must be an object"),
                      ([{"text": "a", "metadata": {"x": float("nan")}}], "must be finite"),
                      ([{"text": "a\x00b"}], "NUL"), ([{"text": "a", "colour": 1}], "unknown field")]:
         with pytest.raises(ValueError, match=msg):
