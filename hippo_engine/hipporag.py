@@ -34,12 +34,12 @@ from hippo_engine.inputs import check_document_ids, open_save_dir, positive_coun
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.models.providers import Forwarded, Models
-from hippo_engine.qa import runner
 from hippo_engine.qa.reader import ReaderSettings
-from hippo_engine.qa.runner import QueryRunner, with_options
+from hippo_engine.query import runner
+from hippo_engine.query.factory import Searches
+from hippo_engine.query.runner import QueryRunner, with_options
 from hippo_engine.retrieve.encoding import encode_queries
 from hippo_engine.retrieve.retriever import Retriever
-from hippo_engine.retrieve.searches import Searches
 from hippo_engine.store.registry import get_backend
 
 
@@ -90,7 +90,7 @@ class HippoRAG:
 
     def _wire(self) -> None:
         """(Re)build the components that hold the configuration: HiRAG, the query side (the mode
-        table of search objects, see :mod:`.retrieve.searches`) and the query calls (:mod:`.qa.runner`)."""
+        search objects of every mode, see :mod:`.query.factory`) and the query calls (:mod:`.query.runner`)."""
         cfg, reader = self._config, ReaderSettings.of(self._config)
 
         def encoder() -> Encoder:   # through the facade's properties: one source for every component
@@ -100,8 +100,7 @@ class HippoRAG:
             return self.llm
         self.hirag = HiRAG(self.index_state, cfg.hirag, reader, encoder=encoder, llm=llm)
         self.searches = Searches(cfg, self.index_state, self.hirag, encoder, llm, self.ner, self.llm_model_name)
-        self.queries = QueryRunner(self.searches, self.index_state, self.hirag, llm, reader,
-                                   retrieval_top_k=cfg.retrieval_top_k, llm_name=self.llm_model_name)
+        self.queries = QueryRunner(self.searches, self.index_state, retrieval_top_k=cfg.retrieval_top_k)
 
     @property
     def config(self) -> HippoConfig:
@@ -254,7 +253,7 @@ class HippoRAG:
         ``(solutions, metrics)`` with Recall@k when ``gold_docs`` (a list of gold passage lists)
         is given. ``param`` (``QueryParam``) holds the per-call options; ``num_to_retrieve``
         (passages per query) and ``mode`` (``naive``, ``hi_local``, ``hi_global``, ``hi_bridge``,
-        ``hi``; see ``hippo_engine.hirag.modes``) override its ``top_k`` and ``mode``. ``explain=True``
+        ``hi``; see ``hippo_engine.modes``) override its ``top_k`` and ``mode``. ``explain=True``
         (or ``QueryParam(explain=True)``) explains each solution without changing the ranking: its
         ``explanations`` in the ``hipporag2`` mode (see :meth:`explain`), its ``provenance`` (every
         item of the assembled context, with its section and why it was chosen) in the hi_* modes.

@@ -39,7 +39,7 @@ from hippo_engine.hirag.communities import (
     communities_by_level,
     write_reports,
 )
-from hippo_engine.hirag.modes import token_counter
+from hippo_engine.hirag.context import token_counter
 
 from .common import MUSIQUE_TRAIN_DIR, MUSIQUE_TRAIN_OPENIE, setup_logging, write_result
 

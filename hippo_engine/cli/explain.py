@@ -21,6 +21,7 @@ from typing import Any
 
 from hippo_engine.cli import common
 from hippo_engine.datatypes import SECTION_TITLES
+from hippo_engine.modes import mode_specs
 
 #: seeds, candidate facts and edge texts printed (the JSON has them all)
 SEEDS_SHOWN = 5
@@ -28,8 +29,12 @@ FACTS_SHOWN = 6
 TEXT_WIDTH = 110
 #: items printed per context section in a hi_* mode (passages: all ranked, up to --top)
 ITEMS_SHOWN = 5
-#: the modes ``explain`` takes (``naive`` ranks by the dense score alone: nothing to explain)
-EXPLAIN_MODES = ("hipporag2", "hi_local", "hi_global", "hi_bridge", "hi")
+
+
+def explain_modes() -> tuple[str, ...]:
+    """The modes ``explain`` takes: those whose spec is ``explainable`` (``naive`` ranks by the dense score
+    alone: nothing to explain)."""
+    return tuple(s.name for s in mode_specs() if s.explainable)
 
 
 def _clip(text: str, width: int = TEXT_WIDTH) -> str:
@@ -202,7 +207,7 @@ def add_parser(sub) -> None:
                     help="passages to explain (default 5), as retrieve's")
     sp.add_argument("--top", type=common.positive, default=None, help="deprecated: the old name of --top-k")
     sp.add_argument("--json", action="store_true", help="print each passage's explanation as JSON (to_dict())")
-    sp.add_argument("--mode", choices=EXPLAIN_MODES, default="hipporag2",
+    sp.add_argument("--mode", choices=explain_modes(), default="hipporag2",
                     help="hipporag2 (default: seeds, shares and paths of the PPR ranking) or a HiRAG mode "
                          "(hi_local, hi_global, hi_bridge, hi: each context item's section and why it was chosen)")
     common.ranking_flags(sp)

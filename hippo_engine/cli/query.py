@@ -13,7 +13,7 @@ from typing import Any
 from hippo_engine.cli import common
 from hippo_engine.cli.inputs import read_queries
 from hippo_engine.cli.output import print_metrics, print_solution, qa_json, retrieve_json
-from hippo_engine.config import MODES
+from hippo_engine.modes import mode_names
 
 
 def where_filter(text: str) -> dict:
@@ -159,7 +159,7 @@ def add_parsers(sub: Any) -> None:
         sp.add_argument("--top-k", type=common.positive, default=None,
                         help="passages per question to print (default 5); for qa also the passages the reader reads")
         sp.add_argument("--limit", type=common.positive, default=None, help="only the first N questions")
-        sp.add_argument("--mode", choices=MODES, default=None,
+        sp.add_argument("--mode", choices=mode_names(), default=None,
                         help="how passages are ranked: hipporag2 (default: the graph), naive (dense retrieval), "
                              "or another mode (hi_*: HiRAG communities; see the README)")
         sp.add_argument("--dense", action="store_true", help="dense retrieval baseline (the same as --mode naive)")

@@ -1,11 +1,10 @@
-"""The base of the search objects that read one index version through a
-:class:`~hippo_engine.hirag.context.HiRAGEngine` (the graphrag_* and kb_* modes).
+"""What the search objects that read one index version through a
+:class:`~hippo_engine.hirag.context.HiRAGEngine` (the graphrag_* and kb_* modes) share: :class:`EngineSearch`.
 
-:class:`EngineSearch` holds what they share: the retrieval section (query instructions, the default
-limit), the ``HiRAG`` component (its cached engine and communities), the encoder provider and the
-metadata restrictor. ``where=`` restricts the passages a search returns (and, in the
-graphrag_* modes, the runner then shows only those passages: see
-:meth:`hippo_engine.qa.runner.QueryRunner.contexts`); entities, relations and reports are not filtered.
+It holds the retrieval section (query instructions, the default limit), the ``HiRAG`` component (its cached
+engine and communities) and the encoder provider; the search bases (:mod:`hippo_engine.retrieve.search`) add
+``where=``: a kb_* search keeps the allowed passages of its own ranking, a graphrag_* search (a context
+search) the allowed passages of its contexts. Entities, relations and reports are not filtered.
 """
 from __future__ import annotations
 
@@ -15,24 +14,23 @@ import numpy as np
 
 from hippo_engine.config import QueryParam, RetrievalConfig
 from hippo_engine.datatypes import QuerySolution
+from hippo_engine.modes import ModeSpec
 from hippo_engine.retrieve.encoding import encode_queries
-from hippo_engine.retrieve.search import ContextBuilder, QuerySearch
 
 
-class EngineSearch(QuerySearch):
-    """A mode searched on the ``HiRAG`` component's engine (``needs_communities``: with communities)."""
+class EngineSearch:
+    """A mode searched on the ``HiRAG`` component's engine (with communities when its spec says so);
+    mixed into a search base (``spec`` comes from there)."""
 
-    needs_communities = False
+    spec: ModeSpec
 
-    def __init__(self, mode: str, retrieval: RetrievalConfig, hirag, encoder: Callable[[], object],
-                 contexts_of: ContextBuilder, wrap_contexts: ContextBuilder | None = None, restrictor=None):
-        super().__init__(mode, contexts_of, wrap_contexts)
-        self.retrieval, self.hirag, self._encoder, self.restrictor = retrieval, hirag, encoder, restrictor
+    def __init__(self, retrieval: RetrievalConfig, hirag, encoder: Callable[[], object]):
+        self.retrieval, self.hirag, self._encoder = retrieval, hirag, encoder
 
     def engine(self):
         """The ``HiRAGEngine`` of the current index version (communities loaded when needed;
         missing ones are built without LLM reports, or an error asks for ``build_communities()``)."""
-        return self.hirag.engine(need_communities=self.needs_communities)
+        return self.hirag.engine(need_communities=self.spec.needs_communities)
 
     def encode(self, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(entity-matching, passage-matching) query vectors."""
@@ -41,14 +39,6 @@ class EngineSearch(QuerySearch):
     def limit(self, param: QueryParam) -> int:
         """Passages to return: ``param.top_k``, else ``retrieval_top_k``."""
         return param.top_k or self.retrieval.retrieval_top_k
-
-    def allowed(self, param: QueryParam) -> frozenset[str] | None:
-        """Passage ids of the documents matching ``param.where`` (None: no filter)."""
-        if param.where is None:
-            return None
-        if self.restrictor is None:
-            raise ValueError("where=: this search was built without access to the documents' metadata")
-        return frozenset(p for ps in self.restrictor.documents(param.where).values() for p in ps)
 
 
 def passage_solution(eng, query: str, nodes: Sequence[int], scores: Sequence[float], limit: int,

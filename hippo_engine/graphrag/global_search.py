@@ -13,46 +13,50 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from hippo_engine.config import GraphRAGConfig, QueryParam, RetrievalConfig
+from hippo_engine.config import GraphRAGConfig, QueryParam
 from hippo_engine.datatypes import HiContext, QuerySolution
 from hippo_engine.graphrag.engine_search import EngineSearch
 from hippo_engine.graphrag.global_context import GlobalContextBuilder, batches
 from hippo_engine.graphrag.map_reduce import Point, map_messages, parse_points, reduce_messages, select_points
-from hippo_engine.hirag.modes import solution_from_context
 from hippo_engine.llm.base import LLMClient, LLMResponse
+from hippo_engine.modes import ModeSpec
 from hippo_engine.qa.reader import parse_answer
-from hippo_engine.retrieve.search import ContextBuilder
+from hippo_engine.qa.reading import context_solution
+from hippo_engine.retrieve.search import ContextSearch, SearchParts
 
 
-class GraphRAGGlobalSearch(EngineSearch):
+class GraphRAGGlobalSearch(EngineSearch, ContextSearch):
     """``graphrag_global``; ``builder`` ranks and batches the reports, ``llm`` provides the LLM of
-    the map and reduce calls, ``reader`` the reader settings (temperature, progress)."""
+    the map and reduce calls; the reader's settings give their temperature and progress."""
 
-    reads_context = True
-    needs_communities = True
-
-    def __init__(self, retrieval: RetrievalConfig, config: GraphRAGConfig, builder: GlobalContextBuilder, hirag,
-                 encoder: Callable[[], object], llm: Callable[[], LLMClient], wrap_contexts: ContextBuilder,
-                 restrictor=None):
-        super().__init__("graphrag_global", retrieval, hirag, encoder, wrap_contexts, restrictor=restrictor)
+    def __init__(self, spec: ModeSpec, config: GraphRAGConfig, builder: GlobalContextBuilder, hirag,
+                 encoder: Callable[[], object], llm: Callable[[], LLMClient], **context):
+        ContextSearch.__init__(self, spec, **context)
+        EngineSearch.__init__(self, context["retrieval"], hirag, encoder)
         self.config, self.builder, self._llm = config, builder, llm
 
-    def contexts(self, queries: list[str], param: QueryParam) -> list[HiContext]:
+    @classmethod
+    def build(cls, spec: ModeSpec, parts: SearchParts) -> GraphRAGGlobalSearch:
+        gc = parts.config.graphrag
+        return cls(spec, gc, GlobalContextBuilder(gc), parts.hirag, parts.encoder, parts.llm,
+                   **cls.context_parts(parts))
+
+    def own_contexts(self, queries: list[str], param: QueryParam) -> list[HiContext]:
         """Each query's batched reports (no LLM call)."""
         eng = self.engine()
         _, q_pass = self.encode(queries)
         return [self.builder.build(eng, q, q_pass[j], param, self.limit(param)) for j, q in enumerate(queries)]
 
-    def retrieve(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
+    def rank(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
         """The ranked communities' representative passages."""
-        return [solution_from_context(c) for c in self.contexts(queries, param)]
+        return [context_solution(c) for c in self.own_contexts(queries, param)]
 
     def answer(self, contexts: Sequence[HiContext], template=None, param: QueryParam | None = None
                ) -> tuple[list[QuerySolution], list[str], list[dict]]:
         """Map-reduce answers of the contexts: ``(solutions, responses, metadata)``."""
         param = param or QueryParam(mode="graphrag_global")
         rtype = param.response_type or self.config.graphrag_response_type
-        solutions = [solution_from_context(c) for c in contexts]
+        solutions = [context_solution(c) for c in contexts]
         meta = [{"llm_calls": 0, "map_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "points": 0,
                  "points_used": 0, "context_tokens": dict(c.tokens), "error": None} for c in contexts]
         responses = [""] * len(contexts)
@@ -64,7 +68,7 @@ class GraphRAGGlobalSearch(EngineSearch):
         return solutions, responses, meta
 
     def _read_plain(self, contexts, rows, solutions, responses, meta, template) -> None:
-        sols, resp, md = self.hirag.answer([contexts[i] for i in rows], template)
+        sols, resp, md = self._reader().contexts([contexts[i] for i in rows], template)
         for i, s, r, m in zip(rows, sols, resp, md, strict=True):
             solutions[i], responses[i] = s, r
             meta[i].update({"llm_calls": 1, **m}, fallback="reader")     # 2 where the reader asked twice
@@ -73,7 +77,7 @@ class GraphRAGGlobalSearch(EngineSearch):
         """One map call per batch of each context in ``rows``; the rated points per context."""
         jobs = [(i, b, map_messages(contexts[i].query, batch))
                 for i in rows for b, batch in enumerate(batches(contexts[i]))]
-        rs = self.hirag.reader
+        rs = self._reader().settings
         replies = self._llm().generate_many(
             [m for *_, m in jobs], max_new_tokens=self.config.graphrag_map_max_new_tokens,
             temperature=rs.temperature, show_progress=rs.show_progress, desc="graphrag_global map") if jobs else []
@@ -92,7 +96,7 @@ class GraphRAGGlobalSearch(EngineSearch):
         rows = [i for i in points if kept[i]]
         for i, pts in points.items():
             meta[i]["points"], meta[i]["points_used"] = len(pts), len(kept[i])
-        rs = self.hirag.reader
+        rs = self._reader().settings
         replies = self._llm().generate_many(
             [reduce_messages(contexts[i].query, kept[i], rtype) for i in rows], max_new_tokens=rs.max_new_tokens,
             temperature=rs.temperature, show_progress=rs.show_progress, desc="graphrag_global reduce") if rows else []

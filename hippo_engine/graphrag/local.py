@@ -10,31 +10,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hippo_engine.config import QueryParam, RetrievalConfig
+from hippo_engine.config import QueryParam
 from hippo_engine.datatypes import HiContext, QuerySolution
 from hippo_engine.graphrag.engine_search import EngineSearch
 from hippo_engine.graphrag.local_context import LocalContextBuilder
-from hippo_engine.hirag.modes import solution_from_context
-from hippo_engine.retrieve.search import ContextBuilder
+from hippo_engine.modes import ModeSpec
+from hippo_engine.qa.reading import context_solution
+from hippo_engine.retrieve.search import ContextSearch, SearchParts
 
 
-class GraphRAGLocalSearch(EngineSearch):
+class GraphRAGLocalSearch(EngineSearch, ContextSearch):
     """``graphrag_local``; ``builder`` assembles each query's context."""
 
-    reads_context = True
-    needs_communities = True
-
-    def __init__(self, retrieval: RetrievalConfig, builder: LocalContextBuilder, hirag, encoder: Callable[[], object],
-                 wrap_contexts: ContextBuilder, restrictor=None):
-        super().__init__("graphrag_local", retrieval, hirag, encoder, wrap_contexts, restrictor=restrictor)
+    def __init__(self, spec: ModeSpec, builder: LocalContextBuilder, hirag, encoder: Callable[[], object], **context):
+        ContextSearch.__init__(self, spec, **context)
+        EngineSearch.__init__(self, context["retrieval"], hirag, encoder)
         self.builder = builder
 
-    def contexts(self, queries: list[str], param: QueryParam) -> list[HiContext]:
+    @classmethod
+    def build(cls, spec: ModeSpec, parts: SearchParts) -> GraphRAGLocalSearch:
+        return cls(spec, LocalContextBuilder(parts.config.graphrag), parts.hirag, parts.encoder,
+                   **cls.context_parts(parts))
+
+    def own_contexts(self, queries: list[str], param: QueryParam) -> list[HiContext]:
         """Each query's assembled context."""
         eng = self.engine()
         q_ent, _ = self.encode(queries)
         return [self.builder.build(eng, q, q_ent[j], param, self.limit(param)) for j, q in enumerate(queries)]
 
-    def retrieve(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
+    def rank(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
         """The contexts' passage rankings (text units)."""
-        return [solution_from_context(c) for c in self.contexts(queries, param)]
+        return [context_solution(c) for c in self.own_contexts(queries, param)]

@@ -15,10 +15,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from hippo_engine.config import HiRAGConfig
-from hippo_engine.datatypes import HiContext, QuerySolution
+from hippo_engine.datatypes import HiContext
 from hippo_engine.hirag.communities import build_communities
 from hippo_engine.hirag.context import HiRAGEngine, passage_context, token_counter
-from hippo_engine.hirag.modes import MODE_SPECS, check_mode, solution_from_context
 from hippo_engine.hirag.report_context import TokenCounter
 from hippo_engine.hirag.report_store import META_VERSION, CommunitySet, communities_state, load_communities
 from hippo_engine.hirag.seeds import CommunitySeeds, augment_graph
@@ -26,7 +25,8 @@ from hippo_engine.index.graph import GraphData
 from hippo_engine.index.state import IndexState
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.qa.reader import ReaderSettings, answer_questions
+from hippo_engine.modes import mode_spec
+from hippo_engine.qa.reader import ReaderSettings
 
 logger = logging.getLogger(__name__)
 
@@ -122,10 +122,11 @@ class HiRAG:
         """The assembled context of each query in a hi_* ``mode``, from its encoded vectors; at
         most ``limit`` passages ranked. ``explain``: with each item's section and reason
         (``HiContext.provenance``); the contexts are the same either way."""
-        if not MODE_SPECS[check_mode(mode)].reads_context:
+        spec = mode_spec(mode)
+        if not spec.reads_context:
             raise ValueError(f"{mode} contexts wrap ranked solutions: use passage_contexts() or ranked_contexts()")
         t0 = time.perf_counter()
-        eng = self.engine(need_communities=MODE_SPECS[mode].needs_communities)
+        eng = self.engine(need_communities=spec.needs_communities)
         out = [eng.context(q, mode, q_fact[j], q_pass[j], limit, explain) for j, q in enumerate(queries)]
         logger.info("%s: %d contexts in %.2fs", mode, len(out), time.perf_counter() - t0)
         return out
@@ -142,18 +143,3 @@ class HiRAG:
         count = self.token_counter()
         return [passage_context(s.question, mode, s.docs, len(s.docs), count, self.config.hi_text_unit_tokens)
                 for s in solutions]
-
-    def answer(self, contexts: Sequence[HiContext], template=None) -> tuple[list[QuerySolution], list[str], list[dict]]:
-        """Read each context with the reader LLM (the context in place of the passage list).
-        Returns ``(solutions, responses, metadata)``; ``metadata[i]["context_tokens"]`` holds the
-        context's section sizes."""
-        cfg = self.reader
-        solutions = [solution_from_context(c) for c in contexts]
-        mode = contexts[0].mode if contexts else ""
-        responses, metadata = answer_questions(self._llm(), solutions, cfg.qa_top_k, show_progress=cfg.show_progress,
-                                               template=template, max_new_tokens=cfg.max_new_tokens,
-                                               temperature=cfg.temperature, contexts=[c.text for c in contexts],
-                                               desc=f"QA reading ({mode})")
-        for meta, ctx in zip(metadata, contexts, strict=True):
-            meta["context_tokens"] = dict(ctx.tokens)
-        return solutions, responses, metadata

@@ -15,39 +15,26 @@ path's relations (HiRAG shows only the text units).
 
 Every section is cut to its token budget (``hi_text_unit_tokens``, ``hi_local_context_tokens``,
 ``hi_bridge_tokens``, ``hi_report_tokens``), counted with the encoder's tokenizer when it has
-one, else as whitespace-separated words. Which sections a mode shows: ``modes.MODE_SECTIONS``.
+one, else as whitespace-separated words. Which sections a mode shows: its spec's ``sections``
+(:mod:`hippo_engine.modes`).
 """
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 
 from hippo_engine.config import HiRAGConfig
 from hippo_engine.datatypes import SECTION_TITLES, HiContext  # noqa: F401 (re-exported)
 from hippo_engine.hirag.clustering import Community, entity_edges, entity_igraph
-from hippo_engine.hirag.provenance import ContextTrace, context_items
+from hippo_engine.hirag.provenance import ContextTrace, Segment, context_items
 from hippo_engine.hirag.report_context import ReportInputs, TokenCounter, whitespace_tokens
 from hippo_engine.hirag.report_store import CommunitySet
 from hippo_engine.index.graph import KIND_CONTEXT
+from hippo_engine.modes import mode_spec
 from hippo_engine.qa.reader import DEFAULT_PASSAGE_PREFIX
 from hippo_engine.retrieve.scoring import top_k
-
-#: the sections of each mode's context, in order
-MODE_SECTIONS = {
-    "hipporag2": ("passages",),
-    "naive": ("passages",),
-    "hi_local": ("entities", "relations", "passages"),
-    "hi_global": ("reports", "passages"),
-    "hi_bridge": ("bridge", "passages"),
-    "hi": ("reports", "bridge", "entities", "passages"),
-    # the GraphRAG and knowledge-base modes (hippo_engine.graphrag, hippo_engine.kb)
-    "graphrag_local": ("reports", "entities", "relations", "passages"),
-    "graphrag_global": ("reports",),
-    **{m: ("passages",) for m in ("kb_vector", "kb_graph", "kb_hybrid", "kb_global")},
-}
 
 
 def dedupe(items) -> list:
@@ -92,16 +79,6 @@ def token_counter(encoder) -> TokenCounter:
         return n
 
     return count
-
-
-class Segment(NamedTuple):
-    """One leg of the bridge path: from required vertex ``start`` to ``end``, the ``nodes`` added
-    after ``start`` (ending with ``end``), ``jump``: True when ``end`` was unreachable from ``start``."""
-
-    start: int
-    end: int
-    nodes: list[int]
-    jump: bool
 
 
 def path_segments(g, required: Sequence[int], components: Sequence[int] | None = None) -> list[Segment]:
@@ -310,7 +287,7 @@ class HiRAGEngine:
         :func:`~.provenance.context_items`); the context and ranking are the same either way."""
         cfg = self.config
         ctx = HiContext(query=query, mode=mode)
-        wanted = MODE_SECTIONS[mode]
+        wanted = mode_spec(mode).sections
         overall = self.top_entities(q_ent, cfg.hi_top_k * 10)
         top = [e for e, _ in overall[: cfg.hi_top_k]]
         ctx.entities = [(self.name(e), round(s, 6)) for e, s in overall[: cfg.hi_top_k]]

@@ -21,12 +21,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 from hippo_engine.datatypes import ContextItem, HiContext
 
-if TYPE_CHECKING:
-    from hippo_engine.hirag.context import HiRAGEngine, Segment
+#: the engine a context was assembled on (``hippo_engine.hirag.context.HiRAGEngine``, which imports this module)
+Engine = Any
+
+
+class Segment(NamedTuple):
+    """One leg of the bridge path: from required vertex ``start`` to ``end``, the ``nodes`` added
+    after ``start`` (ending with ``end``), ``jump``: True when ``end`` was unreachable from ``start``."""
+
+    start: int
+    end: int
+    nodes: list[int]
+    jump: bool
 
 
 @dataclass
@@ -53,7 +63,7 @@ class ContextTrace:
     ranking: list[int] = field(default_factory=list)
 
 
-def context_items(eng: HiRAGEngine, ctx: HiContext, tr: ContextTrace) -> list[ContextItem]:
+def context_items(eng: Engine, ctx: HiContext, tr: ContextTrace) -> list[ContextItem]:
     """Every item of ``ctx`` with its section and reason, section by section in the context's order."""
     why = _Why(eng, tr)
     out: list[ContextItem] = []
@@ -85,7 +95,7 @@ def _names(names: Sequence[str]) -> str:
 class _Why:
     """The reasons of one context's items (``eng``: the engine that built it, ``tr``: its trace)."""
 
-    def __init__(self, eng: HiRAGEngine, tr: ContextTrace):
+    def __init__(self, eng: Engine, tr: ContextTrace):
         self.eng, self.tr = eng, tr
         self.entity_rank = {e: (i + 1, s) for i, (e, s) in enumerate(tr.overall)}
         self.top_set = set(tr.top)

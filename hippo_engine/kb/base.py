@@ -17,7 +17,10 @@ import numpy as np
 from hippo_engine.config import KBConfig, QueryParam, RetrievalConfig
 from hippo_engine.datatypes import QuerySolution
 from hippo_engine.graphrag.engine_search import EngineSearch, passage_solution
-from hippo_engine.retrieve.search import ContextBuilder
+from hippo_engine.modes import ModeSpec
+from hippo_engine.qa.reading import Reader
+from hippo_engine.retrieve.filtering import Restrictor
+from hippo_engine.retrieve.search import ContextBuilder, QuerySearch, SearchParts
 
 
 class Ranked:
@@ -27,13 +30,21 @@ class Ranked:
         self.nodes, self.scores, self.seeds = nodes, scores, seeds or []
 
 
-class KBSearch(EngineSearch):
-    """A kb_* ``mode`` built from the ``kb`` section (``config``)."""
+class KBSearch(EngineSearch, QuerySearch):
+    """A kb_* mode built from the ``kb`` section (``config``)."""
 
-    def __init__(self, mode: str, retrieval: RetrievalConfig, config: KBConfig, hirag, encoder: Callable[[], object],
-                 contexts_of: ContextBuilder, wrap_contexts: ContextBuilder | None = None, restrictor=None):
-        super().__init__(mode, retrieval, hirag, encoder, contexts_of, wrap_contexts, restrictor)
+    def __init__(self, spec: ModeSpec, retrieval: RetrievalConfig, config: KBConfig, hirag,
+                 encoder: Callable[[], object], contexts_of: ContextBuilder,
+                 wrap_contexts: ContextBuilder | None = None, *, reader: Reader | None = None,
+                 restrictor: Restrictor | None = None):
+        QuerySearch.__init__(self, spec, contexts_of, wrap_contexts, reader=reader, restrictor=restrictor)
+        EngineSearch.__init__(self, retrieval, hirag, encoder)
         self.config = config
+
+    @classmethod
+    def build(cls, spec: ModeSpec, parts: SearchParts) -> KBSearch:
+        return cls(spec, parts.retrieval, parts.config.kb, parts.hirag, parts.encoder, parts.hirag.ranked_contexts,
+                   parts.hirag.passage_contexts, reader=parts.reader, restrictor=parts.restrictor)
 
     def threshold(self, param: QueryParam) -> float:
         """The minimum cosine of a vector match in this call."""

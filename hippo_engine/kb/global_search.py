@@ -35,7 +35,6 @@ def global_rank(eng, q_pass: np.ndarray, threshold: float, keep: int) -> Ranked:
 class KBGlobalSearch(KBSearch):
     """``kb_global``: relevant communities, then their documents."""
 
-    needs_communities = True
 
     def rank(self, eng, q_ent: np.ndarray, q_pass: np.ndarray, threshold: float, param: QueryParam) -> Ranked:
         return global_rank(eng, q_pass, threshold, self.config.kb_communities)

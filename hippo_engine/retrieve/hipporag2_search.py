@@ -17,13 +17,15 @@ from hippo_engine.config import QueryParam, RetrievalConfig
 from hippo_engine.datatypes import Explanation, QuerySolution
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
+from hippo_engine.modes import ModeSpec
 from hippo_engine.progress import announce, plural
+from hippo_engine.qa.reading import Reader
 from hippo_engine.retrieve.encoding import encode_queries
 from hippo_engine.retrieve.filtering import Restriction, Restrictor, empty_solutions, hide_outside
 from hippo_engine.retrieve.linking import Linking
 from hippo_engine.retrieve.query_ner import QueryNER
 from hippo_engine.retrieve.retriever import FilterMany, RawResult, Retriever
-from hippo_engine.retrieve.search import ContextBuilder, QuerySearch
+from hippo_engine.retrieve.search import ContextBuilder, QuerySearch, SearchParts
 
 if TYPE_CHECKING:
     from hippo_engine.retrieve.recognition import RecognitionFilter
@@ -41,16 +43,22 @@ class HippoRAG2Search(QuerySearch):
     the metadata filters' (``param.where``, see :mod:`.filtering`).
     """
 
-    def __init__(self, config: RetrievalConfig, retriever: Callable[[], Retriever], encoder: Callable[[], Encoder],
-                 query_ner: QueryNER, llm: Callable[[], LLMClient], filter_default: Callable[[], bool],
-                 contexts_of: ContextBuilder, *, llm_name: str = "", show_progress: bool = False,
-                 restrictor: Restrictor | None = None):
-        super().__init__("hipporag2", contexts_of)
-        self.config, self.restrictor = config, restrictor
+    def __init__(self, spec: ModeSpec, config: RetrievalConfig, retriever: Callable[[], Retriever],
+                 encoder: Callable[[], Encoder], query_ner: QueryNER, llm: Callable[[], LLMClient],
+                 filter_default: Callable[[], bool], contexts_of: ContextBuilder, *, llm_name: str = "",
+                 show_progress: bool = False, reader: Reader | None = None, restrictor: Restrictor | None = None):
+        super().__init__(spec, contexts_of, reader=reader, restrictor=restrictor)
+        self.config = config
         self._retriever, self._encoder, self._query_ner = retriever, encoder, query_ner
         self._llm, self._filter_default, self.llm_name = llm, filter_default, llm_name
         self.show_progress = show_progress
         self._recognition_filter: RecognitionFilter | None = None
+
+    @classmethod
+    def build(cls, spec: ModeSpec, parts: SearchParts) -> HippoRAG2Search:
+        return cls(spec, parts.retrieval, parts.retriever, parts.encoder, parts.query_ner, parts.llm,
+                   parts.filter_default, parts.hirag.passage_contexts, llm_name=parts.llm_name,
+                   show_progress=parts.config.show_progress, reader=parts.reader, restrictor=parts.restrictor)
 
     @property
     def recognition_filter(self) -> RecognitionFilter:
@@ -80,14 +88,6 @@ class HippoRAG2Search(QuerySearch):
 
     def retrieve(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
         return self._search(queries, param)[2]
-
-    def restriction(self, r: Retriever, param: QueryParam) -> Restriction | None:
-        """The restriction of ``param.where`` for ``r`` (None without a filter)."""
-        if param.where is None:
-            return None
-        if self.restrictor is None:
-            raise ValueError("where=: this search was built without access to the documents' metadata")
-        return self.restrictor.of(r, param.where)
 
     def _search(self, queries: list[str], param: QueryParam
                 ) -> tuple[Retriever, list[RawResult], list[QuerySolution], Restriction | None]:

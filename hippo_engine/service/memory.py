@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 
+from hippo_engine.modes import mode_names, mode_spec
 from hippo_engine.service import results
 from hippo_engine.service.ingest import Ingestor
 from hippo_engine.service.jobs import FAILED, PENDING, PROCESSING, check_documents
@@ -145,9 +146,9 @@ class Memory:
         return {"where": where}
 
     def _mode(self, mode: str | None) -> str:
-        from hippo_engine.config import MODES
-        if mode is not None and mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        names = mode_names()
+        if mode is not None and mode not in names:
+            raise ValueError(f"mode must be one of {', '.join(names)}; got {mode!r}")
         return mode or "hipporag2"
 
     def retrieve(self, queries: list[str], *, top_k: int = 5, mode: str | None = None, explain: bool = False,
@@ -171,12 +172,11 @@ class Memory:
         call runs without it, so a slow LLM never holds up the memory's other queries, its indexing or its
         closing (the reader touches no index: its LLM client is thread-safe, or holds a lock of its own)."""
         from hippo_engine.config import QueryParam
-        from hippo_engine.hirag.modes import MODE_SPECS
         question = _texts([question], "question")[0]
         top_k, mode = _positive(top_k, "top_k", MAX_TOP_K), self._mode(mode)
         extra = self._filter(where)
         param = QueryParam(mode=mode, top_k=top_k, qa_top_k=top_k, **extra)
-        contexts = MODE_SPECS[mode].reads_context
+        contexts = mode_spec(mode).reads_context
         with self._read_lock:
             self._check_open()
             if self._empty():

@@ -10,8 +10,8 @@ from peer_fakes import QUERIES, PeerResponder, built_rag
 
 from hippo_engine.config import QueryParam
 from hippo_engine.graphrag.global_context import BATCH_BREAK, batches, group_batches
-from hippo_engine.hirag.context import MODE_SECTIONS
 from hippo_engine.hirag.report_context import whitespace_tokens
+from hippo_engine.modes import mode_spec
 
 BUDGETS = dict(graphrag_text_unit_tokens=40, graphrag_local_context_tokens=30, graphrag_report_tokens=25)
 
@@ -25,7 +25,7 @@ def test_local_context_has_its_sections_under_the_budgets_and_no_llm_call(built)
     rag, _ = built
     rag._llm = NoCallLLM()
     for ctx in rag.retrieve_context(QUERIES, mode="graphrag_local"):
-        assert tuple(ctx.sections) == MODE_SECTIONS["graphrag_local"]
+        assert tuple(ctx.sections) == mode_spec("graphrag_local").sections
         assert ctx.tokens["passages"] <= 40 and ctx.tokens["reports"] <= 25
         assert ctx.tokens["entities"] + ctx.tokens["relations"] <= 30
         assert ctx.entities and ctx.passages and ctx.communities

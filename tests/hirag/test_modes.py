@@ -8,10 +8,12 @@ from test_communities import CountingResponder, world_corpus
 
 from hippo_engine.config import MODES, QueryParam
 from hippo_engine.hirag.clustering import entity_igraph
-from hippo_engine.hirag.context import MODE_SECTIONS, HiContext, dedupe, find_path_with_required_nodes, pack_by_tokens
-from hippo_engine.hirag.modes import HI_MODES
+from hippo_engine.hirag.context import HiContext, dedupe, find_path_with_required_nodes, pack_by_tokens
 from hippo_engine.hirag.seeds import CommunitySeeds, augment_graph, community_seeds
 from hippo_engine.index.graph import KIND_FACT, GraphData
+from hippo_engine.modes import mode_names, mode_spec
+
+HI_MODES = tuple(m for m in mode_names() if m == "hi" or m.startswith("hi_"))
 
 QUERIES = ["Who founded Tamsin College?", "Where was Ilse Marrow born?", "What is the capital of Kaldavia?"]
 
@@ -83,7 +85,7 @@ def test_retrieve_context_sections_and_budgets(tmp_path):
         ctxs = rag.retrieve_context(QUERIES, mode=mode)
         assert len(ctxs) == len(QUERIES) and all(isinstance(c, HiContext) for c in ctxs)
         for c in ctxs:
-            assert tuple(c.sections) == MODE_SECTIONS[mode], mode
+            assert tuple(c.sections) == mode_spec(mode).sections, mode
             assert c.tokens["passages"] <= budgets["hi_text_unit_tokens"]
             if "reports" in c.sections:
                 assert c.tokens["reports"] <= budgets["hi_report_tokens"]
@@ -240,22 +242,18 @@ def test_pure_helpers():
 
 
 # ------------------------------------------------------------------ mode table and per-call options
-def test_mode_table_dispatches_every_mode_and_refuses_gaps():
-    from hippo_engine.hirag.modes import HI_MODES, MODE_SPECS, ModeTable
-    seen = []
-    table = ModeTable({m: (lambda mode, x: seen.append((mode, x)) or mode.upper()) for m in MODES})
-    assert [table(m, 1) for m in MODES] == [m.upper() for m in MODES]
-    assert seen == [(m, 1) for m in MODES]
+def test_the_mode_registry_holds_every_mode_once_with_what_it_needs():
+    from hippo_engine.modes import ModeSpec, check_mode, register_mode
+    assert mode_names()[:2] == ("hipporag2", "naive") and len(set(mode_names())) == len(mode_names()) == 12
     with pytest.raises(ValueError, match="hi_bridge"):
-        table("global", 1)
-    with pytest.raises(ValueError, match="missing"):
-        ModeTable({m: print for m in MODES if m != "hi"})
-    with pytest.raises(ValueError, match="unknown"):
-        ModeTable({**{m: print for m in MODES}, "other": print})
+        check_mode("global")
+    with pytest.raises(ValueError, match="registered already"):
+        register_mode(ModeSpec("hi", "x:Y", "again"))
     assert HI_MODES == ("hi_local", "hi_global", "hi_bridge", "hi")
-    assert [m for m in MODES if MODE_SPECS[m].needs_communities] == ["hi_global", "hi_bridge", "hi", "graphrag_local",
-                                                                       "graphrag_global", "kb_global"]
-    assert all(MODE_SPECS[m].sections == MODE_SECTIONS[m] for m in MODES)
+    assert [m for m in mode_names() if mode_spec(m).needs_communities] == [
+        "hi_global", "hi_bridge", "hi", "graphrag_local", "graphrag_global", "kb_global"]
+    assert [m for m in mode_names() if mode_spec(m).reads_context] == [*HI_MODES, "graphrag_local", "graphrag_global"]
+    assert [m for m in mode_names() if mode_spec(m).snapshot] == ["hipporag2", "naive"]
 
 
 def test_facade_routes_modes_through_its_table(built):

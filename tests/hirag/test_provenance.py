@@ -18,8 +18,10 @@ from hippo_engine.config import QueryParam
 from hippo_engine.datatypes import CONTEXT_ITEM_KINDS, ContextItem, HiContext, QuerySolution
 from hippo_engine.hirag.clustering import entity_igraph
 from hippo_engine.hirag.context import path_segments
-from hippo_engine.hirag.modes import HI_MODES, MODE_SECTIONS
 from hippo_engine.index.graph import KIND_CONTEXT
+from hippo_engine.modes import mode_names, mode_spec
+
+HI_MODES = tuple(m for m in mode_names() if m == "hi" or m.startswith("hi_"))
 
 QUERIES = ["Who founded Tamsin College?", "Where was Ilse Marrow born?", "What is the capital of Kaldavia?",
            "Which fair did the wife of Oren Pike found?"]
@@ -83,7 +85,7 @@ def test_explain_changes_no_context_and_no_ranking(rag, mode):
 @pytest.mark.parametrize("mode", HI_MODES)
 def test_every_item_is_in_a_section_of_its_mode_and_lines_match(rag, mode):
     for ctx in rag.retrieve_context(QUERIES, mode=mode):
-        assert {i.section for i in ctx.provenance} <= set(MODE_SECTIONS[mode])
+        assert {i.section for i in ctx.provenance} <= set(mode_spec(mode).sections)
         assert all(i.kind in CONTEXT_ITEM_KINDS and i.reason and i.id for i in ctx.provenance)
         # items come section by section, in the context's order
         order = [s for s in ctx.sections]
