@@ -47,6 +47,17 @@ def wants_stream(body: AnswerRequest, request: Request) -> bool:
     return body.stream or (sse.MEDIA_TYPE in accept and "json" not in accept)
 
 
+def subgraph_top(top_k: int | None, top: int | None) -> int:
+    """The passages ``GET /subgraph`` draws: ``top_k``, else ``top`` (its old name, with a warning in the log),
+    else 5; both at once is a 422."""
+    if top_k is not None and top is not None:
+        raise ApiError(422, "give top_k or its old name top, not both", type="invalid_request")
+    if top is not None:
+        warn_old_name("/subgraph", "top", "top_k")
+        return top
+    return top_k if top_k is not None else 5
+
+
 def build(scope: Scope) -> APIRouter:
     """The query routes of one prefix (see :class:`~hippo_engine.service.routes_base.Scope`)."""
     router = APIRouter(prefix=scope.prefix, tags=["queries"], responses=ERRORS)
@@ -115,11 +126,7 @@ def build(scope: Scope) -> APIRouter:
         """The query's seed entities and top ``top_k`` passages (default 5) with the graph edges between them
         (nodes and edges, at most ``limit`` nodes), as the web page draws them."""
         limits.check_queries(settings(request), [query])
-        if top_k is not None and top is not None:
-            raise ApiError(422, "give top_k or its old name top, not both", type="invalid_request")
-        if top is not None:
-            warn_old_name("/subgraph", "top", "top_k")
-        n = top_k if top_k is not None else top if top is not None else 5
+        n = subgraph_top(top_k, top)
         limits.check_top_k(settings(request), n, "top" if top is not None else "top_k")
         return memory.subgraph(query, top=n, limit=limit)
 

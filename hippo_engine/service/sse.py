@@ -75,49 +75,76 @@ async def stream_call(call: Callable[[], dict], to_events: Callable[[dict], list
     ``disconnected``: looked at every :data:`DISCONNECT_POLL_S` seconds; once it says the client left, the
     stream ends (whoever gave ``run`` stops the call, see :mod:`.answering`)."""
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[str] = asyncio.Queue()
-
-    def sink(text: str) -> None:     # in the call's thread
-        loop.call_soon_threadsafe(queue.put_nowait, text)
+    pieces = _Pieces()
 
     def streamed() -> dict:
-        with streaming_to(sink):
+        with streaming_to(pieces.sink(loop)):
             return call()
 
     task = asyncio.ensure_future((run or run_in_threadpool)(streamed))
-    getter: asyncio.Future | None = None
     wait_s = keepalive_s if disconnected is None else min(keepalive_s, DISCONNECT_POLL_S)
     try:
         yield b": started\n\n"
         quiet_since = loop.time()
         while not task.done():
-            getter = getter or asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({task, getter}, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
-            if getter in done:
-                text, getter = getter.result() + _drain(queue), None
+            text, timed_out = await pieces.wait(task, wait_s)
+            if text is not None:
                 yield event("delta", {"text": text})
                 quiet_since = loop.time()
-            elif not done:
+            elif timed_out:
                 if disconnected is not None and await disconnected():
                     return
                 if loop.time() - quiet_since >= keepalive_s:
                     yield b": keep-alive\n\n"
                     quiet_since = loop.time()
-        rest = _drain(queue)        # the call has ended: no more pieces come; a pending getter holds none
-        if rest:
-            yield event("delta", {"text": rest})
-        try:
-            result = task.result()
-        except Exception as e:    # noqa: BLE001 - every failure becomes an error event
-            yield event("error", _failure(e))
-            return
-        for chunk in to_events(result):
+        for chunk in _ending(task, pieces.queue, to_events):
             yield chunk
     finally:
-        if getter is not None and not getter.done():
-            getter.cancel()         # (an item it was woken for stays in the queue)
+        pieces.close()
         if not task.done():       # the client went away: the thread finishes on its own, nobody waits
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
+class _Pieces:
+    """The pieces of the reader's text of one streamed call: put on ``queue`` from the call's thread
+    (:meth:`sink`), taken as they come (:meth:`wait`, one getter kept across waits)."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[str] = asyncio.Queue()
+        self.getter: asyncio.Future | None = None
+
+    def sink(self, loop: asyncio.AbstractEventLoop) -> Callable[[str], None]:
+        """What the call's thread hands each piece to."""
+        def put(text: str) -> None:
+            loop.call_soon_threadsafe(self.queue.put_nowait, text)
+        return put
+
+    async def wait(self, task: asyncio.Future, timeout: float) -> tuple[str | None, bool]:
+        """Wait up to ``timeout`` seconds for pieces or the end of ``task``: ``(the pieces joined, False)`` when
+        some came, ``(None, True)`` when nothing happened, ``(None, False)`` when the task ended."""
+        self.getter = self.getter or asyncio.ensure_future(self.queue.get())
+        done, _ = await asyncio.wait({task, self.getter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if self.getter in done:
+            text, self.getter = self.getter.result() + _drain(self.queue), None
+            return text, False
+        return None, not done
+
+    def close(self) -> None:
+        """Stop waiting for pieces (an item the getter was woken for stays in the queue)."""
+        if self.getter is not None and not self.getter.done():
+            self.getter.cancel()
+
+
+def _ending(task: asyncio.Future, queue: asyncio.Queue, to_events: Callable[[dict], list[bytes]]) -> list[bytes]:
+    """The events after the call has ended: a last ``delta`` of the pieces left (no more come; a pending getter
+    holds none), then the call's events, or one ``error`` event for its failure."""
+    rest = _drain(queue)
+    out = [event("delta", {"text": rest})] if rest else []
+    try:
+        result = task.result()
+    except Exception as e:    # noqa: BLE001 - every failure becomes an error event
+        return [*out, event("error", _failure(e))]
+    return [*out, *to_events(result)]
 
 
 class ClosingStream(StreamingResponse):
