@@ -17,15 +17,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hippo_engine.dsn import redact_dsn
+from hippo_engine.errors import ConfigError
+from hippo_engine.modes import mode_names
 
 LINKING_MODES = ("auto", "fact", "ner", "query", "ner_fact")
 EXTRACTORS = ("openie", "ner", "nary")
-MODES = ("hipporag2", "naive", "hi_local", "hi_global", "hi_bridge", "hi",
-         "graphrag_local", "graphrag_global", "kb_vector", "kb_graph", "kb_hybrid", "kb_global")
-
-
-class ConfigError(ValueError):
-    """Raised when a configuration value is invalid."""
 
 
 class _Section(BaseModel):
@@ -422,3 +418,10 @@ _DEFAULTS = HippoConfig().to_dict()
 
 # per-call options live in their own module; imported here so ``from hippo_engine.config import QueryParam`` works
 from hippo_engine.query_param import QueryParam  # noqa: E402,F401  (re-exported)
+
+
+def __getattr__(name: str):
+    """``MODES``: every registered mode (:func:`hippo_engine.modes.mode_names`, read when asked)."""
+    if name == "MODES":
+        return mode_names()
+    raise AttributeError(f"module 'hippo_engine.config' has no attribute {name!r}")

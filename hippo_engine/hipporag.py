@@ -22,9 +22,9 @@ from hippo_engine.datatypes import Explanation, HiContext, QuerySolution
 from hippo_engine.hirag.component import HiRAG
 from hippo_engine.index.documents import (
     DocumentBatch,
+    DocumentSplitter,
     delete_documents,
     index_documents,
-    split_documents,
 )
 from hippo_engine.index.extractors import make_extractor
 from hippo_engine.index.graph import GraphData
@@ -32,15 +32,14 @@ from hippo_engine.index.ner import NERExtractor
 from hippo_engine.index.state import IndexState
 from hippo_engine.inputs import check_document_ids, open_save_dir, positive_count
 from hippo_engine.llm.base import LLMClient
+from hippo_engine.llm.providers import Forwarded, Models
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.models.providers import Forwarded, Models
 from hippo_engine.qa.reader import ReaderSettings
 from hippo_engine.query import runner
 from hippo_engine.query.factory import Searches
 from hippo_engine.query.runner import QueryRunner, with_options
 from hippo_engine.retrieve.encoding import encode_queries
 from hippo_engine.retrieve.retriever import Retriever
-from hippo_engine.store.registry import get_backend
 
 
 class HippoRAG:
@@ -112,7 +111,7 @@ class HippoRAG:
         self._config = self.models.config = value
         self._wire()
 
-    # ------------------------------------------------------------------ models (see :mod:`.models.providers`)
+    # ------------------------------------------------------------------ models (see :mod:`.llm.providers`)
     _llm, _encoder = Forwarded("models", "llm_client"), Forwarded("models", "encoder_model")
 
     @property
@@ -128,15 +127,10 @@ class HippoRAG:
     # ------------------------------------------------------------------ documents
     def _split(self, docs: Sequence[str], ids: Sequence[str] | None, what: str,
                metadata: Sequence[dict | None] | None = None) -> DocumentBatch:
-        """Validate documents (ids, metadata) and split them into passages: documents longer than
-        ``chunk_size`` tokens of the encoder's tokenizer are cut (see :mod:`.index.chunking`; the
-        encoder is loaded for its tokenizer only when a document may be that long)."""
-        cfg = self.config
-        long = cfg.chunk_size is not None and isinstance(docs, (list, tuple)) and any(
-            isinstance(d, str) and len(d.encode("utf-8", "surrogatepass")) > cfg.chunk_size for d in docs)
-        tokenizer = getattr(self.encoder, "tokenizer", None) if long else None
-        return split_documents(docs, ids, what, cfg.chunk_size, cfg.chunk_overlap, tokenizer,
-                               no_nul=not get_backend(cfg.storage_backend).accepts_nul, metadata=metadata)
+        """Validate documents (ids, metadata) and split them into passages (:class:`.index.documents.DocumentSplitter`:
+        the encoder is loaded for its tokenizer only when a document may be longer than ``chunk_size``)."""
+        return DocumentSplitter.of(self.config.index, self.config.storage, lambda: self.encoder).split(
+            docs, ids, what, metadata)
 
     @property
     def openie_path(self) -> Path | None:

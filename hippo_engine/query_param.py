@@ -4,6 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hippo_engine.errors import ConfigError
+from hippo_engine.modes import mode_names
+
 
 @dataclass(frozen=True)
 class QueryParam:
@@ -45,9 +48,9 @@ class QueryParam:
     score_threshold: float | None = None
 
     def __post_init__(self) -> None:
-        from hippo_engine.config import MODES, ConfigError  # here: config imports this module
-        if self.mode not in MODES:
-            raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")
+        names = mode_names()
+        if self.mode not in names:
+            raise ConfigError(f"mode must be one of {', '.join(names)}; got {self.mode!r}")
         for name in ("top_k", "qa_top_k", "text_unit_tokens", "local_context_tokens", "community_report_tokens"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):

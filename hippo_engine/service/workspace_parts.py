@@ -122,7 +122,7 @@ def share_encoder(rag, opts: dict) -> SharedEncoder:
         return given
     if given is not None:
         return SharedEncoder(lambda: given, given.name)
-    from hippo_engine.models.providers import Models
+    from hippo_engine.llm.providers import Models
     models = Models(rag.config, rag.save_dir, rag.llm_model_name, rag.embedding_model_name)
     return SharedEncoder(models.encoder, rag.embedding_model_name)
 
