@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hippo_engine.datatypes import Document, passage_text
+from hippo_engine.ids import document_id
 from hippo_engine.metadata_check import MAX_METADATA_BYTES, MAX_METADATA_DEPTH, check_metadata_item
 
 if TYPE_CHECKING:
@@ -177,7 +178,6 @@ def check_document_records(docs: object) -> list[Document]:
 def check_document_record(d: object, where: str) -> Document:
     """One document record (a dict or a :class:`Document`) checked, as a :class:`Document` with its id (derived
     from the indexed text when none is given); errors start with ``where`` (``documents[3]``)."""
-    from hippo_engine.ids import document_id
     if isinstance(d, Document):
         d = {k: v for k, v in vars(d).items() if v is not None}
     if not isinstance(d, dict):
