@@ -1,12 +1,13 @@
 """The retrieval modes: one :class:`ModeSpec` per mode, registered once, read by every layer and door.
 
-A mode is its search class plus one registration line (:func:`register_mode`). The spec says what the mode
-is made of and needs; everything else is derived from the registry: the mode names a ``QueryParam`` accepts,
-the CLI's ``--mode`` choices, the HTTP schemas' enum and the web page's list (``GET /modes``), the MCP
-``recall`` tool's choices, which modes rank inside one database snapshot, which the ``explain`` command
-serves, and each context's sections. The search class is named by its import path and loaded on first use
-(:mod:`hippo_engine.query.factory`), so reading the registry imports no model or numeric library (the CLI's
-``--help`` stays fast) and this module, on the ground floor, imports nothing of the engine.
+A mode is its search class plus one registration line (:func:`register_mode`; the built-in ones below).
+The spec says what the mode is made of and needs; everything else is derived from the registry: the mode
+names a ``QueryParam`` accepts, the CLI's ``--mode`` choices, the HTTP schemas' enum and the web page's list
+(``GET /modes``), the MCP ``recall`` tool's choices, which modes rank inside one database snapshot, which the
+``explain`` command serves, and each context's sections. A built-in search class is named by its import path
+(:func:`search_at`) and loaded when the factory (:mod:`hippo_engine.query.factory`) first builds it, so
+reading the registry imports no model or numeric library (the CLI's ``--help`` stays fast) and this module,
+on the ground floor, imports nothing of the engine.
 
 ========== =========================================================== ======================
 mode       context sections                                             passages (ranking)
@@ -24,7 +25,9 @@ kb_*       passages                                                     vector /
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import importlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -32,17 +35,18 @@ from typing import Any
 class ModeSpec:
     """One retrieval mode.
 
-    ``name``: the mode's name; ``search``: its search class, as ``"package.module:Class"`` (loaded on first
-    use) or the class itself; ``summary``: one line for help texts and the web page; ``sections``: its
-    context's sections, in order; ``reads_context``: the reader reads the assembled context (else the top
-    passages); ``needs_communities``: it reads communities (built on first use); ``snapshot``: its ranking
-    only reads the index, so it runs inside one database snapshot; ``explainable``: the ``explain`` command
-    and ``HippoRAG.explain`` serve it; ``config_section``: the configuration section it is built from.
+    ``name``: the mode's name; ``search``: gives its search class (:func:`search_at` names one by import
+    path, loaded on first use; a class of one's own: ``lambda: MySearch``); ``summary``: one line for help
+    texts and the web page; ``sections``: its context's sections, in order; ``reads_context``: the reader
+    reads the assembled context (else the top passages); ``needs_communities``: it reads communities (built
+    on first use); ``snapshot``: its ranking only reads the index, so it runs inside one database snapshot;
+    ``explainable``: the ``explain`` command and ``HippoRAG.explain`` serve it; ``config_section``: the
+    configuration section it is built from.
     """
 
     name: str
-    search: Any
-    summary: str
+    search: Callable[[], Any] = field(repr=False, compare=False)
+    summary: str = ""
     sections: tuple[str, ...] = ("passages",)
     reads_context: bool = False
     needs_communities: bool = False
@@ -51,12 +55,21 @@ class ModeSpec:
     config_section: str = "retrieval"
 
     def describe(self) -> dict:
-        """The spec as JSON-ready data (the search class by name)."""
+        """The spec as JSON-ready data (what the doors show: all but the search class)."""
         out = asdict(self)
-        out["search"] = self.search if isinstance(self.search, str) else \
-            f"{self.search.__module__}:{self.search.__qualname__}"
+        del out["search"]
         out["sections"] = list(self.sections)
         return out
+
+
+def search_at(path: str) -> Callable[[], Any]:
+    """A loader of the search class at ``path`` (``"package.module:Class"``), imported when first called."""
+    module, _, name = path.partition(":")
+
+    def load() -> Any:
+        return getattr(importlib.import_module(module), name)
+    load.__qualname__ = f"search_at({path!r})"
+    return load
 
 
 _MODES: dict[str, ModeSpec] = {}
@@ -99,14 +112,15 @@ def mode_spec(mode: str) -> ModeSpec:
     return _MODES[check_mode(mode)]
 
 
-_HI = "hippo_engine.hirag.search:HiRAGSearch"
+_HI = search_at("hippo_engine.hirag.search:HiRAGSearch")
 _KB = "hippo_engine.kb"
 
 for _spec in (
-    ModeSpec("hipporag2", "hippo_engine.retrieve.hipporag2_search:HippoRAG2Search",
+    ModeSpec("hipporag2", search_at("hippo_engine.retrieve.hipporag2_search:HippoRAG2Search"),
              "HippoRAG 2: fact scoring, recognition filter and Personalized PageRank", snapshot=True,
              explainable=True),
-    ModeSpec("naive", "hippo_engine.retrieve.search:DenseSearch", "dense passage retrieval", snapshot=True),
+    ModeSpec("naive", search_at("hippo_engine.retrieve.search:DenseSearch"), "dense passage retrieval",
+             snapshot=True),
     ModeSpec("hi_local", _HI, "HiRAG local: entities, relations and their text units",
              ("entities", "relations", "passages"), reads_context=True, explainable=True),
     ModeSpec("hi_global", _HI, "HiRAG global: community reports and text units", ("reports", "passages"),
@@ -116,19 +130,20 @@ for _spec in (
     ModeSpec("hi", _HI, "HiRAG: reports, reasoning path, entities and text units",
              ("reports", "bridge", "entities", "passages"), reads_context=True, explainable=True,
              needs_communities=True),
-    ModeSpec("graphrag_local", "hippo_engine.graphrag.local:GraphRAGLocalSearch",
+    ModeSpec("graphrag_local", search_at("hippo_engine.graphrag.local:GraphRAGLocalSearch"),
              "GraphRAG local: reports, entities, relations and text units of the query's entities",
              ("reports", "entities", "relations", "passages"), reads_context=True, config_section="graphrag",
              needs_communities=True),
-    ModeSpec("graphrag_global", "hippo_engine.graphrag.global_search:GraphRAGGlobalSearch",
+    ModeSpec("graphrag_global", search_at("hippo_engine.graphrag.global_search:GraphRAGGlobalSearch"),
              "GraphRAG global: map-reduce over community reports", ("reports",), reads_context=True,
              config_section="graphrag", needs_communities=True),
-    ModeSpec("kb_vector", f"{_KB}.vector:KBVectorSearch", "knowledge base: passages by vector", config_section="kb"),
-    ModeSpec("kb_graph", f"{_KB}.graph:KBGraphSearch", "knowledge base: passages of matched entities' neighbours",
+    ModeSpec("kb_vector", search_at(f"{_KB}.vector:KBVectorSearch"), "knowledge base: passages by vector",
              config_section="kb"),
-    ModeSpec("kb_hybrid", f"{_KB}.hybrid:KBHybridSearch", "knowledge base: vector and graph rankings fused",
-             config_section="kb"),
-    ModeSpec("kb_global", f"{_KB}.global_search:KBGlobalSearch", "knowledge base: passages of matched communities",
-             config_section="kb", needs_communities=True),
+    ModeSpec("kb_graph", search_at(f"{_KB}.graph:KBGraphSearch"),
+             "knowledge base: passages of matched entities' neighbours", config_section="kb"),
+    ModeSpec("kb_hybrid", search_at(f"{_KB}.hybrid:KBHybridSearch"),
+             "knowledge base: vector and graph rankings fused", config_section="kb"),
+    ModeSpec("kb_global", search_at(f"{_KB}.global_search:KBGlobalSearch"),
+             "knowledge base: passages of matched communities", config_section="kb", needs_communities=True),
 ):
     register_mode(_spec)

@@ -9,7 +9,6 @@ registered after the engine was built (a plugin's) is served too.
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
@@ -19,7 +18,7 @@ from hippo_engine.index.ner import NERExtractor
 from hippo_engine.index.state import IndexState
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.modes import ModeSpec, mode_spec
+from hippo_engine.modes import mode_spec
 from hippo_engine.qa.reader import ReaderSettings
 from hippo_engine.qa.reading import Reader
 from hippo_engine.query.current import CurrentRetriever
@@ -31,14 +30,6 @@ from hippo_engine.retrieve.search import QuerySearch, SearchParts
 
 if TYPE_CHECKING:
     from hippo_engine.retrieve.recognition import RecognitionFilter
-
-
-def search_class(spec: ModeSpec) -> type[QuerySearch]:
-    """The search class ``spec`` names (``"package.module:Class"``, imported here) or holds."""
-    if not isinstance(spec.search, str):
-        return spec.search
-    module, _, name = spec.search.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 class Searches:
@@ -63,7 +54,7 @@ class Searches:
         """The search object of ``mode`` (``ValueError`` for an unknown mode), built on first use."""
         spec = mode_spec(mode)
         if spec.name not in self._built:
-            self._built[spec.name] = search_class(spec).build(spec, self.parts)
+            self._built[spec.name] = spec.search().build(spec, self.parts)
         return self._built[spec.name]
 
     @property

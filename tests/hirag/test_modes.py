@@ -248,7 +248,7 @@ def test_the_mode_registry_holds_every_mode_once_with_what_it_needs():
     with pytest.raises(ValueError, match="hi_bridge"):
         check_mode("global")
     with pytest.raises(ValueError, match="registered already"):
-        register_mode(ModeSpec("hi", "x:Y", "again"))
+        register_mode(ModeSpec("hi", lambda: None, "again"))
     assert HI_MODES == ("hi_local", "hi_global", "hi_bridge", "hi")
     assert [m for m in mode_names() if mode_spec(m).needs_communities] == [
         "hi_global", "hi_bridge", "hi", "graphrag_local", "graphrag_global", "kb_global"]
