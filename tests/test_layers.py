@@ -162,6 +162,15 @@ def test_every_part_has_a_floor_and_imports_only_below_or_beside_it():
     assert upward == []
 
 
+def test_the_wheel_lists_every_subpackage():
+    """A package folder missing from pyproject.toml's list would be left out of the wheel."""
+    import pytest
+    tomllib = pytest.importorskip("tomllib", reason="Python 3.11's TOML reader")
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["packages"])
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert folders - listed == set()
+
+
 if __name__ == "__main__":
     e = import_map()
     files, parts = cycles(e), cycles(part_map(e))
