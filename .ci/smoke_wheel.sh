@@ -27,7 +27,7 @@ bin="$work/venv/bin"
 "$bin/python" - <<'PY'
 import importlib.util
 from hippo_engine.prompts import load_json_prompt
-from hippo_engine.retrieve.recognition import RecognitionFilter  # noqa: F401 (imports dspy)
+from hippo_engine.retrieve.facts.recognition import RecognitionFilter  # noqa: F401 (imports dspy)
 assert load_json_prompt("openie_ner.json")["system"]
 for name in ("evaluation", "reproduce", "prompts"):
     assert importlib.util.find_spec(name) is None, f"generic top-level module {name!r} is installed"

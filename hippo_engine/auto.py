@@ -17,7 +17,7 @@ The retrieval settings ``second_hop``, ``second_hop_head``, ``dense_agree`` and 
 ``"auto"`` too, resolved per index by :func:`resolve_retrieval` from its extractor: on an ``extractor="ner"``
 index the best measured LLM-free configuration (:data:`NER_RETRIEVAL`: a second walk seeded from the query's
 two best sentences and one score per passage, the second walk's term plus the first walk's two best passages'
-term plus dense retrieval's vote, ``retrieve/fusion.py``; ``reproduce/results/recall/README.md``), on
+term plus dense retrieval's vote, ``retrieve/second/fusion.py``; ``reproduce/results/recall/README.md``), on
 ``openie``/``nary`` indexes the paper's one walk (:data:`PAPER_RETRIEVAL`). A value set explicitly is kept.
 """
 from __future__ import annotations
@@ -32,8 +32,8 @@ _ANNOUNCED: set[str] = set()
 
 
 #: ``"auto"`` retrieval settings on an ``extractor="ner"`` index: a second walk and one score of three terms
-#: (``retrieve/fusion.py``; weights chosen on MuSiQue and the first half of the 2Wiki single-relation set, checked
-#: on 2Wiki multi-hop and the second half: ``reproduce/results/recall/README.md``)
+#: (``retrieve/second/fusion.py``; weights chosen on MuSiQue and the first half of the 2Wiki single-relation set,
+#: checked on 2Wiki multi-hop and the second half: ``reproduce/results/recall/README.md``)
 NER_RETRIEVAL: dict[str, object] = {"second_hop": "wide", "second_hop_head": 2, "dense_agree": 0, "dense_weight": 1.5}
 #: ``"auto"`` retrieval settings on ``openie``/``nary`` indexes (and where the extractor is unknown): one walk
 PAPER_RETRIEVAL: dict[str, object] = {"second_hop": "none", "second_hop_head": 2, "dense_agree": 0, "dense_weight": 0.0}

@@ -92,10 +92,11 @@ class RetrievalConfig(_Section):
     #: among the graph ranking's N best (0: off; it looks at N ranks whatever top_k is). The default's dense
     #: vote is the score's ``dense`` term instead (``dense_weight``)
     dense_agree: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
-    #: an LLM-free second walk conditioned on the first, on ``ner`` (hyperedge) indexes (``retrieve/second_hop.py``):
+    #: an LLM-free second walk conditioned on the first, on ``ner`` (hyperedge) indexes
+    #: (``retrieve/second/second_hop.py``):
     #: "none" (one walk), "wide" (seeded from the query's two best sentences), "bridge" (activation through
     #: sentences), "reseed" (bridge entities of the first walk's top passages). With a second walk a passage's
-    #: score is one sum (``retrieve/fusion.py``): the second walk's probability relative to its best, plus
+    #: score is one sum (``retrieve/second/fusion.py``): the second walk's probability relative to its best, plus
     #: ``head_weight`` x the first walk's relative probability on the first walk's ``second_hop_head`` best
     #: passages, plus the dense term. ``"auto"`` (here, for ``second_hop_head``, ``dense_agree`` and
     #: ``dense_weight``, :func:`hippo_engine.auto.resolve_retrieval`): on an ``extractor="ner"`` index "wide",
@@ -111,7 +112,7 @@ class RetrievalConfig(_Section):
     #: how the second walk is solved: "solve" (a walk of its own, bit-identical to solving that reset alone;
     #: explanations add up to the score within the PPR tolerance) or "update" (the first walk's scores plus a
     #: forward push of the few seeds that changed, by linearity, residual threshold second_walk_r_max:
-    #: ``retrieve/walk_update.py``; faster on large graphs, but the score's walk term divides by the walk's
+    #: ``retrieve/ppr/walk_update.py``; faster on large graphs, but the score's walk term divides by the walk's
     #: largest probability, so explanations then differ from the score by up to ~0.1%)
     second_walk_solver: Literal["update", "solve"] = "solve"
     second_walk_r_max: float = Field(1e-7, gt=0.0)
@@ -125,16 +126,16 @@ class RetrievalConfig(_Section):
     ppr_backend: Literal["power", "igraph"] = "power"
     ppr_tol: float = Field(1e-6, gt=0.0)     # stop at an L1 change below this (per query)
     ppr_max_iter: int = Field(200, gt=0)
-    # PPR kernel (retrieve.ppr): Chebyshev-accelerated iteration on a CSR matrix built once per
+    # PPR kernel (retrieve.ppr.kernel): Chebyshev-accelerated iteration on a CSR matrix built once per
     # graph version, ppr_block_size queries per sparse x dense product; queries are scored and
     # seeded query_batch_size at a time.
     ppr_dtype: Literal["float32", "float64"] = "float32"
     ppr_method: Literal["chebyshev", "power"] = "chebyshev"
     ppr_block_size: int | None = Field(None, gt=0)   # None: fit a block's columns in ~2 MB
-    #: PPR solver: "exact" (the kernel above), "push" (retrieve.push: forward push on the seeds and
+    #: PPR solver: "exact" (the kernel above), "push" (retrieve.ppr.push: forward push on the seeds and
     #: the prior's ppr_push_head best passages, residual threshold ppr_push_r_max x strength, the
     #: prior's mean exactly, the best passages refined by the walk's next steps; error bound in
-    #: retrieve/push.py), "auto" (push from ppr_push_min_nodes graph nodes on, about 20k passages,
+    #: retrieve/ppr/push.py), "auto" (push from ppr_push_min_nodes graph nodes on, about 20k passages,
     #: where exact costs 45 ms of CPU per query and push 8 ms; measured in reproduce/results/ppr_scale)
     ppr_solver: Literal["exact", "push", "auto"] = "auto"
     ppr_push_r_max: float = Field(1e-5, gt=0.0)
@@ -142,7 +143,7 @@ class RetrievalConfig(_Section):
     ppr_push_min_nodes: int = Field(200_000, gt=0)
     #: where the passage prior's dense scores come from when PPR runs by push: "auto" (a lazy PostgreSQL
     #: reader with HNSW: the best passages from the index, the mean exactly, the tail passages that can
-    #: reach the top scored one by one: retrieve/ann_prior.py; else a scan), "scan" (every passage scored)
+    #: reach the top scored one by one: retrieve/ppr/ann_prior.py; else a scan), "scan" (every passage scored)
     dense_prior: Literal["auto", "scan"] = "auto"
     #: passages the "auto" prior takes from the HNSW index (at least the top-k asked; HNSW's ef_search is as
     #: large): at 500k passages the index's best 100 held 0.92 of the scan's top 10 (a query 0 of 10), its

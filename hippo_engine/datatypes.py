@@ -322,7 +322,7 @@ class Explanation:
     """Why one passage ranked where it did (``QueryParam(explain=True)``, ``HippoRAG.explain``).
 
     ``score`` is the passage's score as ranked: the one walk's PPR probability, or with a second walk or a
-    dense term the one score of ``retrieve/fusion.py`` (``ranked_score`` the score in the solution, which
+    dense term the one score of ``retrieve/second/fusion.py`` (``ranked_score`` the score in the solution, which
     differs under ``dense_first`` or the dense fallback); ``seeds`` the entity (and community) terms,
     ``dense_prior`` the passage seeds' total term, ``dense_term`` dense retrieval's vote in the score (0
     for the paper's walk) and ``check`` = |sum of the terms - score| (the PPR solver's tolerance);

@@ -264,7 +264,7 @@ class HippoRAG:
         """Why ``query``'s top ``top`` passages (or the passages ``passage_ids``) ranked where they did
         under HippoRAG 2: per passage an ``Explanation`` with each seed entity's exact term of its PPR
         score, the dense prior, the check |sum - score|, the most probable walks from the seeds with
-        the facts on them, the candidate facts and the dense score and rank (see ``retrieve/explain.py``).
+        the facts on them, the candidate facts and the dense score and rank (see ``retrieve/explain/core.py``).
         ``where``: as in :meth:`retrieve` (passage ids outside the filter are refused)."""
         self.queries.check_queries([query], "explain")
         return self.searches.hipporag2.explain(query, with_options(param, where=where), passage_ids,

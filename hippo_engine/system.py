@@ -21,7 +21,7 @@ def usable_cpus() -> int:
 
 
 # The engine's only module-level mutable state: one thread pool, made on first use, shared by
-# the dense scans (retrieve.scoring) and the blocked PPR solver (retrieve.ppr). NumPy, SciPy and
+# the dense scans (retrieve.scoring) and the blocked PPR solver (retrieve.ppr.kernel). NumPy, SciPy and
 # torch release the GIL in the work it runs. Sized by the usable CPUs; each caller caps how many
 # of its tasks run at once (``parallel_map(..., workers=)``). A forked child has none of the
 # parent's threads, so the pool is forgotten after a fork (``os.register_at_fork``) and the

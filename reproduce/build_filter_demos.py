@@ -6,7 +6,7 @@ Demonstrations come from data, never by hand and never from hippo_engine.evaluat
   (``musique/hipporag_v1_train/musique_train.json``). The split is fixed by position:
   the first ``MUSIQUE_TRAIN_EVAL_COUNT`` (80) questions are the evaluation part and are never
   used here; the last 20 are the demo pool. The ids of both parts are written into the program
-  JSON (``metadata.hippo_engine.split``); :func:`hippo_engine.retrieve.recognition.filter_demo_question_ids`
+  JSON (``metadata.hippo_engine.split``); :func:`hippo_engine.retrieve.facts.recognition.filter_demo_question_ids`
   reads them back so evaluation code can exclude the demo questions.
 * Facts: the released OpenIE output of that corpus (gpt-3.5-turbo-1106, HippoRAG v1 format),
   normalised as the engine does (lowercase, letters/digits of any script kept, other characters
@@ -39,7 +39,7 @@ from hippo_engine.datatypes import Triple
 from hippo_engine.ids import fact_text
 from hippo_engine.index.openie import load_openie_file
 from hippo_engine.normalize import normalize_phrase
-from hippo_engine.retrieve.recognition import (
+from hippo_engine.retrieve.facts.recognition import (
     FactFilterProgram,
     default_filter_program_path,
     format_facts,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from hippo_engine.retrieve.push import DEFAULT_R_MAX
+from hippo_engine.retrieve.ppr.push import DEFAULT_R_MAX
 
 from .common import MUSIQUE_TRAIN_DIR, ForbiddenLLM, write_result
 from .rankings import KS, PAPER_WALK, VARIANTS, _runner_args, ranking_payload, rankings_hash, recall_at, uptime

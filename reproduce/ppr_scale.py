@@ -1,5 +1,5 @@
-"""Fast PPR at scale (issue 26, point 1): forward push (``retrieve/push.py``) against the exact
-kernel (``retrieve/ppr.py``) on synthetic graphs with MuSiQue's ratios.
+"""Fast PPR at scale (issue 26, point 1): forward push (``retrieve/ppr/push.py``) against the exact
+kernel (``retrieve/ppr/kernel.py``) on synthetic graphs with MuSiQue's ratios.
 
     python -m reproduce ppr-scale [--passages 100000 1000000] [--queries 200] [--exact-queries 200]
         [--r-max 1e-5 1e-6] [--head 100] [--refine 64 0] [--depth 2] [--out-dir DIR] [--name README]
@@ -30,8 +30,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hippo_engine.retrieve.ppr import PPRKernel
-from hippo_engine.retrieve.push import DEFAULT_DEPTH, DEFAULT_HEAD, DEFAULT_R_MAX, DEFAULT_REFINE, PushPPR
+from hippo_engine.retrieve.ppr.kernel import PPRKernel
+from hippo_engine.retrieve.ppr.push import DEFAULT_DEPTH, DEFAULT_HEAD, DEFAULT_R_MAX, DEFAULT_REFINE, PushPPR
 
 from .common import RESULTS_DIR, git_head, load_average, peak_rss_mb, rss_mb, write_result
 from .ppr_scale_ann import index_prior

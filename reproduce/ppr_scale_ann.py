@@ -1,11 +1,11 @@
-"""The ``ppr-scale`` variant with the passage prior from an index (``retrieve/ann_prior.py``): what the
+"""The ``ppr-scale`` variant with the passage prior from an index (``retrieve/ppr/ann_prior.py``): what the
 retriever's default path runs at scale on PostgreSQL (``dense_prior="auto"``), on the synthetic graphs.
 
 The synthetic queries have dense scores but no vectors, so each query's scores become a one-column
 "matrix" (a passage's vector is its score, the query vector is 1: a dot product gives the score back)
 and the stand-in for the HNSW index returns the passages of best and of lowest score exactly (an index
 that misses nothing; what HNSW misses is measured by ``pg-scale`` on real vectors). The timed part is
-the PPR call of :func:`hippo_engine.retrieve.push_ann.run_seed_table` for one query (the prior's
+the PPR call of :func:`hippo_engine.retrieve.ppr.push_ann.run_seed_table` for one query (the prior's
 weights and ``PushPPR.run_parts`` with the prior's corrections), the retriever's ``ppr`` part; building
 the prior from the index is its ``scoring`` part, measured by ``pg-scale``.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hippo_engine.retrieve.ann_prior import AnnDense, AnnPrior
+from hippo_engine.retrieve.ppr.ann_prior import AnnDense, AnnPrior
 
 
 class ScoreIndex:

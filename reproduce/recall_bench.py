@@ -16,10 +16,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from hippo_engine.ids import chunk_id
-from hippo_engine.retrieve.hop_index import HopIndex
-from hippo_engine.retrieve.linking import Block, Links
+from hippo_engine.retrieve.facts.linking import Block, Links
 from hippo_engine.retrieve.scoring import dense_first, top_k
-from hippo_engine.retrieve.second_hop import HopContext, SecondHop
+from hippo_engine.retrieve.second.hop_index import HopIndex
+from hippo_engine.retrieve.second.second_hop import HopContext, SecondHop
 
 KS = (1, 2, 5, 10, 20)
 #: passages kept per question
@@ -41,7 +41,7 @@ class Bench:
     """One dataset variant's questions over its ``ner`` index (``rag``), with the topic rule ``rule``."""
 
     def __init__(self, rag, dataset, rule: str = "central"):
-        from hippo_engine.retrieve.query_ner import query_entity_names
+        from hippo_engine.retrieve.facts.query_ner import query_entity_names
 
         self.rag, self.ds = rag, dataset
         r = self.r = rag.retriever

@@ -1,7 +1,7 @@
 """Explanations under the default on a real ``ner`` index (issues 24, 38): every explained passage's terms
 (seed terms, dense prior, dense term) add up to the score it was returned with (``check``: the PPR solver's
 tolerance, over the walk's largest probability for the one score's walk terms, within 1e-4), the score shown
-is the score explained (``placed_by="score"``: the one score of ``retrieve/fusion.py``; ``"ppr"``: the one
+is the score explained (``placed_by="score"``: the one score of ``retrieve/second/fusion.py``; ``"ppr"``: the one
 walk's probability), and explaining changes no ranking.
 
     python -m reproduce.recall_explain --index DIR [--data DIR] [--top 5]

@@ -8,7 +8,7 @@ Per dataset variant (``reproduce/recall_data.py``): the ``ner`` index is built o
 ``outputs/reproduce/recall-llm-free``) through a caching encoder and reused; every question is encoded
 once; the rows (:func:`rows`) are rankings over that index (``reproduce/recall_bench.py``): dense retrieval,
 the one-walk ``ner`` path (the default before issue 24), the title substitute, each second-hop strategy
-(``hippo_engine/retrieve/second_hop.py``), the top-rank rules, and the new default (the engine's ``"auto"``
+(``hippo_engine/retrieve/second/second_hop.py``), the top-rank rules, and the new default (the engine's ``"auto"``
 settings on a ``ner`` index, checked equal to ``HippoRAG.retrieve`` on the first 20 questions). No LLM is
 called (the index and the queries use an LLM that fails on any call). (``python -m reproduce table-recall`` is
 the paper's Table 3 / 9; issue 24's table is this command.)
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hippo_engine.retrieve.second_hop import WideHop
+from hippo_engine.retrieve.second.second_hop import WideHop
 
 from .common import REPO_ROOT, RESULTS_DIR, setup_logging, write_result
 from .peer_linearrag import Options as PeerOptions

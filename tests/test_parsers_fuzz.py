@@ -14,7 +14,7 @@ from hippo_engine.index.openie import parse_ner, parse_triples, read_ner, read_t
 from hippo_engine.lenient_json import parse_json_lenient
 from hippo_engine.llm.base import LLMClient, LLMResponse
 from hippo_engine.qa.reader import parse_answer
-from hippo_engine.retrieve.recognition import RecognitionFilter, parse_fact_list
+from hippo_engine.retrieve.facts.recognition import RecognitionFilter, parse_fact_list
 
 JSONISH = st.lists(st.sampled_from(['[', ']', '{', '}', '"', ',', ':', ' ', 'a', '1', 'null', '"x"', '\\',
                                     '"named_entities"', '"triples"', '"segments"', '"title"', '"summary"',

@@ -12,7 +12,7 @@ one entity of a passage from its sentences' entities (the passage's hyperedges) 
   opening sentence).
 
 Nothing here reads the passage text, so the rule costs nothing at indexing time. The retriever's
-hop index (:mod:`hippo_engine.retrieve.hop_index`) records each passage's topic entity: it is the "page"
+hop index (:mod:`hippo_engine.retrieve.second.hop_index`) records each passage's topic entity: it is the "page"
 of that entity for ``second_hop="reseed"``. Adding it to every linked sentence's entities, as a title
 would be, changed no recall on untitled MuSiQue or 2Wiki (``reproduce/results/recall/README.md``), so the
 linking does not do it.

@@ -301,7 +301,7 @@ class IndexWriter:
         """Build the store's search indexes over the vectors if it keeps any (once, after the
         first batch; later rows go into them: PostgreSQL's HNSW with ``postgres_search="hnsw"``).
         Entities are searched only by the linkings that embed query entities; passages by the dense
-        prior at scale (``retrieve/ann_prior.py``)."""
+        prior at scale (``retrieve/ppr/ann_prior.py``)."""
         st, linking = self.state, self.state.config.linking
         if not st.stores["fact"].prepare_search():
             return False

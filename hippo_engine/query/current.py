@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hippo_engine.config import RetrievalConfig
+from hippo_engine.retrieve.facts.seeding import SeedSource
 from hippo_engine.retrieve.retriever import Retriever
-from hippo_engine.retrieve.seeding import SeedSource
 
 if TYPE_CHECKING:
     from hippo_engine.hirag.component import HiRAG

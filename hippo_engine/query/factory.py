@@ -22,14 +22,14 @@ from hippo_engine.modes import mode_spec
 from hippo_engine.qa.reader import ReaderSettings
 from hippo_engine.qa.reading import Reader
 from hippo_engine.query.current import CurrentRetriever
+from hippo_engine.retrieve.facts.query_ner import QueryNER, QueryNERSettings
 from hippo_engine.retrieve.filtering import Restrictor
 from hippo_engine.retrieve.hipporag2_search import HippoRAG2Search
-from hippo_engine.retrieve.query_ner import QueryNER, QueryNERSettings
 from hippo_engine.retrieve.retriever import Retriever
 from hippo_engine.retrieve.search import QuerySearch, SearchParts
 
 if TYPE_CHECKING:
-    from hippo_engine.retrieve.recognition import RecognitionFilter
+    from hippo_engine.retrieve.facts.recognition import RecognitionFilter
 
 
 class Searches:

@@ -38,7 +38,7 @@ import numpy as np
 from hippo_engine.datatypes import Explanation, HiContext, PathEdge, QuerySolution
 from hippo_engine.ids import chunk_id
 from hippo_engine.index.graph import KIND_CONTEXT
-from hippo_engine.retrieve.fact_search import MatrixSearch, SubsetSearch
+from hippo_engine.retrieve.facts.fact_search import MatrixSearch, SubsetSearch
 from hippo_engine.retrieve.restriction import Restriction
 from hippo_engine.store.metadata import parse_where
 
@@ -193,7 +193,7 @@ def hide_outside(r: Retriever, restriction: Restriction, explanations: Sequence[
     """Replace, in the explanations' walks, the names of nodes outside the filter (passages not
     allowed, entities of no allowed passage, community nodes) and the facts of no allowed passage
     by :data:`HIDDEN`."""
-    from hippo_engine.retrieve.explain import graph_view
+    from hippo_engine.retrieve.explain.core import graph_view
     view = graph_view(r)
     named: Mapping[int, str] = getattr(view, "_names", {})     # every node a walk has shown, by number
     allowed_nodes = set(r.passage_nodes[restriction.passage_rows].tolist()) | set(restriction.entity_nodes.tolist())

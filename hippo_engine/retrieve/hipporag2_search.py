@@ -21,14 +21,14 @@ from hippo_engine.modes import ModeSpec
 from hippo_engine.progress import announce, plural
 from hippo_engine.qa.reading import Reader
 from hippo_engine.retrieve.encoding import encode_queries
+from hippo_engine.retrieve.facts.linking import Linking
+from hippo_engine.retrieve.facts.query_ner import QueryNER
 from hippo_engine.retrieve.filtering import Restriction, Restrictor, empty_solutions, hide_outside
-from hippo_engine.retrieve.linking import Linking
-from hippo_engine.retrieve.query_ner import QueryNER
 from hippo_engine.retrieve.retriever import FilterMany, RawResult, Retriever
 from hippo_engine.retrieve.search import ContextBuilder, QuerySearch, SearchParts
 
 if TYPE_CHECKING:
-    from hippo_engine.retrieve.recognition import RecognitionFilter
+    from hippo_engine.retrieve.facts.recognition import RecognitionFilter
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class HippoRAG2Search(QuerySearch):
     def recognition_filter(self) -> RecognitionFilter:
         """The recognition filter (``RecognitionFilter``) on the engine's LLM, made on first use."""
         if self._recognition_filter is None:
-            from hippo_engine.retrieve.recognition import RecognitionFilter  # imports dspy: only when used
+            from hippo_engine.retrieve.facts.recognition import RecognitionFilter  # imports dspy: only when used
             cfg = self.config
             self._recognition_filter = RecognitionFilter(self._llm(), cfg.filter_program_path, cfg.max_filtered_facts,
                                                          show_progress=self.show_progress)
@@ -83,7 +83,7 @@ class HippoRAG2Search(QuerySearch):
         if not (linking.scores_facts and self.use_filter(param)):
             return None
         announce(f"recognition filter: up to {plural(len(queries), 'LLM call')} ({self.llm_name!r})")
-        from hippo_engine.retrieve.recognition import recording_filter  # imports dspy: only when used
+        from hippo_engine.retrieve.facts.recognition import recording_filter  # imports dspy: only when used
         return recording_filter(self.recognition_filter, failed)
 
     def retrieve(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
@@ -108,7 +108,7 @@ class HippoRAG2Search(QuerySearch):
         for s in sols:
             s.errors.extend(failed.get(s.question, ()))
         if param.explain:
-            from hippo_engine.retrieve.explain import explain_solutions
+            from hippo_engine.retrieve.explain.core import explain_solutions
             explain_solutions(r, results, sols)
             if restriction is not None:
                 hide_outside(r, restriction, [e for s in sols for e in s.explanations])
@@ -122,7 +122,7 @@ class HippoRAG2Search(QuerySearch):
                 top: int = 5) -> list[Explanation]:
         """Explanations of ``query``'s top ``top`` passages, or of the passages ``passage_ids``
         (any indexed passage, any allowed one under ``param.where``; ``ValueError`` for another id)."""
-        from hippo_engine.retrieve.explain import explain_result, rows_of
+        from hippo_engine.retrieve.explain.core import explain_result, rows_of
         param = dataclasses.replace(param, explain=True, top_k=max(top, param.top_k or 0))
         r, results, sols, restriction = self._search([query], param)
         res, sol = results[0], sols[0]

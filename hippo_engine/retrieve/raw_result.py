@@ -1,6 +1,6 @@
 """What one graph search hands back per query (:class:`RawResult`) and the recognition filter's
 signature (:data:`FilterMany`): small shared types that the ``Retriever``, its explanations
-(:mod:`.explain_trace`, :mod:`.explain`) and the searches read, kept below all of them."""
+(:mod:`.trace`, :mod:`.explain`) and the searches read, kept below all of them."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -24,7 +24,7 @@ class RawResult:
     kept_facts: list = field(default_factory=list)
     seed_entities: list = field(default_factory=list)   # [(phrase, weight)]
     used_fallback: bool = False
-    #: what an explanation needs (``search(..., explain=True)`` only): see :func:`.explain_trace.keep_trace`
+    #: what an explanation needs (``search(..., explain=True)`` only): see :func:`.trace.keep_trace`
     trace: dict | None = None
 
 

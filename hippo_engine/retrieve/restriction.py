@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from hippo_engine.retrieve.fact_search import MatrixSearch, SubsetSearch
+from hippo_engine.retrieve.facts.fact_search import MatrixSearch, SubsetSearch
 from hippo_engine.retrieve.scoring import dense_first, top_k
 
 if TYPE_CHECKING:
-    from hippo_engine.retrieve.linking import LinkGraph
+    from hippo_engine.retrieve.facts.linking import LinkGraph
 
 
 class DenseRanking(Protocol):

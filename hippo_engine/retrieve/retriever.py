@@ -2,15 +2,15 @@
 recognition filter, seeding and Personalized PageRank for batches of queries.
 
 The math lives in pure functions: :mod:`~hippo_engine.retrieve.scoring` (min-max, top-k, exact
-dot products, matrix scans), :mod:`~hippo_engine.retrieve.seeding` (entity and passage seeds,
-reset vectors) and :mod:`~hippo_engine.retrieve.ppr` (the PPR kernel). ``Retriever`` holds the
+dot products, matrix scans), :mod:`~hippo_engine.retrieve.facts.seeding` (entity and passage seeds,
+reset vectors) and :mod:`~hippo_engine.retrieve.ppr.kernel` (the PPR kernel). ``Retriever`` holds the
 matrices and the PPR kernel of one index version and runs queries in blocks of
 ``query_batch_size``: one matrix product scores all facts (and one scan all passages) for a
 block, the recognition filter sees every query's candidates in one call, the seeds of a block are
 built with array operations, and one batched PPR run ranks the passages of every query of the
 block that reached the graph. How a query reaches the graph is a strategy object resolved once
-(:mod:`~hippo_engine.retrieve.linking`); what the retriever reads is chosen once
-(:mod:`~hippo_engine.retrieve.views`). Extra seed sources (:class:`~hippo_engine.retrieve.seeding.SeedSource`,
+(:mod:`~hippo_engine.retrieve.facts.linking`); what the retriever reads is chosen once
+(:mod:`~hippo_engine.retrieve.views`). Extra seed sources (:class:`~hippo_engine.retrieve.facts.seeding.SeedSource`,
 e.g. HiRAG's community nodes) add their own reset weights.
 
 Determinism: a query's ranking and scores are bit-identical whether it runs alone or in any
@@ -29,16 +29,15 @@ import numpy as np
 from hippo_engine.auto import resolve_retrieval
 from hippo_engine.config import HippoConfig, RetrievalConfig
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
-from hippo_engine.retrieve.ann_prior import AnnDense
 from hippo_engine.retrieve.encoding import encode_queries  # noqa: F401 - re-exported (its old import path)
-from hippo_engine.retrieve.explain_trace import keep_trace
-from hippo_engine.retrieve.fact_search import FactRows
-from hippo_engine.retrieve.fusion import make_fusion
-from hippo_engine.retrieve.kept_facts import kept_masks
-from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, resolve_linking
-from hippo_engine.retrieve.ppr import PPRKernel
-from hippo_engine.retrieve.push import PushPPR
-from hippo_engine.retrieve.push_ann import run_seed_table
+from hippo_engine.retrieve.facts.fact_search import FactRows
+from hippo_engine.retrieve.facts.kept_facts import kept_masks
+from hippo_engine.retrieve.facts.linking import Block, LinkGraph, Linking, resolve_linking
+from hippo_engine.retrieve.facts.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds, table_seeds  # noqa: F401
+from hippo_engine.retrieve.ppr.ann_prior import AnnDense
+from hippo_engine.retrieve.ppr.kernel import PPRKernel
+from hippo_engine.retrieve.ppr.push import PushPPR
+from hippo_engine.retrieve.ppr.push_ann import run_seed_table
 from hippo_engine.retrieve.raw_result import FilterMany, RawResult  # noqa: F401 - re-exported (their old import path)
 from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and dense_column re-exported
     Rows,
@@ -53,14 +52,15 @@ from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and d
     top_fact_rows,
     top_k,
 )
-from hippo_engine.retrieve.second_hop import make_second_hop
-from hippo_engine.retrieve.second_walk import SecondWalk
-from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table, entity_seeds, passage_seeds, table_seeds  # noqa: F401
+from hippo_engine.retrieve.second.fusion import make_fusion
+from hippo_engine.retrieve.second.second_hop import make_second_hop
+from hippo_engine.retrieve.second.second_walk import SecondWalk
 from hippo_engine.retrieve.top_rank import dense_agree
+from hippo_engine.retrieve.trace import keep_trace
 from hippo_engine.retrieve.views import ReaderViews, reader_views
 
 if TYPE_CHECKING:
-    from hippo_engine.retrieve.linking import Links
+    from hippo_engine.retrieve.facts.linking import Links
     from hippo_engine.retrieve.restriction import Restriction
 
 logger = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class Retriever(FactRows):
                                + np.bincount(graph.dst[ctx], minlength=graph.num_nodes)).astype(np.float64)
         self.kernel = PPRKernel.from_graph(graph, config.ppr_dtype) if config.ppr_backend == "power" else None
         self._igraph: Any = None
-        self._pusher: PushPPR | None = None    # built on the first push (retrieve.push)
+        self._pusher: PushPPR | None = None    # built on the first push (retrieve.ppr.push)
         w = self._passage_weight()
         #: the dense prior from the passage store's HNSW index (used with push: :meth:`block_dense`)
         self.ann_dense = AnnDense(views.passage_store, self.passage_mat, w) \
@@ -372,7 +372,7 @@ class Retriever(FactRows):
               restriction: Restriction | None, walks: dict[str, Any], top: tuple | None) -> np.ndarray:
         """The ranking scores (n_passages, len(cols)) of the block's queries ``cols`` from their seeds
         (``seeded``: seed table, reset matrix, priors): the first walk (``walks["first"]``), the second walk
-        when there is one, and the one score of :mod:`.fusion` when there is one."""
+        when there is one, and the one score of :mod:`.second.fusion` when there is one."""
         table, R, priors = seeded
         cfg = self.config
         if table is not None and priors is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from hippo_engine.retrieve.fact_search import FactLookup, MatrixSearch, StoreSearch
+from hippo_engine.retrieve.facts.fact_search import FactLookup, MatrixSearch, StoreSearch
 from hippo_engine.retrieve.passages import PassageTexts
 
 

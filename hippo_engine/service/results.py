@@ -11,7 +11,7 @@ from hippo_engine.datatypes import Explanation, QuerySolution
 from hippo_engine.ids import CHUNK_PREFIX
 from hippo_engine.results import finite, ranked_passages
 
-PASSAGE_PREFIX = "passage: "    # how explain names a passage node (retrieve/explain.py)
+PASSAGE_PREFIX = "passage: "    # how explain names a passage node (retrieve/explain/core.py)
 
 
 def passages(sol: QuerySolution) -> list[dict]:

@@ -172,7 +172,7 @@ def parsers(filter_every: int) -> list[tuple[str, Callable[[str], object], tuple
     from hippo_engine.lenient_json import parse_json_lenient
     from hippo_engine.llm.base import LLMClient, LLMResponse
     from hippo_engine.qa.reader import parse_answer
-    from hippo_engine.retrieve.recognition import RecognitionFilter, parse_fact_list
+    from hippo_engine.retrieve.facts.recognition import RecognitionFilter, parse_fact_list
 
     class Echo(LLMClient):
         model_name, reply = "fuzz-echo", ""

@@ -18,7 +18,7 @@ from hippo_engine.index.graph import build_graph
 from hippo_engine.index.state import IndexState
 from hippo_engine.index.stopwatch import Stopwatch
 from hippo_engine.index.writer import IndexWriter
-from hippo_engine.retrieve.ppr import PPRKernel
+from hippo_engine.retrieve.ppr.kernel import PPRKernel
 from hippo_engine.retrieve.retriever import Retriever, top_k
 
 from ..common import load_average, peak_rss_mb

@@ -464,7 +464,7 @@ def write_graph(db, content: dict, index_dir: Path, encoder_name: str, dim: int,
     from hippo_engine.index.digest import META_KEY, content_digest
     from hippo_engine.index.graph import build_graph
     from hippo_engine.index.graphstate import GRAPH_FILE
-    from hippo_engine.retrieve.ppr import PPRKernel
+    from hippo_engine.retrieve.ppr.kernel import PPRKernel
     cfg = HippoConfig()
     rss0 = rss_mib()
     t = time.perf_counter()

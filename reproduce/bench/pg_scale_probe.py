@@ -7,7 +7,7 @@
 postgres_search="hnsw" | "exact" | "memory" | "hnsw" | "hnsw")``, ``engine-exact-ppr`` with
 ``ppr_solver="exact"`` (the exact PPR kernel), ``engine-lazy-scan`` with ``dense_prior="scan"`` (every
 passage scored for the prior; ``engine-lazy`` keeps the default, the prior from the passage HNSW
-index: ``retrieve/ann_prior.py``); the others keep ``ppr_solver="auto"`` (forward push from
+index: ``retrieve/ppr/ann_prior.py``); the others keep ``ppr_solver="auto"`` (forward push from
 ``ppr_push_min_nodes`` graph nodes on), then ``rag.retriever`` (what the retriever of the index's version holds: the
 passage matrix, the graph from ``INDEX_DIR/graph.npz``, the PPR kernel; in ``memory`` mode every
 vector), then ``N`` queries, one per ``Retriever.search`` call (top 10, no recognition filter).

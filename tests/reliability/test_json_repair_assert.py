@@ -11,7 +11,7 @@ from test_fault_server import DOCS, QUERIES, open_rag
 
 from hippo_engine.index.openie import OpenIEError, parse_ner, parse_triples
 from hippo_engine.lenient_json import parse_json_lenient
-from hippo_engine.retrieve.recognition import parse_fact_list
+from hippo_engine.retrieve.facts.recognition import parse_fact_list
 
 #: the shortest reply found (delta-debugged from three fuzz findings)
 TRIPS_JSON_REPAIR = '{"```json{```'

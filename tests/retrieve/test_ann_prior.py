@@ -1,5 +1,5 @@
-"""The dense prior from an ANN search (retrieve/ann_prior.py) and the push's treatment of it
-(retrieve/push_ann.py): exact scores at the head, the exact mean, the bound at every passage, the top
+"""The dense prior from an ANN search (retrieve/ppr/ann_prior.py) and the push's treatment of it
+(retrieve/ppr/push_ann.py): exact scores at the head, the exact mean, the bound at every passage, the top
 of the ranking as with the scanned prior. The store here answers exactly (a unit-test stand-in for
 PostgreSQL's HNSW index; tests/store/test_postgres_ann_prior.py runs the real one)."""
 from __future__ import annotations
@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hippo_engine.retrieve.ann_prior import AnnDense
-from hippo_engine.retrieve.push import PushPPR
-from hippo_engine.retrieve.push_ann import run_seed_table
+from hippo_engine.retrieve.facts.seeding import reset_matrix_from_seeds
+from hippo_engine.retrieve.ppr.ann_prior import AnnDense
+from hippo_engine.retrieve.ppr.push import PushPPR
+from hippo_engine.retrieve.ppr.push_ann import run_seed_table
 from hippo_engine.retrieve.scoring import dense_column, min_max
-from hippo_engine.retrieve.seeding import reset_matrix_from_seeds
 from tests.retrieve.test_push import D, exact_pi, random_graph
 
 W = 0.05

@@ -7,9 +7,9 @@ import igraph as ig
 import numpy as np
 import pytest
 
-from hippo_engine.retrieve.explain_math import Operator, contributions, exact_ppr
-from hippo_engine.retrieve.explain_walks import best_walks
-from hippo_engine.retrieve.ppr import PPRKernel
+from hippo_engine.retrieve.explain.math import Operator, contributions, exact_ppr
+from hippo_engine.retrieve.explain.walks import best_walks
+from hippo_engine.retrieve.ppr.kernel import PPRKernel
 
 N_ENT, N_PAS = 22, 10          # entities 0..21, passages 22..31, nodes 32, 33 isolated
 N = N_ENT + N_PAS + 2
@@ -104,7 +104,7 @@ def brute_best_walk(op, s, t, d):
 @pytest.mark.parametrize("damping", [0.5, 0.85])
 def test_walks_are_the_most_probable(setup, damping, radius, monkeypatch):
     """Whatever Dijkstra's first radius (grown until the top walks are settled), the same walks."""
-    import hippo_engine.retrieve.explain_walks as em
+    import hippo_engine.retrieve.explain.walks as em
     monkeypatch.setattr(em, "WALK_RADIUS", radius)
     op, *_, r = setup
     seeds = {2: 0.9, 9: 0.4, 15: 0.25}

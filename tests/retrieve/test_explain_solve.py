@@ -1,11 +1,11 @@
-"""The backward solver of explanations (retrieve/explain_solve.py): whatever is eliminated, every row
+"""The backward solver of explanations (retrieve/explain/solve.py): whatever is eliminated, every row
 equals dense float64 linear algebra within the stated tolerance; the reduced system keeps the
 invariant the Chebyshev weights rely on."""
 import numpy as np
 import pytest
 
-import hippo_engine.retrieve.explain_solve as es
-from hippo_engine.retrieve.explain_math import BACKWARD_TOL, Operator
+import hippo_engine.retrieve.explain.solve as es
+from hippo_engine.retrieve.explain.math import BACKWARD_TOL, Operator
 
 
 def mixed_graph(seed=1):

@@ -1,4 +1,4 @@
-"""Most probable walks (retrieve/explain_walks.py): the bidirectional search with cost floors from the
+"""Most probable walks (retrieve/explain/walks.py): the bidirectional search with cost floors from the
 backward rows gives the walks of an unlimited one-sided Dijkstra, whatever its first radius, one
 target at a time or sharing the seeds' searches."""
 import math
@@ -8,7 +8,7 @@ import pytest
 from scipy.sparse.csgraph import dijkstra
 from test_explain_solve import mixed_graph
 
-import hippo_engine.retrieve.explain_walks as ew
+import hippo_engine.retrieve.explain.walks as ew
 
 
 def reference(op, target, seeds, d, top=3):

@@ -30,9 +30,9 @@ def _plain(text: str) -> None:
     ("reseed", "The second walk starts from the first walk's seeds plus the bridge entities"),
     ("none", None)])
 def test_each_second_hop_in_words_with_its_setting_apart(hop, said):
-    from hippo_engine.retrieve.explain_fusion import FusedTerms
-    from hippo_engine.retrieve.fusion import Fusion
-    from hippo_engine.retrieve.second_hop import make_second_hop
+    from hippo_engine.retrieve.explain.fusion import FusedTerms
+    from hippo_engine.retrieve.second.fusion import Fusion
+    from hippo_engine.retrieve.second.second_hop import make_second_hop
     strategy = make_second_hop(hop)
     tr = {"ppr": np.array([0.1, 0.2, 0.05]), "dense": np.array([0.5, 0.4, 0.1]),
           "first": (None, np.array([0.3, 0.1, 0.2])) if strategy else None,

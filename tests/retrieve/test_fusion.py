@@ -1,10 +1,10 @@
-"""The one score (retrieve/fusion.py) as pure functions: its terms, their sum, filters, and that its order
+"""The one score (retrieve/second/fusion.py) as pure functions: its terms, their sum, filters, and that its order
 is the order of one number per passage (no rule that looks at a cut)."""
 import numpy as np
 import pytest
 
 from hippo_engine.config import HippoConfig
-from hippo_engine.retrieve.fusion import Fusion, dense_vote, head_of, make_fusion, relative
+from hippo_engine.retrieve.second.fusion import Fusion, dense_vote, head_of, make_fusion, relative
 
 FIRST = np.array([0.40, 0.10, 0.30, 0.05, 0.15])
 SECOND = np.array([0.20, 0.25, 0.05, 0.40, 0.10])

@@ -4,7 +4,7 @@ import igraph as ig
 import numpy as np
 import pytest
 
-from hippo_engine.retrieve.ppr import PPRKernel, personalized_pagerank
+from hippo_engine.retrieve.ppr.kernel import PPRKernel, personalized_pagerank
 
 
 def random_graph(n=400, m=1500, seed=0):

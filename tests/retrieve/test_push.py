@@ -1,4 +1,4 @@
-"""Forward push (retrieve/push.py) against the exact PPR kernel: the stated bounds hold on random
+"""Forward push (retrieve/ppr/push.py) against the exact PPR kernel: the stated bounds hold on random
 graphs, PPR is linear in the reset, and top-k rankings agree."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hippo_engine.retrieve.ppr import PPRKernel
-from hippo_engine.retrieve.push import PushPPR, combine
+from hippo_engine.retrieve.ppr.kernel import PPRKernel
+from hippo_engine.retrieve.ppr.push import PushPPR, combine
 
 D = 0.5
 
@@ -227,7 +227,7 @@ def test_parts_bad_arguments():
 def test_top_is_the_head_of_the_prior(shape):
     """top_entries (sampled threshold, then a partition of the few above it) returns head entries whose
     values are the head largest, whatever the order of the prior."""
-    from hippo_engine.retrieve.push_prior import top_entries as _top
+    from hippo_engine.retrieve.ppr.push_prior import top_entries as _top
 
     rng = np.random.default_rng(5)
     n = 200_000
@@ -242,7 +242,7 @@ def test_top_is_the_head_of_the_prior(shape):
 
 
 def test_distinct_keeps_each_node_once():
-    from hippo_engine.retrieve.push_refine import distinct
+    from hippo_engine.retrieve.ppr.push_refine import distinct
 
     mark = np.zeros(1000, np.int32)
     rng = np.random.default_rng(6)

@@ -7,7 +7,7 @@ import dspy
 import pytest
 
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
-from hippo_engine.retrieve.recognition import (
+from hippo_engine.retrieve.facts.recognition import (
     FactFilterProgram,
     LLMClientLM,
     RecognitionFilter,
@@ -255,7 +255,7 @@ def test_filter_many_sends_one_batch_and_equals_single_calls(program_path):
 
 def test_unreadable_reply_is_discarded_from_the_cache_and_recorded_as_a_query_error(program_path, tmp_path):
     from hippo_engine.llm.cache import CachedLLM
-    from hippo_engine.retrieve.recognition import recording_filter
+    from hippo_engine.retrieve.facts.recognition import recording_filter
     inner = FakeLLM("I think the first fact matters most, but who knows." + " really" * 30)
     cache = CachedLLM(inner, tmp_path / "cache.sqlite")
     failed: dict = {}

@@ -7,8 +7,8 @@ import pytest
 from fakes import ScriptedLLM
 from helpers import CORPUS, make_rag
 
+from hippo_engine.retrieve.facts.seeding import entity_seeds, passage_seeds
 from hippo_engine.retrieve.scoring import min_max, top_k
-from hippo_engine.retrieve.seeding import entity_seeds, passage_seeds
 
 
 def test_min_max_and_top_k():
@@ -137,7 +137,7 @@ def test_bad_queries(tmp_path):
 
 # ------------------------------------------------------------------ vectorised paths
 def test_entity_seed_table_matches_per_query_seeds():
-    from hippo_engine.retrieve.seeding import entity_seed_table
+    from hippo_engine.retrieve.facts.seeding import entity_seed_table
     rng = np.random.default_rng(0)
     counts = rng.integers(0, 5, 30)
     links = [[(int(rng.integers(0, 30)), float(rng.random())) for _ in range(rng.integers(0, 12))] for _ in range(7)]
@@ -161,7 +161,7 @@ def test_top_facts_exact_with_ties():
     q = np.vstack([mat[30] + 0.01 * rng.standard_normal(16).astype(np.float32), rng.standard_normal((3, 16))])
     q = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
     r = Retriever.__new__(Retriever)      # only the fact matrix is needed
-    from hippo_engine.retrieve.fact_search import MatrixSearch
+    from hippo_engine.retrieve.facts.fact_search import MatrixSearch
     r.fact_search = MatrixSearch(mat)
     import hippo_engine.retrieve.scoring as sc
     for block in (sc.ROW_BLOCK, 777):
@@ -253,8 +253,8 @@ class RecordingSeeds:
 
 
 def test_seed_source_adds_its_seeds_per_block(tmp_path):
+    from hippo_engine.retrieve.facts.seeding import SeedSource
     from hippo_engine.retrieve.retriever import Retriever
-    from hippo_engine.retrieve.seeding import SeedSource
     rag = make_rag(tmp_path, use_filter=False, query_batch_size=2)
     rag.index(CORPUS)
     qs = ["Where was Ilse Marrow born?", "Who founded Tamsin College?", "Who married Oren Pike?"]

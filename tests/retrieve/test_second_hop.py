@@ -1,4 +1,4 @@
-"""Second-hop strategies (retrieve/second_hop.py) and their index (retrieve/hop_index.py) on a small
+"""Second-hop strategies (retrieve/second/second_hop.py) and their index (retrieve/second/hop_index.py) on a small
 hand-built hyperedge graph: "Green" is an album by Steve Hillage, whose page names his wife."""
 import numpy as np
 import pytest
@@ -7,10 +7,10 @@ from hippo_engine.datatypes import Hyperedge as H
 from hippo_engine.ids import entity_id, hyperedge_id
 from hippo_engine.index.facts import graph_input
 from hippo_engine.index.graph import build_graph
-from hippo_engine.retrieve.hop_index import HopIndex
-from hippo_engine.retrieve.linking import Block
-from hippo_engine.retrieve.ppr import PPRKernel
-from hippo_engine.retrieve.second_hop import (
+from hippo_engine.retrieve.facts.linking import Block
+from hippo_engine.retrieve.ppr.kernel import PPRKernel
+from hippo_engine.retrieve.second.hop_index import HopIndex
+from hippo_engine.retrieve.second.second_hop import (
     STRATEGIES,
     BridgeHop,
     HopContext,

@@ -1,4 +1,4 @@
-"""The second walk's plumbing (retrieve/second_walk.py): one fact search for both walks, queries whose
+"""The second walk's plumbing (retrieve/second/second_walk.py): one fact search for both walks, queries whose
 second reset equals the first keep their first walk without walking again, a known ner index is not read
 to check it holds hyperedges; on the toy ner index (fake encoder, real spaCy) the scores equal a plain
 second walk's."""
@@ -10,10 +10,10 @@ import pytest
 from helpers import CORPUS, make_rag
 
 from hippo_engine.config import QueryParam
-from hippo_engine.retrieve.fusion import make_fusion
 from hippo_engine.retrieve.retriever import Retriever
-from hippo_engine.retrieve.second_hop import SecondHop, WideHop
-from hippo_engine.retrieve.second_walk import SecondWalk, reuse_top
+from hippo_engine.retrieve.second.fusion import make_fusion
+from hippo_engine.retrieve.second.second_hop import SecondHop, WideHop
+from hippo_engine.retrieve.second.second_walk import SecondWalk, reuse_top
 
 QUERIES = ["Where was the geologist who founded Tamsin College from?", "Who mapped Lake Veloria?",
            "Which fair is held in Velor?"]
@@ -90,7 +90,7 @@ def test_the_default_second_walk_equals_a_plain_one(rag, monkeypatch):
     plain._second = None                         # the first walk alone, then the strategy by hand below
     q_fact, q_pass = rag.encode_queries(QUERIES)
     ner = rag.searches.hipporag2._query_ner(QUERIES, {})
-    from hippo_engine.retrieve.linking import Block
+    from hippo_engine.retrieve.facts.linking import Block
     block = Block(0, len(QUERIES), q_fact, plain.dense_scores(q_pass), plain.top_facts(q_fact, 1),
                   np.ones((len(QUERIES), 1), bool), list(ner), [])
     links = plain.linking.links(plain.link_graph, block)
@@ -105,7 +105,7 @@ def test_the_default_second_walk_equals_a_plain_one(rag, monkeypatch):
     assert len(cols)
     for c, j in enumerate(cols.tolist()):
         assert np.array_equal(results[j].scores, want[results[j].order, c])     # "solve": bit-identical
-        # "update" (retrieve/walk_update.py): the same scores within the push's bound, d r_max s(v)
+        # "update" (retrieve/ppr/walk_update.py): the same scores within the push's bound, d r_max s(v)
         # (here about 1e-7, the order of the kernel's own float32 tolerance), over the walk's largest
         # probability in the score's walk term (here about 0.05): within 1e-5
         assert np.allclose(updated[j].scores, want[updated[j].order, c], rtol=0, atol=1e-5)

@@ -1,4 +1,4 @@
-"""The second walk updated from the first (retrieve/walk_update.py): on random graphs, with isolated
+"""The second walk updated from the first (retrieve/ppr/walk_update.py): on random graphs, with isolated
 nodes, changed seeds of either sign and columns that did not change, the update equals a fresh solve of
 the second reset within the push's bound, and an unchanged column keeps its first scores bit for bit."""
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hippo_engine.retrieve.ppr import PPRKernel
-from hippo_engine.retrieve.push import PushPPR
-from hippo_engine.retrieve.walk_update import updated_walk, walk_totals
+from hippo_engine.retrieve.ppr.kernel import PPRKernel
+from hippo_engine.retrieve.ppr.push import PushPPR
+from hippo_engine.retrieve.ppr.walk_update import updated_walk, walk_totals
 
 D = 0.5
 

@@ -13,10 +13,10 @@ from hippo_engine.config import ConfigError, QueryParam
 from hippo_engine.datatypes import HiContext, QuerySolution
 from hippo_engine.ids import chunk_id
 from hippo_engine.index.graph import KIND_CONTEXT
-from hippo_engine.retrieve.fact_search import MatrixSearch, SubsetSearch
+from hippo_engine.retrieve.facts.fact_search import MatrixSearch, SubsetSearch
+from hippo_engine.retrieve.facts.seeding import passage_seeds
 from hippo_engine.retrieve.filtering import HIDDEN, Restriction, _rows_in, context_solutions, keep_matching_documents
 from hippo_engine.retrieve.scoring import dense_first, min_max, top_k
-from hippo_engine.retrieve.seeding import passage_seeds
 
 IDS = [f"d{i}" for i in range(len(CORPUS))]
 USERS = {"alice": [i for i in range(len(CORPUS)) if i % 2 == 0], "bob": [i for i in range(len(CORPUS)) if i % 2]}

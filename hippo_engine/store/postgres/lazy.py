@@ -14,7 +14,7 @@ memory: what a query process of a large index holds instead of a mirror of every
 Top-k goes to the database: :meth:`extremes` gives a query's ``k`` best rows with exact float64
 scores and the lowest score of the table (the minimum of min-max normalisation), by the HNSW
 index (candidates for ``q`` and for ``-q``, rescored exactly; the lowest score is then the best
-the index finds, see the module :mod:`hippo_engine.retrieve.fact_search`) or by an exact scan.
+the index finds, see the module :mod:`hippo_engine.retrieve.facts.fact_search`) or by an exact scan.
 Rows a writer adds after the view was made are not in ``ids``; callers drop what they cannot
 place (the retriever is rebuilt for the new version on its next use).
 """

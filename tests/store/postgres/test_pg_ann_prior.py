@@ -1,4 +1,4 @@
-"""The dense prior from the passage store's HNSW index (retrieve/ann_prior.py) on a real PostgreSQL
+"""The dense prior from the passage store's HNSW index (retrieve/ppr/ann_prior.py) on a real PostgreSQL
 with the real encoder and spaCy (an LLM-free ``ner`` index): the writer builds the passage index, the
 push path reads the prior from it (no scan), and its rankings agree with the scanned prior's."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The mathematics of explaining a PPR ranking: the operator and the exact contributions.
 
-The operator is :class:`~hippo_engine.retrieve.ppr.PPRKernel`'s. With W the symmetric weight
+The operator is :class:`~hippo_engine.retrieve.ppr.kernel.PPRKernel`'s. With W the symmetric weight
 matrix (self-loops dropped, repeated pairs added), D the node strengths and P = W D^-1 (column
 stochastic on the nodes with edges), the kernel sanitises the reset (negative or NaN entries 0,
 an all-zero reset uniform), solves (I - d P) y = r on the nodes with edges, sets y = r on the
@@ -16,14 +16,14 @@ row u is one backward solve: u = e_t + d P^T u with P^T = D^-1 W row stochastic.
 J(u) = e_t + d D^-1 W u; ||d D^-1 W||_inf <= d, so for any iterate u the exact row satisfies
 ||J(u) - u*||_inf <= d ||J(u) - u||_inf / (1 - d): stopping when the residual |J(u) - u| is below
 ``tol (1 - d) / d`` and returning J(u) bounds every |u_s - u*_s| by ``tol`` whatever produced u.
-The row is computed by :mod:`.explain_solve` (low-degree nodes eliminated once per graph, the
-remaining system solved by Chebyshev-accelerated Jacobi steps with the weights of :mod:`.ppr`, the
+The row is computed by :mod:`.explain.solve` (low-degree nodes eliminated once per graph, the
+remaining system solved by Chebyshev-accelerated Jacobi steps with the weights of :mod:`.ppr.kernel`, the
 assembled row then checked on this residual of the whole graph). The sum of all terms is then
 within ``tol * sum(r) / Y <= tol`` of the exact x(t) (``BACKWARD_TOL`` = 1e-10 by default, far
 below the engine's own ``ppr_tol``). Several targets are solved as columns of one block.
 
 Walks (the inverse P-distance): y_s(t) = sum over walks s -> t of d^len * prod P; the most
-probable ones are found in :mod:`.explain_walks`.
+probable ones are found in :mod:`.explain.walks`.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hippo_engine.retrieve.explain_solve import ELIM_DEGREE, BackwardSolver
+from hippo_engine.retrieve.explain.solve import ELIM_DEGREE, BackwardSolver
 
 #: max-norm error bound of the backward rows (see the module docstring)
 BACKWARD_TOL = 1e-10
@@ -84,7 +84,7 @@ class Operator:
         """(n, len(targets)): column j is row ``targets[j]`` of (I - d P)^-1 (the isolated-node
         rule included), each entry within ``tol`` of the exact value (Chebyshev-accelerated
         steps on the graph left after eliminating its low-degree nodes, then checked on the
-        residual of the whole graph; see the module docstring and :mod:`.explain_solve`)."""
+        residual of the whole graph; see the module docstring and :mod:`.explain.solve`)."""
         return self.solver(damping).solve(targets, tol, max_iter)
 
     def solver(self, damping: float, max_degree: int = ELIM_DEGREE) -> BackwardSolver:

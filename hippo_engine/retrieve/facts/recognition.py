@@ -1,6 +1,6 @@
 """Recognition memory: the LLM filter over candidate facts (between fact scoring and seeding).
 
-:class:`RecognitionFilter` runs the DSPy program of :mod:`hippo_engine.retrieve.filter_program`
+:class:`RecognitionFilter` runs the DSPy program of :mod:`hippo_engine.retrieve.facts.filter_program`
 (re-exported here) on the engine's ``LLMClient``: the question and its candidate facts in, the
 relevant facts out, mapped back to the candidates. :meth:`RecognitionFilter.filter_many` filters
 a batch of queries with one ``llm.generate_many`` call (concurrent requests on a server): DSPy
@@ -24,7 +24,7 @@ from hippo_engine.datatypes import Triple
 from hippo_engine.lenient_json import parse_json_lenient
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, unparseable_reason
 from hippo_engine.normalize import normalize_phrase
-from hippo_engine.retrieve.filter_program import (  # noqa: F401 - re-exported: the filter's public names
+from hippo_engine.retrieve.facts.filter_program import (  # noqa: F401 - re-exported: the filter's public names
     FIELD_NAMES,
     FILTER_PROGRAM_FILE,
     FILTER_SIGNATURE_PROMPT,

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from hippo_engine.retrieve.hop_index import HopIndex
-from hippo_engine.retrieve.second_hop import HopContext, SecondHop
-from hippo_engine.retrieve.walk_update import passage_rows, updated_walk
+from hippo_engine.retrieve.ppr.walk_update import passage_rows, updated_walk
+from hippo_engine.retrieve.second.hop_index import HopIndex
+from hippo_engine.retrieve.second.second_hop import HopContext, SecondHop
 
 if TYPE_CHECKING:
     from hippo_engine.config import RetrievalConfig
     from hippo_engine.index.graph import GraphData
-    from hippo_engine.retrieve.linking import Block, LinkGraph, Linking
-    from hippo_engine.retrieve.ppr import PPRKernel
-    from hippo_engine.retrieve.push import PushPPR
+    from hippo_engine.retrieve.facts.linking import Block, LinkGraph, Linking
+    from hippo_engine.retrieve.ppr.kernel import PPRKernel
+    from hippo_engine.retrieve.ppr.push import PushPPR
     from hippo_engine.retrieve.restriction import Restriction
     from hippo_engine.retrieve.views import ReaderViews
 
@@ -123,7 +123,7 @@ class SecondWalk:
     def run(self, g: LinkGraph, block: Block, cols: np.ndarray, R: np.ndarray, first: np.ndarray, links,
             restriction: Restriction | None, walks: dict, top: tuple | None = None) -> np.ndarray:
         """The second walk's passage scores (under a filter: seeds from allowed passages only); the ranking
-        score combines them with the first walk's (:mod:`.fusion`). ``walks`` gets the second walk's reset
+        score combines them with the first walk's (:mod:`.second.fusion`). ``walks`` gets the second walk's reset
         vectors (``second_reset``) and scores (``second``)."""
         r, hop = self.r, self.hop
         hb = block if restriction is None else dataclasses.replace(block, dense=restriction.seed_dense(block.dense))

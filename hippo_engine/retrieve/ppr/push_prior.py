@@ -1,4 +1,4 @@
-"""The passage-prior part of HippoRAG 2's reset for :class:`~hippo_engine.retrieve.push.PushPPR`:
+"""The passage-prior part of HippoRAG 2's reset for :class:`~hippo_engine.retrieve.ppr.push.PushPPR`:
 what is read per passage (built once per passage set and damping) and the choice of the prior's
 head (the passages whose deviation from the mean is pushed)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hippo_engine.retrieve.ppr import PPRKernel
+from hippo_engine.retrieve.ppr.kernel import PPRKernel
 
 
 def top_entries(prior: np.ndarray, head: int) -> np.ndarray:

@@ -15,7 +15,7 @@ and the sparse, signed D is pushed (:meth:`.push.PushPPR.push`, forward push: it
 D's nodes). The scores of R2 are then ``(x1 T1 + Y(D)) / (T1 + sum Y(D))`` with ``sum Y(D)`` exact too.
 
 Error. Pushing D with threshold ``t`` per unit of strength leaves ``|pi(v) - p_hat(v)| <= d t s(v) |D|_1``
-at each node v (s: its strength; ``retrieve/push.py``). The threshold is set per unit of the whole reset's
+at each node v (s: its strength; ``retrieve/ppr/push.py``). The threshold is set per unit of the whole reset's
 mass, ``t = r_max sum(R2) / |D|_1`` (``second_walk_r_max``), so D's push stops at the precision a push of
 all of R2 would reach, however small D is: a score of R2 (which sums to 1) moves by at most about
 ``d r_max s(v)`` besides the first walk's own tolerance (``ppr_tol``). Scores are not bit-identical to a
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hippo_engine.retrieve.ppr import PPRKernel
-from hippo_engine.retrieve.push import PushPPR
+from hippo_engine.retrieve.ppr.kernel import PPRKernel
+from hippo_engine.retrieve.ppr.push import PushPPR
 
 
 def _clean(m: np.ndarray) -> np.ndarray:

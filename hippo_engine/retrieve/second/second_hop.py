@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from hippo_engine.retrieve.hop_index import HopIndex
 from hippo_engine.retrieve.scoring import min_max, top_k
+from hippo_engine.retrieve.second.hop_index import HopIndex
 
 if TYPE_CHECKING:
-    from hippo_engine.retrieve.linking import Block, LinkGraph, Linking, Links
+    from hippo_engine.retrieve.facts.linking import Block, LinkGraph, Linking, Links
 
 
 @dataclass

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hippo_engine.retrieve.push_prior import PassageSet, top_entries
+from hippo_engine.retrieve.ppr.push_prior import PassageSet, top_entries
 
 #: most passages corrected per query (each costs a dot product with its stored vector)
 MAX_CORRECTED = 65536

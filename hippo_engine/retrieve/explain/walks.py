@@ -1,4 +1,4 @@
-"""Most probable walks from seeds to a target (the inverse P-distance, see :mod:`.explain_math`).
+"""Most probable walks from seeds to a target (the inverse P-distance, see :mod:`.explain.math`).
 
 The walk's probability is d^len * prod P, so the single most probable walk from s to t is a
 shortest path under the step cost c(a -> b) = -log(d W[a, b] / D[a]) (positive: d < 1). Its
@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
-from hippo_engine.retrieve.explain_math import BACKWARD_TOL, Operator
+from hippo_engine.retrieve.explain.math import BACKWARD_TOL, Operator
 
 #: first total radius a + b without a backward row (a walk probability of e^-8, about 3e-4)
 WALK_RADIUS = 8.0

@@ -1,4 +1,4 @@
-"""Explanations of the one score (:mod:`.fusion`): its walk terms split into the seed terms of the walks
+"""Explanations of the one score (:mod:`.second.fusion`): its walk terms split into the seed terms of the walks
 they come from, scaled as the score scales them, plus the dense term; the terms add up to the score.
 
 The walk term is the last walk's probability over its largest, so each of that walk's seed terms counts
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from hippo_engine.datatypes import SeedTerm
-from hippo_engine.retrieve.fusion import Fusion, dense_vote
+from hippo_engine.retrieve.second.fusion import Fusion, dense_vote
 
 #: the setting named in a second hop's description ("the second walk (second_hop='wide'), ...")
 _HOP_SETTING = re.compile(r" ?\(second_hop='([^']*)'\)")

@@ -1,5 +1,5 @@
 """Approximate Personalized PageRank by forward push (Andersen, Chung and Lang 2006), batched
-over a frontier, on the same operator as :class:`~hippo_engine.retrieve.ppr.PPRKernel`.
+over a frontier, on the same operator as :class:`~hippo_engine.retrieve.ppr.kernel.PPRKernel`.
 
 What it computes. With alpha = 1 - damping, P = W D^-1 (the walk of the kernel) and r the
 reset normalised to sum 1, the PPR vector is pi = alpha sum_k (damping P)^k r (the kernel's
@@ -42,11 +42,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hippo_engine.retrieve.ppr import PPRKernel
-from hippo_engine.retrieve.push_ann import correct_tail, own_bound
-from hippo_engine.retrieve.push_ann import tail_ratio as ann_tail_ratio
-from hippo_engine.retrieve.push_prior import PassageSet, top_entries
-from hippo_engine.retrieve.push_refine import LocalSteps, distinct, gather
+from hippo_engine.retrieve.ppr.kernel import PPRKernel
+from hippo_engine.retrieve.ppr.push_ann import correct_tail, own_bound
+from hippo_engine.retrieve.ppr.push_ann import tail_ratio as ann_tail_ratio
+from hippo_engine.retrieve.ppr.push_prior import PassageSet, top_entries
+from hippo_engine.retrieve.ppr.push_refine import LocalSteps, distinct, gather
 
 #: default residual threshold per unit of strength (measured, see reproduce/results/ppr_scale)
 DEFAULT_R_MAX = 1e-5

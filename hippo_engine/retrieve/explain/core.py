@@ -2,8 +2,8 @@
 (searched with ``explain=True``, so it keeps its reset vector, dense and PPR scores) into an
 :class:`~hippo_engine.datatypes.Explanation` per chosen passage.
 
-The numbers come from :mod:`.explain_math` on the retriever's own graph (the operator of
-:class:`~.ppr.PPRKernel`, in float64): each seed's term of the passage's score by one backward solve
+The numbers come from :mod:`.explain.math` on the retriever's own graph (the operator of
+:class:`~.ppr.kernel.PPRKernel`, in float64): each seed's term of the passage's score by one backward solve
 per query (all chosen passages as columns of one block), the dense prior as the passage seeds'
 total term, the check |sum - score| (within the PPR solver's ``ppr_tol``, see the README), and each
 top seed's most probable walk with the text of the facts or sentences on its edges. Nothing here
@@ -22,9 +22,9 @@ import scipy.sparse as sp
 from hippo_engine.datatypes import ExplainedPath, Explanation, Hyperedge, PathEdge, SeedTerm
 from hippo_engine.ids import entity_id
 from hippo_engine.index.graph import KIND_CONTEXT, KIND_FACT, KIND_SYNONYMY
-from hippo_engine.retrieve.explain_fusion import FusedTerms
-from hippo_engine.retrieve.explain_math import Operator, contributions, sanitise_reset
-from hippo_engine.retrieve.explain_walks import Walk, WalkCosts, WalkSearch
+from hippo_engine.retrieve.explain.fusion import FusedTerms
+from hippo_engine.retrieve.explain.math import Operator, contributions, sanitise_reset
+from hippo_engine.retrieve.explain.walks import Walk, WalkCosts, WalkSearch
 from hippo_engine.retrieve.retriever import RawResult, Retriever
 from hippo_engine.retrieve.scoring import top_k
 
@@ -198,7 +198,7 @@ def explain_result(r: Retriever, query: str, res: RawResult, rows: Sequence[int]
     """Explanations of passage store ``rows`` (ids ``pids``; ``ranked``: their scores in the solution)
     for one query searched with ``explain=True``. Each decomposes the score that placed the passage
     exactly: the one walk's PPR probability, or (with a second walk or a dense term) the one score of
-    :mod:`.fusion`, whose walk terms split into their walks' seed terms (:mod:`.explain_fusion`); ``walk``
+    :mod:`.second.fusion`, whose walk terms split into their walks' seed terms (:mod:`.explain.fusion`); ``walk``
     says what the score is made of in a reader's words, ``walk_detail`` as the formula with the settings."""
     if res.trace is None:
         raise ValueError("explain_result needs a result searched with explain=True")
@@ -246,7 +246,7 @@ def _ppr_rank(tr: dict, dense: np.ndarray, row: int) -> int:
 
 class _Walks:
     """The terms of one query's score for ``rows``: the one walk's (its PPR probability), or the one score's
-    (``fused``: :class:`.explain_fusion.FusedTerms`, the last walk for every row and the first walk for the
+    (``fused``: :class:`.explain.fusion.FusedTerms`, the last walk for every row and the first walk for the
     rows of its head term); each walk's backward rows are solved once, for its rows only."""
 
     def __init__(self, r: Retriever, tr: dict, rows: list[int]):

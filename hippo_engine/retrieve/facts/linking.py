@@ -13,7 +13,7 @@ Each strategy is a small frozen object carrying its own settings, chosen once pe
 A strategy turns one :class:`Block` of queries into :class:`Links` (one row per (query, entity
 node, score)) and builds the block's reset matrix from them, with the :class:`LinkGraph` of the
 index version (entity search, the entity nodes of fact rows, passage counts, seed sources; the
-seeding rules are :mod:`~hippo_engine.retrieve.seeding`'s). Nothing here calls back into the
+seeding rules are :mod:`~hippo_engine.retrieve.facts.seeding`'s). Nothing here calls back into the
 :class:`~.retriever.Retriever`, which then runs PPR on the matrix (or the dense fallback).
 """
 from __future__ import annotations
@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from hippo_engine.retrieve import seeding
+from hippo_engine.retrieve.facts import seeding
+from hippo_engine.retrieve.facts.seeding import SeedSource, entity_seed_table
 from hippo_engine.retrieve.scoring import Rows
-from hippo_engine.retrieve.seeding import SeedSource, entity_seed_table
 
 if TYPE_CHECKING:
     from hippo_engine.config import RetrievalConfig
     from hippo_engine.index.graph import GraphData
-    from hippo_engine.retrieve.fact_search import MatrixSearch, StoreSearch
+    from hippo_engine.retrieve.facts.fact_search import MatrixSearch, StoreSearch
 
 #: a block's seed table of query NER entities: (query j, entity node, weight)
 SeedTable = tuple[np.ndarray, np.ndarray, np.ndarray]

@@ -9,11 +9,11 @@ import numpy as np
 from hippo_engine.retrieve.scoring import top_k
 
 if TYPE_CHECKING:
-    from hippo_engine.retrieve.fusion import Fusion
-    from hippo_engine.retrieve.linking import Block
+    from hippo_engine.retrieve.facts.linking import Block
     from hippo_engine.retrieve.raw_result import RawResult
     from hippo_engine.retrieve.restriction import Restriction
-    from hippo_engine.retrieve.second_hop import SecondHop
+    from hippo_engine.retrieve.second.fusion import Fusion
+    from hippo_engine.retrieve.second.second_hop import SecondHop
 
 
 def _nonzero(M: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
@@ -28,7 +28,7 @@ def keep_trace(block: Block, results: list[RawResult], graph_cols: np.ndarray, R
     (``candidates``) and, when the query reached the graph (``graph_cols``), the walk that ranked it:
     ``reset`` (nonzero nodes and weights) and ``ppr`` (its scores by passage row), ``ranked`` (the scores
     the ranking was made from, ``probs``), ``agree`` (``dense_agree``) and ``fusion`` (the score's
-    weights, :mod:`.fusion`; None: the score is the walk's probability). With a second hop (``walks``
+    weights, :mod:`.second.fusion`; None: the score is the walk's probability). With a second hop (``walks``
     holds ``first``, ``second_reset`` and ``second``) that walk is the second: ``first`` then holds the
     first walk's (reset, ppr), ``head`` the rows of its head term (``second_hop_head``) and ``hop`` what
     seeded the second walk, in words. Under a filter, scores are -inf on the passages outside it

@@ -1,5 +1,5 @@
 """The walk's next steps from the residual, at a few nodes: what lifts the push's bound at the
-candidate passages of :meth:`~hippo_engine.retrieve.push.PushPPR.run_parts` by a factor damping^depth.
+candidate passages of :meth:`~hippo_engine.retrieve.ppr.push.PushPPR.run_parts` by a factor damping^depth.
 
 After push and settling, the estimate misses PPR(q) - alpha q for the residual q left (pushed
 parts' residuals and the settled tail of the passage prior). Its first terms at a node v,

@@ -1,7 +1,7 @@
 """Backward rows of (I - d P)^-1 for explanations: low-degree nodes eliminated once per graph, the
 rest solved by Chebyshev-accelerated Jacobi steps, every row certified on the original operator.
 
-The system. With W the symmetric weight matrix and D the node strengths (see :mod:`.explain_math`),
+The system. With W the symmetric weight matrix and D the node strengths (see :mod:`.explain.math`),
 the backward row u of a target t solves u = e_t + d D^-1 W u, i.e. A u = b with A = D - d W and
 b = D_t e_t (an isolated t has u = e_t). A is symmetric with off-diagonal entries -N (N = d W >= 0)
 and row sums of N equal to d times the diagonal.
@@ -20,7 +20,7 @@ OpenIE index goes from 18118 nodes and 86k entries to 2249 nodes and 39k entries
 NER index (denser) from 14824 and 169k to 5103 and 107k in 13 (about 3.5x and 1.8x less work per
 block for the same number of steps).
 
-Why the Chebyshev weights of :mod:`.ppr` still hold. Write s_v for the row sum of N at v and
+Why the Chebyshev weights of :mod:`.ppr.kernel` still hold. Write s_v for the row sum of N at v and
 delta_v for A_vv, with s_v <= d delta_v (true for A). Eliminating v changes row a (N_av = alpha) to
 row sum s_a - alpha + alpha (s_v - alpha) / delta_v and diagonal delta_a - alpha^2 / delta_v; the
 invariant s <= d delta survives because s_v - (1 - d) alpha <= delta_v, and delta stays positive.
@@ -29,7 +29,7 @@ symmetric D'^-1/2 N' D'^-1/2: its spectrum lies in [-d, d], the interval the wei
 
 Certification. Whatever floating point did to the elimination, the assembled row u is checked on
 the original operator, J(u) = e_t + d D^-1 W u: the solver returns J(u) once |J(u) - u|_inf <=
-tol (1 - d) / d, which bounds every entry's error by ``tol`` exactly as :mod:`.explain_math` states
+tol (1 - d) / d, which bounds every entry's error by ``tol`` exactly as :mod:`.explain.math` states
 (in exact arithmetic the full residual is at most the reduced one: it is D_K^-1 (b' - A' u_K) on K,
 with D_K >= diag', and 0 on E). Should rounding leave it above, plain fixed-point steps, each
 shrinking the residual by d, finish the row.
