@@ -20,14 +20,15 @@ from pathlib import Path
 from hippo_engine import HippoRAG
 from hippo_engine.index.diagnostics import diff_snapshots, snapshot_index
 
-from .common import MUSIQUE_TRAIN_DIR, ForbiddenLLM, load_average, peak_rss_mb
+from .common import ForbiddenLLM, load_average, peak_rss_mb
+from .harness import option
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The ``check-index`` command's options."""
-    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset (default %(default)s)")
-    ap.add_argument("--work", type=Path, default=Path("outputs/check_index"), help="index folders (emptied first)")
-    ap.add_argument("--embedder", default=None, help="embedding model (default: the engine's)")
+    option(ap, "--data")
+    option(ap, "--work", default=Path("outputs/check_index"), help="index folders (emptied first)")
+    option(ap, "--embedder")
     ap.add_argument("--skip-equality", action="store_true", help="only step 1")
 
 

@@ -29,8 +29,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import MUSIQUE_TRAIN_DIR, RESULTS_DIR, ForbiddenLLM, setup_logging, write_result
-from .rankings import _runner_args, engine_commit, machine, uptime
+from .common import (
+    RESULTS_DIR,
+    ForbiddenLLM,
+    engine_commit,
+    machine,
+    setup_logging,
+    uptime,
+    write_result,
+)
+from .harness import option
+from .rankings import _runner_args
 
 OUT = RESULTS_DIR / "citations" / "README.md"
 BEFORE_PROMPT = Path(__file__).with_name("citations_before.json")
@@ -40,16 +49,15 @@ READERS = ("before", "plain", "cite")
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The ``citations`` command's options."""
-    ap.add_argument("--limit", type=int, default=20, help="first N MuSiQue questions (default 20)")
-    ap.add_argument("--work", type=Path, default=Path("outputs/reproduce/rankings"),
-                    help="index folders, the rankings command's layout (default %(default)s)")
-    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset (default %(default)s)")
-    ap.add_argument("--out", type=Path, default=OUT, help="result markdown (default %(default)s)")
+    option(ap, "--limit", default=20, help="first N MuSiQue questions (default 20)")
+    option(ap, "--work", help="index folders, the rankings command's layout (default %(default)s)")
+    option(ap, "--data")
+    option(ap, "--out", default=OUT, help="result markdown (default %(default)s)")
     ap.add_argument("--skip-local", action="store_true", help="only the scripted server (no packaged reader)")
     ap.add_argument("--probe", action="store_true",
                     help="only the few-shot leak probe: questions the sample cannot answer (citations_probe.py)")
-    ap.add_argument("--embedder", default=None, help="embedding model (default: the engine's)")
-    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    option(ap, "--embedder")
+    option(ap, "--verbose")
 
 
 # ----------------------------------------------------------------------------- questions

@@ -17,8 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import RESULTS_DIR, ForbiddenLLM, write_result
-from .rankings import engine_commit, machine, uptime
+from .common import RESULTS_DIR, ForbiddenLLM, engine_commit, machine, uptime, write_result
 
 OUT = RESULTS_DIR / "citations" / "probe.md"
 QUESTIONS = (

@@ -1,5 +1,6 @@
 """Helpers shared by the ``python -m reproduce`` commands: paths, the git commit, memory and load
-figures, file hashes, report files, logging, and the LLM that must never be called."""
+figures, the ``uptime`` line and the machine, file hashes, report files, logging, and the LLM that must never be
+called. The options every command repeats are in :mod:`reproduce.harness`."""
 from __future__ import annotations
 
 import hashlib
@@ -19,17 +20,63 @@ MUSIQUE_TRAIN_DIR = REPO_ROOT.parent / "shared" / "data" / "musique" / "hipporag
 MUSIQUE_TRAIN_OPENIE = "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 
 
-def git_head() -> tuple[str, bool] | None:
-    """``(short commit of this repository, whether tracked files differ from it)``, or ``None``
+def git_head(root: Path = REPO_ROOT) -> tuple[str, bool] | None:
+    """``(short commit of the checkout at root, whether tracked files differ from it)``, or ``None``
     when git is not available."""
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
                              text=True, timeout=20, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                capture_output=True, text=True, timeout=20).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return sha, bool(dirty)
+
+
+def commit_label(dirty: str = "+dirty", unknown: str = "?", root: Path = REPO_ROOT) -> str:
+    """A report's commit: the short hash followed by ``dirty`` when tracked files differ, or
+    ``unknown`` when git is not available."""
+    head = git_head(root)
+    return unknown if head is None else head[0] + (dirty if head[1] else "")
+
+
+def engine_commit() -> str:
+    """The commit of the checkout ``hippo_engine`` is imported from (``+dirty`` when its tracked
+    files differ), or ``?`` outside git."""
+    import hippo_engine
+
+    return commit_label(root=Path(hippo_engine.__file__).resolve().parents[1])
+
+
+def uptime(missing: str | None = None) -> str:
+    """``uptime``'s line (the load the figures were measured under); where the command is missing,
+    ``missing``, or by default ``load average`` and the three load averages."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return f"load average {load_average(', ')}" if missing is None else missing
+
+
+def machine() -> str:
+    """CPU model, cores and the versions of the numeric libraries (the scores' last bits depend on them)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read().splitlines()
+        cpu = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), "?")
+        flags = next((ln.split(":", 1)[1].split() for ln in info if ln.startswith("flags")), [])
+        cpu += " (AVX-512)" if "avx512f" in flags else ""
+    except OSError:
+        pass
+    libs = []
+    for name in ("torch", "numpy", "scipy"):
+        try:
+            libs.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            pass
+    return f"{cpu}, {os.cpu_count()} cores; {', '.join(libs)}"
 
 
 def _status_mb(field: str) -> float | None:

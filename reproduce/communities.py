@@ -41,7 +41,8 @@ from hippo_engine.hirag.communities import (
 )
 from hippo_engine.hirag.context import token_counter
 
-from .common import MUSIQUE_TRAIN_DIR, MUSIQUE_TRAIN_OPENIE, setup_logging, write_result
+from .common import MUSIQUE_TRAIN_OPENIE, setup_logging, write_result
+from .harness import option
 
 logger = logging.getLogger("reproduce.communities")
 
@@ -72,7 +73,7 @@ def recall(rag: HippoRAG, questions, gold, mode: str = "hipporag2") -> dict:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The ``communities`` command's options."""
-    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset (default %(default)s)")
+    option(ap, "--data")
     ap.add_argument("--work", type=Path, default=Path("outputs/communities"),
                     help="index and results folder (default %(default)s)")
     ap.add_argument("--sample", type=int, default=10, help="communities whose report the LLM writes")

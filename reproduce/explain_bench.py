@@ -23,17 +23,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import MUSIQUE_TRAIN_DIR, RESULTS_DIR, ForbiddenLLM, setup_logging, write_result
+from .common import RESULTS_DIR, ForbiddenLLM, engine_commit, machine, setup_logging, uptime, write_result
+from .harness import option
 from .rankings import (
     LABELS,
     PAPER_WALK,
     VARIANTS,
     _runner_args,
-    engine_commit,
-    machine,
     ranking_payload,
     rankings_hash,
-    uptime,
 )
 
 #: the reference hashes of ``python -m reproduce rankings`` (all 100 questions)
@@ -45,14 +43,12 @@ TOP = 5
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--variant", choices=(*VARIANTS, "both"), default="both", help="index variant (default both)")
-    ap.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    ap.add_argument("--work", type=Path, default=Path("outputs/reproduce/rankings"),
-                    help="the rankings command's index folders, <work>/<variant> (default %(default)s)")
-    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset (default %(default)s)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="result markdown (default reproduce/results/explain/README.md)")
-    ap.add_argument("--embedder", default=None, help="embedding model (default: the engine's)")
-    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    option(ap, "--limit")
+    option(ap, "--work", help="the rankings command's index folders, <work>/<variant> (default %(default)s)")
+    option(ap, "--data")
+    option(ap, "--out", help="result markdown (default reproduce/results/explain/README.md)")
+    option(ap, "--embedder")
+    option(ap, "--verbose")
 
 
 def _timed(fn) -> tuple[float, object]:

@@ -43,7 +43,7 @@ import numpy as np
 
 from hippo_engine.models.encoder import Encoder
 
-from .common import REPO_ROOT, RESULTS_DIR, git_head, peak_rss_mb, write_result
+from .common import REPO_ROOT, RESULTS_DIR, commit_label, peak_rss_mb, uptime, write_result
 
 OUT_DIR = RESULTS_DIR / "index_cost"
 DATA_ROOT = REPO_ROOT.parent / "shared" / "data"
@@ -210,10 +210,6 @@ def measure(name: str, docs: Sequence[str], encoder: TimedEncoder, work: Path) -
 
 
 # ----------------------------------------------------------------------------- report
-def _uptime() -> str:
-    from .rankings import uptime
-    return uptime()
-
 
 def markdown(results: list[dict]) -> str:
     """The result page from measured ``results`` (each with its run's ``meta``): the ratios, then where
@@ -295,7 +291,7 @@ def measure_all(args: argparse.Namespace, argv: Sequence[str], encoder: Encoder 
     corpora = {c: load_docs(c, args.data_root, args.limit) for c in args.corpus}
     timed = TimedEncoder(encoder or TransformersEncoder())
     timed.encode(["warm-up text"] * 20)
-    before = _uptime()
+    before = uptime()
     tmp = None if args.work else tempfile.mkdtemp(prefix="index_cost_")
     work = Path(args.work or tmp)
     try:
@@ -303,11 +299,10 @@ def measure_all(args: argparse.Namespace, argv: Sequence[str], encoder: Encoder 
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    head = git_head()
     shown = list(argv[1:] if argv[:1] == ["index-cost"] else argv)
     meta = {"command": " ".join(["python -m reproduce index-cost", *map(shlex.quote, _public(shown))]),
-            "commit": f"{head[0]}{'+dirty' if head[1] else ''}" if head else "?", "uptime_before": before,
-            "uptime_after": _uptime(), "peak_rss_mb": peak_rss_mb(), "encoder": repr(timed.inner)}
+            "commit": commit_label(), "uptime_before": before,
+            "uptime_after": uptime(), "peak_rss_mb": peak_rss_mb(), "encoder": repr(timed.inner)}
     for r in results:
         r["meta"] = meta
         print(f"{r['corpus']}: ratio {r['ratio_wall']:.2f}x wall, {r['ratio_cpu']:.2f}x CPU "

@@ -25,7 +25,6 @@ import hashlib
 import json
 import platform
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -36,7 +35,8 @@ import numpy as np
 from hippo_engine.datatypes import Extraction
 from hippo_engine.models.encoder import Encoder
 
-from .common import RESULTS_DIR, git_head, load_average, peak_rss_mb, rss_mb, write_result
+from . import common
+from .common import RESULTS_DIR, commit_label, load_average, peak_rss_mb, rss_mb, write_result
 
 DEFAULT_SIZES = (10_000, 25_000, 50_000, 100_000)
 TOPICS = 500
@@ -80,10 +80,7 @@ def tiny_docs(n: int, start: int = 0) -> list[str]:
 
 def uptime() -> str:
     """The ``uptime`` line (the machine's load), or the load average where it is missing."""
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return f"load average: {load_average(', ')}"
+    return common.uptime(f"load average: {load_average(', ')}")
 
 
 def index_once(folder: Path, docs: list[str]) -> dict:
@@ -169,8 +166,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Measure every size and write the result."""
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    head = git_head()
-    head_s = "unknown" if head is None else head[0] + (" (with uncommitted changes)" if head[1] else "")
+    head_s = commit_label(" (with uncommitted changes)", "unknown")
     with tempfile.TemporaryDirectory(prefix="index_scale_") as tmp:
         work = Path(args.work) if args.work else Path(tmp)
         index_once(work / "warmup", tiny_docs(200, start=10**7))

@@ -15,8 +15,9 @@ import json
 import time
 from collections.abc import Callable, Sequence
 
+from .common import engine_commit, machine, uptime
 from .modes_report import part_name, save_part, shown_command
-from .rankings import PAPER_WALK, engine_commit, machine, uptime
+from .rankings import PAPER_WALK
 
 #: what a mode's ``partial`` state keeps per answered question
 PER_QUESTION = ("answers", "em", "f1", "calls", "prompt_tokens", "completion_tokens", "errors", "context_cut")

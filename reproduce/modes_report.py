@@ -12,8 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import RESULTS_DIR, write_result
-from .rankings import engine_commit, machine, uptime
+from .common import RESULTS_DIR, engine_commit, machine, uptime, write_result
 
 FOLDER = RESULTS_DIR / "modes"
 REFERENCE = {"openie": "11059dbcf6e65b26", "ner": "f6e4b2e08f47bba9"}

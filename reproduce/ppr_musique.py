@@ -19,19 +19,20 @@ from pathlib import Path
 
 from hippo_engine.retrieve.ppr.push import DEFAULT_R_MAX
 
-from .common import MUSIQUE_TRAIN_DIR, ForbiddenLLM, write_result
-from .rankings import KS, PAPER_WALK, VARIANTS, _runner_args, ranking_payload, rankings_hash, recall_at, uptime
+from .common import ForbiddenLLM, uptime, write_result
+from .harness import option
+from .rankings import KS, PAPER_WALK, VARIANTS, _runner_args, ranking_payload, rankings_hash, recall_at
 
 SOLVERS = ("auto", "exact", "push")
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The command's options."""
-    ap.add_argument("--work", type=Path, default=Path("outputs/reproduce/rankings"))
+    option(ap, "--work", help=None)
     ap.add_argument("--variant", choices=(*VARIANTS, "both"), default="both")
-    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR)
-    ap.add_argument("--embedder", default=None)
-    ap.add_argument("--out", type=Path, default=None, help="markdown file (default: print only)")
+    option(ap, "--data", help=None)
+    option(ap, "--embedder", help=None)
+    option(ap, "--out", help="markdown file (default: print only)")
     ap.add_argument("--r-max", type=float, default=DEFAULT_R_MAX, help="ppr_push_r_max (the default's)")
     ap.add_argument("--walk", choices=("paper", "engine"), default="paper",
                     help="paper: the rankings command's one walk; engine: the engine's defaults (second walk "

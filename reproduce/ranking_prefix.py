@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import REPO_ROOT, RESULTS_DIR, setup_logging, write_result
+from .harness import RECALL_WORK, option
 
 #: one query's ranking as a door shows it: ``(passage id, score shown)``, best first
 Ranking = list[tuple[str, Any]]
@@ -265,13 +266,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--limit", type=int, default=100, help="the first N MuSiQue questions (default %(default)s)")
     ap.add_argument("--top", type=int, default=TOP, help="the deepest k (default %(default)s)")
     ap.add_argument("--titles", choices=("titled", "untitled"), default="titled", help="which index (default titled)")
-    ap.add_argument("--work", type=Path, default=REPO_ROOT / "outputs" / "reproduce" / "recall-llm-free",
-                    help="table-recall-llm-free's indexes and encoder cache (default %(default)s)")
-    ap.add_argument("--data", type=Path, default=REPO_ROOT.parent / "shared" / "data", help="the data root")
+    option(ap, "--work", default=RECALL_WORK,
+           help="table-recall-llm-free's indexes and encoder cache (default %(default)s)")
+    option(ap, "--data-root")
     ap.add_argument("--no-cli", action="store_true", help="skip the command-line door")
     ap.add_argument("--no-serve", action="store_true", help="skip the HTTP and MCP doors (no server started)")
-    ap.add_argument("--out", type=Path, default=OUT, help="markdown result (default %(default)s)")
-    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    option(ap, "--out", default=OUT, help="markdown result (default %(default)s)")
+    option(ap, "--verbose")
 
 
 def python_door(rag, questions: Sequence[str], ks: Sequence[int]) -> tuple[dict, dict, list[str], tuple]:
@@ -388,7 +389,7 @@ def markdown(res: dict, argv: Sequence[str], load_before: str, load_after: str, 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Check, print the short report, write the result file; 1 when anything is violated."""
-    from .rankings import engine_commit, uptime
+    from .common import engine_commit, uptime
 
     setup_logging(args.verbose)
     if not args.verbose:        # a line per request of the HTTP and MCP doors otherwise

@@ -33,13 +33,19 @@ import hashlib
 import json
 import math
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import MUSIQUE_TRAIN_DIR, RESULTS_DIR, ForbiddenLLM, load_average, setup_logging, write_result
+from . import common
+from .common import (
+    RESULTS_DIR,
+    ForbiddenLLM,
+    setup_logging,
+    write_result,
+)
+from .harness import option
 
 VARIANTS = ("openie", "ner")
 KS = (1, 2, 5, 10, 20)
@@ -55,15 +61,13 @@ LABELS = {"openie": "HippoRAG 2, released GPT-3.5 OpenIE imported, filter off",
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The ``rankings`` command's options."""
     ap.add_argument("--variant", choices=(*VARIANTS, "both"), default="both", help="index variant (default both)")
-    ap.add_argument("--limit", type=int, default=None, help="only the first N questions (the corpus is whole)")
-    ap.add_argument("--work", type=Path, default=Path("outputs/reproduce/rankings"),
-                    help="index folders, one per variant in <work>/<variant> (default %(default)s)")
-    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset (default %(default)s)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="result markdown (default reproduce/results/rankings/README.md, "
-                         "rankings-first<N>.md with --limit)")
-    ap.add_argument("--embedder", default=None, help="embedding model (default: the engine's)")
-    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    option(ap, "--limit", help="only the first N questions (the corpus is whole)")
+    option(ap, "--work", help="index folders, one per variant in <work>/<variant> (default %(default)s)")
+    option(ap, "--data")
+    option(ap, "--out", help="result markdown (default reproduce/results/rankings/README.md, "
+                             "rankings-first<N>.md with --limit)")
+    option(ap, "--embedder")
+    option(ap, "--verbose")
 
 
 # ----------------------------------------------------------------------------- the hash
@@ -106,54 +110,6 @@ def recall_at(solutions: Sequence, gold_docs: Sequence[Sequence[str]], ks: Seque
         gold = list(dict.fromkeys(gold))
         entries.append({"gold_ranks": [rank.get(g) for g in gold], "n_gold": len(gold)})
     return {k: 100 * v for k, v in recall_curve(entries, ks).items()}
-
-
-# ----------------------------------------------------------------------------- provenance
-def engine_commit() -> str:
-    """The git commit of the checkout ``hippo_engine`` is imported from (``+dirty`` when its tracked
-    files differ), or ``?`` outside git."""
-    import hippo_engine
-
-    root = Path(hippo_engine.__file__).resolve().parents[1]
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=20, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=20).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "?"
-    return sha + ("+dirty" if dirty else "")
-
-
-def machine() -> str:
-    """CPU model, cores and the versions of the numeric libraries (the scores' last bits depend on them)."""
-    import os
-    from importlib.metadata import PackageNotFoundError, version
-
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            info = f.read().splitlines()
-        cpu = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), "?")
-        flags = next((ln.split(":", 1)[1].split() for ln in info if ln.startswith("flags")), [])
-        cpu += " (AVX-512)" if "avx512f" in flags else ""
-    except OSError:
-        pass
-    libs = []
-    for name in ("torch", "numpy", "scipy"):
-        try:
-            libs.append(f"{name} {version(name)}")
-        except PackageNotFoundError:
-            pass
-    return f"{cpu}, {os.cpu_count()} cores; {', '.join(libs)}"
-
-
-def uptime() -> str:
-    """``uptime``'s line (the load averages alone where the command is missing)."""
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return f"load average {load_average(', ')}"
 
 
 # ----------------------------------------------------------------------------- running
@@ -219,7 +175,7 @@ def _markdown(results: list[dict], argv: Sequence[str], commit: str, load_before
              "hashes mean the same rankings with bit-identical scores. Runs of the same command against other "
              "commits' engines sit beside this file (`before_<commit>.md`).", "",
              "```bash", command.strip(), "```", "",
-             f"Engine commit: `{commit}`. Machine: {machine()}.", "",
+             f"Engine commit: `{commit}`. Machine: {common.machine()}.", "",
              f"Load (`uptime`) before: `{load_before}`; after: `{load_after}`.", "",
              "| variant | " + " | ".join(f"R@{k}" for k in KS) + " | rankings hash | index | retrieval |",
              "| --- | " + " | ".join("---" for _ in KS) + " | --- | --- | --- |"]
@@ -245,7 +201,7 @@ def run(args: argparse.Namespace, argv: Sequence[str], *, llm=None, encoder=None
     if dataset.gold_docs is None:
         raise SystemExit(f"{data}: the questions have no gold passages; recall cannot be measured")
     variants = VARIANTS if args.variant == "both" else (args.variant,)
-    commit, load_before = engine_commit(), uptime()
+    commit, load_before = common.engine_commit(), common.uptime()
     import hippo_engine
     print(f"engine {Path(hippo_engine.__file__).resolve().parent} at {commit}; {len(dataset)} questions")
     results = []
@@ -257,7 +213,7 @@ def run(args: argparse.Namespace, argv: Sequence[str], *, llm=None, encoder=None
     if any(math.isnan(x) for r in results for x in r["recall"].values()):
         raise SystemExit("recall is NaN")
     out = args.out or OUT_DIR / ("README.md" if args.limit is None else f"rankings-first{args.limit}.md")
-    path = write_result(out, _markdown(results, argv, commit, load_before, uptime(), dataset))
+    path = write_result(out, _markdown(results, argv, commit, load_before, common.uptime(), dataset))
     print(path)
     return 0
 

@@ -26,8 +26,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import MUSIQUE_TRAIN_DIR, RESULTS_DIR, ForbiddenLLM, setup_logging, write_result
-from .rankings import engine_commit, machine, uptime
+from . import common
+from .common import (
+    RESULTS_DIR,
+    ForbiddenLLM,
+    setup_logging,
+    write_result,
+)
+from .harness import option
 from .reader_choice_data import DPKG_STATUS, dpkg_documents, fragment, package_questions, words
 
 OUT_DIR = RESULTS_DIR / "qa"
@@ -49,19 +55,18 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--label", default="after", help="names the code state measured (e.g. before, after)")
     ap.add_argument("--llm", action="append", choices=READERS, help="packaged reader (repeatable; default both)")
     ap.add_argument("--sets", nargs="+", choices=SETS, default=list(SETS), help="question sets (default all)")
-    ap.add_argument("--limit", type=int, default=20, help="first N MuSiQue questions (default 20)")
+    option(ap, "--limit", default=20, help="first N MuSiQue questions (default 20)")
     ap.add_argument("--packages", type=int, default=1500, help="at most N packages of the status file")
     ap.add_argument("--status", type=Path, default=DPKG_STATUS, help="dpkg status file (default %(default)s)")
-    ap.add_argument("--work", type=Path, default=Path("outputs/reproduce/rankings"),
-                    help="index folders (the rankings command's layout; default %(default)s)")
-    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset (default %(default)s)")
-    ap.add_argument("--minutes", type=float, default=25,
-                    help="start no question after this many minutes of reading (default %(default)s)")
+    option(ap, "--work", help="index folders (the rankings command's layout; default %(default)s)")
+    option(ap, "--data")
+    option(ap, "--minutes", default=25,
+           help="start no question after this many minutes of reading (default %(default)s)")
     ap.add_argument("--report", action="store_true", help="only join the saved runs into the markdown and json")
     ap.add_argument("--rescore", metavar="LABEL", help="re-read the saved replies of LABEL's runs with this "
                     "checkout's answer checks (no LLM call), then report")
-    ap.add_argument("--embedder", default=None, help="embedding model (default: the engine's)")
-    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    option(ap, "--embedder")
+    option(ap, "--verbose")
 
 
 # ----------------------------------------------------------------------------- question sets
@@ -145,11 +150,11 @@ def run_one(args: argparse.Namespace, reader: str, set_name: str, data: tuple[li
     llm = make_llm(reader, HippoConfig())
     llm.load()
     path = RUNS / f"{args.label}__{reader}__{set_name}.json"
-    run = {"label": args.label, "reader": reader, "set": set_name, "commit": engine_commit(),
-           "machine": machine(), "threads": getattr(llm, "num_threads", None), "uptime_before": uptime()}
+    run = {"label": args.label, "reader": reader, "set": set_name, "commit": common.engine_commit(),
+           "machine": common.machine(), "threads": getattr(llm, "num_threads", None), "uptime_before": common.uptime()}
 
     def save(rows: list[dict]) -> None:
-        write_result(path, json.dumps({**run, "uptime_after": uptime(), "rows": rows}, indent=1,
+        write_result(path, json.dumps({**run, "uptime_after": common.uptime(), "rows": rows}, indent=1,
                                       ensure_ascii=False) + "\n")
 
     rows = read_set(llm, *data, save=save, deadline=time.monotonic() + 60 * args.minutes)
@@ -165,7 +170,7 @@ def rescore(label: str) -> int:
     from hippo_engine.evaluation.metrics import qa_metrics_per_query
     from hippo_engine.qa.reader import default_reader_template, read_reply
 
-    template, commit = default_reader_template(), engine_commit()
+    template, commit = default_reader_template(), common.engine_commit()
     for path in sorted(RUNS.glob(f"{label}__*.json")):
         run = json.loads(path.read_text("utf-8"))
         for r in run["rows"]:

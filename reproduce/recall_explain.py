@@ -19,8 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import MUSIQUE_TRAIN_DIR, ForbiddenLLM
-from .rankings import uptime
+from .common import MUSIQUE_TRAIN_DIR, ForbiddenLLM, uptime
 
 #: the largest check accepted for the one score (its walk terms are probabilities over the walk's largest)
 SCORE_CHECK = 1e-4

@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     from hippo_engine.models.encoder import TransformersEncoder
     from hippo_engine.retrieve.retriever import Retriever
 
-    from .rankings import engine_commit
+    from .common import engine_commit
     from .recall_data import CachingEncoder, load, open_index
     print(f"engine {Path(hippo_engine.__file__).resolve().parent} at {engine_commit()}", flush=True)
     enc = CachingEncoder(TransformersEncoder(), args.work / "vectors.sqlite")

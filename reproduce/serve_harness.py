@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import common
 from .common import MUSIQUE_TRAIN_DIR, REPO_ROOT, RESULTS_DIR, ForbiddenLLM
 
 OUT_DIR = RESULTS_DIR / "serve"
@@ -30,10 +31,7 @@ ENGINE = {"extractor": "ner", "use_filter": False, "show_progress": False}
 
 def uptime() -> str:
     """``uptime``'s line (the load the figures were measured under)."""
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "uptime unavailable"
+    return common.uptime("uptime unavailable")
 
 
 def pct(xs: Sequence[float], q: float) -> float:

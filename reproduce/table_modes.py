@@ -34,7 +34,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import MUSIQUE_TRAIN_DIR, ForbiddenLLM, setup_logging
+from .common import ForbiddenLLM, setup_logging, uptime
+from .harness import option
 from .modes_qa import run_qa
 from .modes_report import FOLDER, save_part, stamp, write_readme
 from .rankings import (
@@ -43,7 +44,6 @@ from .rankings import (
     ranking_payload,
     rankings_hash,
     recall_at,
-    uptime,
 )
 
 #: the modes that return passages, in table order
@@ -63,7 +63,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="index folders, <work>/<variant>/index[-ner] (default %(default)s)")
     ap.add_argument("--copy-from", type=Path, default=None,
                     help="a rankings work folder whose indexes are copied when <work> has none")
-    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset")
+    option(ap, "--data", help="the MuSiQue subset")
     ap.add_argument("--twowiki-index", type=Path, default=None, help="a ner index of the 2Wiki corpus (copied)")
     ap.add_argument("--twowiki-data", type=Path, default=None, help="the 2Wiki questions (with --twowiki-index)")
     ap.add_argument("--twowiki-limit", type=int, default=None, help="the first N 2Wiki questions (default all)")
@@ -85,8 +85,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--llm-timeout", type=float, default=1800.0, help="seconds one reader call may take")
     ap.add_argument("--parts", type=Path, default=FOLDER, help="folder of the JSON parts and README")
     ap.add_argument("--out", type=Path, default=None, help="result markdown (default <parts>/README.md)")
-    ap.add_argument("--embedder", default=None, help="embedding model (default: the engine's)")
-    ap.add_argument("-v", "--verbose", action="store_true")
+    option(ap, "--embedder")
+    option(ap, "--verbose", help=None)
 
 
 def _index(args, dataset, variant: str, encoder=None):

@@ -28,13 +28,13 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from hippo_engine.retrieve.second.second_hop import WideHop
 
-from .common import REPO_ROOT, RESULTS_DIR, setup_logging, write_result
+from .common import RESULTS_DIR, setup_logging, write_result
+from .harness import RECALL_WORK, option
 from .peer_linearrag import Options as PeerOptions
 from .peer_linearrag import row_maker as linearrag_row
 from .peer_linearrag import usable
@@ -142,17 +142,16 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="comma-separated: musique, 2wiki, 2wiki_single (2Wiki single-relation questions), "
                          "2wiki_single_first, 2wiki_single_second (its halves) (default the first three)")
     ap.add_argument("--titles", choices=("both", "titled", "untitled"), default="both")
-    ap.add_argument("--limit", type=int, default=None, help="only the first N questions of each dataset")
+    option(ap, "--limit", help="only the first N questions of each dataset")
     ap.add_argument("--rows", default=None,
                     help="comma-separated row keys (default all; 'default' names the engine's default, the 'new' row)")
-    ap.add_argument("--work", type=Path, default=REPO_ROOT / "outputs" / "reproduce" / "recall-llm-free",
-                    help="indexes and the encoder cache (default %(default)s)")
-    ap.add_argument("--data", type=Path, default=REPO_ROOT.parent / "shared" / "data", help="the data root")
-    ap.add_argument("--out", type=Path, default=OUT, help="markdown result (default %(default)s)")
+    option(ap, "--work", default=RECALL_WORK, help="indexes and the encoder cache (default %(default)s)")
+    option(ap, "--data-root")
+    option(ap, "--out", default=OUT, help="markdown result (default %(default)s)")
     ap.add_argument("--no-check", action="store_true", help="skip the check against HippoRAG.retrieve")
     ap.add_argument("--linearrag-src", default=None,
                     help="a LinearRAG checkout for the linearrag row (default $HIPPO_LINEARRAG_SRC)")
-    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    option(ap, "--verbose")
 
 
 def _variants(args) -> list[tuple[str, bool]]:
@@ -265,7 +264,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Measure every dataset variant; print and write the tables."""
     from hippo_engine.models.encoder import TransformersEncoder
 
-    from .rankings import engine_commit, uptime
+    from .common import engine_commit, uptime
     from .recall_data import CachingEncoder
 
     setup_logging(args.verbose)

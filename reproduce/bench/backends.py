@@ -35,8 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from ..common import MUSIQUE_TRAIN_DIR, REPO_ROOT, RESULTS_DIR, load_average, module_main, write_result
+from ..harness import option
 from .backends_report import render
-from .reliability import ENCODERS, MemoEncoder, make_encoder, open_engine, real_encoder
+from .reliability import MemoEncoder, make_encoder, open_engine, real_encoder
 
 OUT_DIR = RESULTS_DIR / "backends"
 BACKENDS = ("sqlite", "postgres")
@@ -335,7 +336,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--work", type=Path, default=None, help="folder of the indexes (default: a new temporary one, "
                     "removed at the end); the PostgreSQL server's user must be able to traverse its parents")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
-    ap.add_argument("--encoder", choices=ENCODERS, default="real", help="real (the engine's) or fake (tests)")
+    option(ap, "--encoder")
     ap.add_argument("--repeats", type=int, default=3, help="retrieval timing passes per backend (default 3)")
     ap.add_argument("--hnsw-queries", type=int, default=100, help="questions for the HNSW figures (default 100)")
     ap.add_argument("--child-rounds", type=int, default=2, help="second-process opens per backend (default 2)")

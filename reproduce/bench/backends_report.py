@@ -2,13 +2,12 @@
 of one run (its ``musique.json``) as markdown tables."""
 from __future__ import annotations
 
-from ..common import git_head
+from ..common import commit_label
 
 
 def render(res: dict, command: str) -> str:
     """The README table."""
-    head = git_head()
-    commit = f"{head[0]}{' (tracked files modified)' if head[1] else ''}" if head else "?"
+    commit = commit_label(" (tracked files modified)")
     ix, rt, d, same = res["index"], res["retrieval"], res["disk"], res["same"]
     p = ix["prime_sqlite_with_encoding"]
     mb = 1e6

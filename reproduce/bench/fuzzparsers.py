@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from ..harness import report_options
 from .reliability import header, load_line, write_reports
 
 TOKENS = ['[', ']', '{', '}', '"', ',', ':', ' ', '\n', '\\', 'a', '1', '-', '.', 'e', 'null', 'true', 'NaN',
@@ -306,8 +307,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--call-limit", type=float, default=20.0, help="seconds one parser call may take (default 20)")
     ap.add_argument("--findings", type=Path, default=Path("outputs/fuzz_parsers/findings.jsonl"),
                     help="every finding with its whole input, as JSON lines (default %(default)s)")
-    ap.add_argument("--name", default="fuzz_parsers", help="report name under reproduce/results/reliability/")
-    ap.add_argument("--out-dir", type=Path, default=None, help="report folder (default reproduce/results/reliability)")
+    report_options(ap, "fuzz_parsers")
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:

@@ -36,8 +36,8 @@ from pathlib import Path
 
 from hippo_engine.index.diagnostics import diff_snapshots, snapshot_index
 
+from ..harness import option, report_options
 from .reliability import (
-    ENCODERS,
     MemoEncoder,
     header,
     load_line,
@@ -67,14 +67,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--max-delay", type=float, default=10.0, help="longest wait for a kill after the start of "
                     "an operation (default 10; drawn up to 1.1 x the time of an earlier operation of its kind)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--encoder", choices=ENCODERS, default="real", help="real (the engine's) or fake (tests)")
+    option(ap, "--encoder")
     ap.add_argument("--storage", choices=("sqlite", "postgres"), default="sqlite",
                     help="the index's backend: sqlite (default) or postgres (an embedded server in the index "
                          "folder, started by the child and left running when it is killed)")
     ap.add_argument("--compare-every", type=int, default=1, help="clean-build comparison every N kills (default 1)")
-    ap.add_argument("--work", type=Path, default=Path("outputs/kill_harness"), help="work folder (emptied first)")
-    ap.add_argument("--name", default="kill_harness", help="report name under reproduce/results/reliability/")
-    ap.add_argument("--out-dir", type=Path, default=None, help="report folder (default reproduce/results/reliability)")
+    option(ap, "--work", default=Path("outputs/kill_harness"))
+    report_options(ap, "kill_harness")
 
 
 # ----------------------------------------------------------------------------- the child

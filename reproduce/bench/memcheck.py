@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..common import peak_rss_mb, rss_mb
+from ..harness import option, report_options
 from .reliability import (
-    ENCODERS,
     header,
     load_line,
     make_encoder,
@@ -39,11 +39,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--warmup", type=int, default=200, help="calls before the growth is measured (default 200)")
     ap.add_argument("--checkpoints", type=int, default=20, help="RSS readings after warm-up (default 20)")
     ap.add_argument("--top-k", type=int, default=5, help="passages per query (default 5)")
-    ap.add_argument("--encoder", choices=ENCODERS, default="real", help="real (the engine's) or fake (tests)")
-    ap.add_argument("--work", type=Path, default=Path("outputs/memory_check"), help="index folder (kept, reused)")
+    option(ap, "--encoder")
+    option(ap, "--work", default=Path("outputs/memory_check"), help="index folder (kept, reused)")
     ap.add_argument("--tracemalloc", action="store_true", help="trace Python allocations too (slower)")
-    ap.add_argument("--name", default="memory_check", help="report name under reproduce/results/reliability/")
-    ap.add_argument("--out-dir", type=Path, default=None, help="report folder (default reproduce/results/reliability)")
+    report_options(ap, "memory_check")
 
 
 def build_or_open(args: argparse.Namespace):

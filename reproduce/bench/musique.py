@@ -41,16 +41,16 @@ from pathlib import Path
 import numpy as np
 
 from ..common import (
-    MUSIQUE_TRAIN_DIR,
     REPO_ROOT,
     RESULTS_DIR,
     ForbiddenLLM,
-    git_head,
+    commit_label,
     load_average,
     peak_rss_mb,
     rss_mb,
     write_result,
 )
+from ..harness import option
 
 DEFAULT_OUT = RESULTS_DIR / "bench_musique.md"
 REF = {"index_s": 312.0, "embed_s": 301.0, "retrieve_ms": 39.0, "peak_index_retrieve_gb": 2.9,
@@ -89,8 +89,7 @@ def cpu_model() -> str:
 
 def git_commit() -> str:
     """The report's commit: short hash, ``+dirty`` when tracked files differ."""
-    head = git_head()
-    return "unknown" if head is None else head[0] + ("+dirty" if head[1] else "")
+    return commit_label("+dirty", "unknown")
 
 
 def open_rag(work: Path, args, **extra):
@@ -160,7 +159,7 @@ def run_child(args, mmap: bool) -> dict:
 # ------------------------------------------------------------------ main
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The ``bench-musique`` command's options."""
-    ap.add_argument("--data", type=Path, default=MUSIQUE_TRAIN_DIR, help="the MuSiQue subset (default %(default)s)")
+    option(ap, "--data")
     ap.add_argument("--work", type=Path, default=Path("outputs/bench_musique"), help="index folder (emptied first)")
     ap.add_argument("--storage-dtype", default="float32", choices=("float32", "float16"))
     ap.add_argument("--mmap", action="store_true", help="memory-map the stores (index and retrieval)")

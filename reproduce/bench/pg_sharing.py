@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from ..common import REPO_ROOT
+from ..harness import option, report_options
 from .reliability import RELIABILITY_DIR, header, load_line, write_reports
 
 SCENARIOS = ("reader + writer", "two writers", "one closing early")
@@ -46,11 +47,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--runs", type=int, default=20, help="runs of each two-process scenario (default 20)")
     ap.add_argument("--kill-runs", type=int, default=20, help="runs of the killed-starter scenario (default 20)")
     ap.add_argument("--docs", type=int, default=8, help="documents a writer indexes per run (default 8)")
-    ap.add_argument("--work", type=Path, default=Path("outputs/pg_sharing"), help="work folder (emptied first)")
-    ap.add_argument("--name", default="pg_sharing", help="report name under reproduce/results/reliability/")
-    ap.add_argument("--out-dir", type=Path, default=None, help="report folder (default reproduce/results/reliability)")
-    for hidden in ("--role", "--save-dir"):
-        ap.add_argument(hidden, default=None, help=argparse.SUPPRESS)
+    option(ap, "--work", default=Path("outputs/pg_sharing"))
+    report_options(ap, "pg_sharing", "--role", "--save-dir")
 
 
 def make_docs(tag: str, n: int) -> tuple[list[str], list[str]]:

@@ -21,9 +21,9 @@ from hippo_engine.ids import chunk_id
 from hippo_engine.models.encoder import Encoder
 
 from ..common import MUSIQUE_TRAIN_DIR, MUSIQUE_TRAIN_OPENIE, REPO_ROOT, RESULTS_DIR, ForbiddenLLM, write_result
+from ..harness import ENCODERS
 
 RELIABILITY_DIR = RESULTS_DIR / "reliability"
-ENCODERS = ("real", "fake")
 
 
 def passage_id(text: str) -> str:
@@ -149,7 +149,6 @@ def write_reports(name: str, markdown: str, data: dict, out_dir: Path = RELIABIL
 
 def header(title: str, command: str) -> str:
     """The first lines of a report: title, command, commit and load."""
-    from ..common import git_head
-    head = git_head()
-    commit = f"{head[0]}{' (tracked files modified)' if head[1] else ''}" if head else "?"
+    from ..common import commit_label
+    commit = commit_label(" (tracked files modified)")
     return f"# {title}\n\n    {command}\n\ncommit {commit}; {load_line()} at the end of the run\n"

@@ -28,8 +28,8 @@ from pathlib import Path
 from hippo_engine.index.diagnostics import diff_snapshots, snapshot_index
 
 from ..common import REPO_ROOT
+from ..harness import option, report_options
 from .reliability import (
-    ENCODERS,
     header,
     load_line,
     make_encoder,
@@ -47,12 +47,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--passages", type=int, default=600, help="MuSiQue passages, split in two halves (default 600)")
     ap.add_argument("--trials", type=int, default=10, help="trials (default 10)")
     ap.add_argument("--batch", type=int, default=50, help="passages per index() call of a writer (default 50)")
-    ap.add_argument("--encoder", choices=ENCODERS, default="real", help="real (the engine's) or fake (tests)")
-    ap.add_argument("--work", type=Path, default=Path("outputs/two_writers"), help="work folder (emptied first)")
-    ap.add_argument("--name", default="two_writers", help="report name under reproduce/results/reliability/")
-    ap.add_argument("--out-dir", type=Path, default=None, help="report folder (default reproduce/results/reliability)")
-    for hidden in ("--role", "--save-dir", "--half", "--result"):
-        ap.add_argument(hidden, default=None, help=argparse.SUPPRESS)
+    option(ap, "--encoder")
+    option(ap, "--work", default=Path("outputs/two_writers"))
+    report_options(ap, "two_writers", "--role", "--save-dir", "--half", "--result")
 
 
 # ----------------------------------------------------------------------------- the processes

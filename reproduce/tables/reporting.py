@@ -12,7 +12,7 @@ from pathlib import Path
 from hippo_engine.evaluation.datasets import default_data_root
 from hippo_engine.evaluation.metrics import DEFAULT_RECALL_KS
 
-from ..common import RESULTS_DIR, git_head, write_result
+from ..common import RESULTS_DIR, commit_label, write_result
 from .meter import sum_llm, tokens_line
 from .methods import DEFAULTS
 from .paper import PAPER_CANONICAL, PAPER_SETUP, paper_column
@@ -128,8 +128,4 @@ class ReportMixin:
 
 def git_commit() -> str:
     """The report's commit: ``git rev-parse --short HEAD``, flagged when tracked files differ."""
-    head = git_head()
-    if head is None:
-        return "unknown (git not available)"
-    commit, dirty = head
-    return commit + (" (working tree had uncommitted changes)" if dirty else "")
+    return commit_label(" (working tree had uncommitted changes)", "unknown (git not available)")
