@@ -13,7 +13,7 @@ Corpus formats:
 * CSV with a header: a ``text`` column, optionally ``title``, ``id`` and ``metadata`` (a JSON
   object); any other column becomes a metadata field (a string; empty cells are left out).
 
-Light to import: the standard library only.
+Light to import: the standard library and the engine's light data types only.
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hippo_engine.datatypes import passage_text
 
 #: file endings read as one plain-text document each
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
@@ -131,7 +133,7 @@ def _text_document(path: Path, doc_id: str) -> _Doc | None:
         first, _, rest = text.partition("\n")
         if first.startswith("#") and first.lstrip("#").strip() and rest.strip():
             title, text = first.lstrip("#").strip(), rest.strip()
-    return _Doc(f"{title}\n{text}", str(path), doc_id)
+    return _Doc(passage_text(title, text), str(path), doc_id)
 
 
 def _record(item: Any, where: str) -> _Doc:
@@ -141,7 +143,7 @@ def _record(item: Any, where: str) -> _Doc:
     if not isinstance(item, dict) or not isinstance(item.get("text"), str):
         raise ValueError(f"{where} is neither a string nor a {{'title','text'}} record")
     title = item.get("title")
-    text = f"{title}\n{item['text']}" if isinstance(title, str) and title else item["text"]
+    text = passage_text(title if isinstance(title, str) and title else None, item["text"])
     meta = item.get("metadata")
     if meta is not None and not isinstance(meta, dict):
         raise ValueError(f"{where}: 'metadata' must be a JSON object, got {type(meta).__name__}")
@@ -173,7 +175,7 @@ def _csv_documents(path: Path) -> Iterator[_Doc]:
             meta = _csv_metadata(row.get("metadata"), where)
             meta.update({c: row[c] for c in extra if row.get(c)})
             rid = row.get("id") or None
-            yield _Doc(f"{row['title']}\n{row['text']}" if row.get("title") else row["text"] or "", where, rid,
+            yield _Doc(passage_text(row.get("title") or None, row["text"] or ""), where, rid,
                        meta or None)
     finally:
         csv.field_size_limit(old)
@@ -283,7 +285,7 @@ def _gold_docs(item: dict, where: str) -> list | None:
             raise ValueError(f"{where}: 'gold_docs' must be a list of document ids or texts (non-empty strings)")
         return list(gold)
     if "paragraphs" in item:
-        return [f"{p['title']}\n{p.get('paragraph_text', p.get('text', ''))}"
+        return [passage_text(p["title"], p.get("paragraph_text", p.get("text", "")))
                 for p in item["paragraphs"] if p.get("is_supporting", True)]
     return None
 

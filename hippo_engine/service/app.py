@@ -112,6 +112,7 @@ def _add_routes(app: FastAPI, settings: ServiceSettings) -> None:
         app.include_router(routes_documents.build(scope), dependencies=guarded)
         app.include_router(routes_query.build(scope), dependencies=guarded)
     app.include_router(routes_server.build_workspaces(), dependencies=guarded)
+    app.include_router(routes_server.build_modes(), dependencies=guarded)
 
 
 def _mount_mcp(app: FastAPI, ws: Any, settings: ServiceSettings,

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -50,8 +50,9 @@ from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from hippo_engine import __version__
-from hippo_engine.config import MODES, ConfigError
+from hippo_engine.config import ConfigError
 from hippo_engine.inputs import ID_PATTERN, MAX_ID_CHARS, TEXT_PATTERN
+from hippo_engine.modes import mode_specs
 from hippo_engine.results import first_document_id
 from hippo_engine.service.answering import RETRY_AFTER_S, AnswerSlots
 from hippo_engine.service.limits import Limits
@@ -67,6 +68,7 @@ from hippo_engine.service.mcp_models import (
     argument_errors,
     explain_line,
 )
+from hippo_engine.service.schemas import Mode
 
 #: seconds remember waits for indexing by default (MCP clients commonly give up on a call after ~60 s)
 DEFAULT_WAIT_S = 45.0
@@ -103,9 +105,6 @@ STATS = (
     "Report what long-term memory holds: documents by status (indexed, pending, processing, failed), graph "
     "size (passages, entities, facts), the extractor, storage backend and version. Use it to check that "
     "indexing has finished or why documents failed.")
-
-Mode = Literal[MODES]  # type: ignore[valid-type]
-
 
 @contextlib.contextmanager
 def _tool_errors() -> Iterator[None]:
@@ -313,11 +312,13 @@ def build_mcp(workspaces: Any, workspace: str | None = None, *, wait_s: float = 
             wait: Annotated[bool, Field(description="wait until indexed (bounded)")] = True) -> RememberResult:
         return await tools.remember(texts, ids, wait, ctx.report_progress)
 
+    mode_help = ("the retrieval mode (default hipporag2, the graph walk): " +
+                 "; ".join(f"{m.name}: {m.summary}" for m in mode_specs()) +
+                 " (modes that read communities build them on their first call)")
+
     def recall(query: Annotated[str, query],
                top_k: Annotated[int, top_k] = 5,
-               mode: Annotated[Mode | None, Field(description="hipporag2 (default: graph walk), naive (dense "
-                               "similarity only), hi_local / hi_global / hi_bridge / hi (HiRAG: through entity "
-                               "communities; the first such call builds them)")] = None,
+               mode: Annotated[Mode | None, Field(description=mode_help)] = None,
                ) -> RecallResult:
         return tools.recall(query, top_k, mode)
 

@@ -237,7 +237,7 @@ class Memory:
             graph = self.rag.graph_stats() if len(state) else {}
             out = {"graph": graph, "documents": self.store.counts(),
                    "extractor": state.extractor or self.rag.config.extractor,
-                   "storage": {"backend": self.store.name, "location": results.storage_location(state.db)},
+                   "storage": {"backend": self.store.name, "location": state.db.shown_location},
                    "index_version": state.version, "version": __version__}
         out["worker"] = {"running": self.ingestor.running, "batch_size": self.ingestor.batch_size}
         return out

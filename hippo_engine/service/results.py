@@ -4,7 +4,6 @@ drawn from its explanations."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from hippo_engine.datatypes import Explanation, QuerySolution
@@ -44,18 +43,6 @@ def answer(question: str, sol: QuerySolution) -> dict:
     cites = [{"id": c, "text": by_id[c]["text"], "doc_ids": by_id[c]["doc_ids"]} for c in sol.citations if c in by_id]
     return {"question": question, "answer": sol.answer, "citations": cites, "passages": shown,
             "notes": list(sol.answer_notes)}
-
-
-def storage_location(db: Any) -> str:
-    """Where an index is stored, as ``/stats`` shows it: the database file's name (SQLite; it lies in the
-    workspace's folder) or the PostgreSQL schema; never an absolute path or a DSN."""
-    schema = getattr(db, "schema", None)
-    if isinstance(schema, str):
-        return f"schema {schema}"
-    path = getattr(db, "path", None)
-    if path is not None:
-        return Path(str(path)).name
-    return type(db).__name__
 
 
 class _Graph:

@@ -8,9 +8,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request
 
 from hippo_engine import __version__
+from hippo_engine.modes import mode_specs
 from hippo_engine.service.errors import ApiError
 from hippo_engine.service.routes_base import ERRORS, WORKSPACE_PATTERN, Scope, workspaces
-from hippo_engine.service.schemas import Health, Version, WorkspaceDeleted, WorkspaceList
+from hippo_engine.service.schemas import Health, ModeList, Version, WorkspaceDeleted, WorkspaceList
 
 #: the HTTP API's version (the routes and bodies of this module's package)
 API_VERSION = "1"
@@ -39,6 +40,18 @@ def build_version(scope: Scope) -> APIRouter:
     def version(name: Name) -> dict:
         """The hippo-engine version and the HTTP API's version."""
         return {"version": __version__, "api": API_VERSION}
+
+    return router
+
+
+def build_modes() -> APIRouter:
+    """``GET /modes``: the retrieval modes (the web page's list; every registered mode)."""
+    router = APIRouter(tags=["server"], responses=ERRORS)
+
+    @router.get("/modes", response_model=ModeList, summary="the retrieval modes")
+    def modes() -> dict:
+        """Every registered retrieval mode, in order, with what it is made of and needs."""
+        return {"modes": [m.describe() for m in mode_specs()]}
 
     return router
 

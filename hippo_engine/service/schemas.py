@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from hippo_engine.config import MODES
 from hippo_engine.inputs import (
     ID_PATTERN,
     MAX_ID_CHARS,
@@ -23,9 +22,23 @@ from hippo_engine.inputs import (
     TITLE_PATTERN,
     check_document_metadata,
 )
+from hippo_engine.modes import mode_names
 
-#: retrieval modes: the engine's (``hippo_engine.config.MODES``)
-Mode = Literal[MODES]  # type: ignore[valid-type]
+
+def _known_mode(mode: str) -> str:
+    names = mode_names()
+    if mode not in names:
+        raise ValueError(f"must be one of {', '.join(names)}")
+    return mode
+
+
+def _mode_enum(schema: dict[str, Any]) -> None:
+    schema["enum"] = list(mode_names())
+
+
+#: a retrieval mode: a registered one (:mod:`hippo_engine.modes`), checked when a request arrives; the schemas
+#: list the modes registered when they are made (the OpenAPI schema: at the app's first ``/openapi.json``)
+Mode = Annotated[str, AfterValidator(_known_mode), Field(json_schema_extra=_mode_enum)]
 JobStatus = Literal["pending", "processing", "done", "failed"]
 DocStatus = Literal["pending", "processing", "indexed", "failed"]
 #: how a job shows each of its documents: also deleted (since) or replaced (added again since)
@@ -284,6 +297,21 @@ class Health(Reply):
 class Version(Reply):
     version: str
     api: str
+
+
+class ModeInfo(Reply):
+    name: str
+    summary: str
+    sections: list[str]
+    reads_context: bool = Field(description="the reader reads the mode's assembled context (else its top passages)")
+    needs_communities: bool = Field(description="the mode reads communities (built on its first call)")
+    snapshot: bool
+    explainable: bool = Field(description="POST /explain serves it")
+    config_section: str
+
+
+class ModeList(Reply):
+    modes: list[ModeInfo]
 
 
 class WorkspaceInfo(Reply):

@@ -43,9 +43,11 @@ class StoreConnectionLost(StoreError):
 
 class IndexStore(ABC):
     """Everything of one index but the graph. ``location`` names it in messages (a file path,
-    or a database and schema)."""
+    or a database and schema); ``shown_location`` names it where others may read it (the service's
+    ``/stats``): never an absolute path or a DSN."""
 
     location: str
+    shown_location: str = ""
 
     def __init__(self) -> None:
         self._depth = 0                                    # transaction nesting (0: none open)

@@ -35,6 +35,7 @@ class IndexDB(IndexStore):
         super().__init__()
         self.path = Path(path)
         self.location = str(self.path)
+        self.shown_location = self.path.name          # the file lies in the index's folder
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None,

@@ -5,7 +5,7 @@ from http_fakes import FakeWorkspaces, make_client
 
 from hippo_engine.config import MODES
 from hippo_engine.service import memory
-from hippo_engine.service.schemas import MAX_TOP_K, Mode
+from hippo_engine.service.schemas import MAX_TOP_K
 
 DOCS = [{"id": "paris", "text": "Paris is the capital of France.", "title": "Paris", "metadata": {"lang": "en"}},
         {"id": "berlin", "text": "Berlin is the capital of Germany.", "metadata": {"lang": "de"}}]
@@ -18,10 +18,13 @@ def _add(client, docs=DOCS, prefix=""):
 
 
 def test_the_modes_and_top_k_of_the_schema_are_the_memorys(client):
-    assert Mode.__args__ == MODES
     spec = client.get("/openapi.json").json()["components"]["schemas"]["RetrieveRequest"]["properties"]["mode"]
     assert next(a["enum"] for a in spec["anyOf"] if "enum" in a) == list(MODES)
     assert MAX_TOP_K == memory.MAX_TOP_K
+    r = client.post("/retrieve", json={"query": "capital", "mode": "global"})
+    assert r.status_code == 422 and "mode: must be one of hipporag2, naive, hi_local" in r.text
+    modes = client.get("/modes").json()["modes"]
+    assert [m["name"] for m in modes] == list(MODES) and modes[0]["explainable"] and not modes[1]["reads_context"]
 
 
 def test_adding_documents_answers_202_with_a_job_that_reports_each_document(client, ws):

@@ -220,6 +220,7 @@
       if (changed) {
         for (const part of ["search", "documents"]) if (hippo[part]) hippo[part].reset();
       }
+      if (hippo.search) hippo.search.loadModes();
       loadWorkspaces().then(() => {
         const current = TABS.find((t) => !document.getElementById("panel-" + t).hidden);
         if (onShow[current]) onShow[current]();

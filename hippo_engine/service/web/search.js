@@ -352,8 +352,24 @@
     hippo.graph.clear("");
   }
 
+  /** Fill the mode list from the server's modes (GET /modes): every registered mode, with its summary. */
+  async function loadModes() {
+    const select = $("mode");
+    try {
+      const data = await api("GET", "modes", { scoped: false });
+      const options = (data.modes || []).map((m) => el("option", {
+        attrs: { value: m.name, title: m.summary || "" }, text: m.name + (m.summary ? " (" + m.summary + ")" : "") }));
+      select.replaceChildren(select.options[0], ...options);
+    } catch (err) {      // without the key: the settings form's message says so; asked again once it is entered
+      if (err.status !== 401 && err.status !== 403) {
+        status($("search-status"), "Could not list the modes: " + err.message, "error");
+      }
+    }
+  }
+
   hippo.search = {
     init() {
+      loadModes();
       $("query-form").addEventListener("submit", (event) => {
         event.preventDefault();
         retrieve();
@@ -361,6 +377,6 @@
       $("answer-button").addEventListener("click", answer);
       hippo.graph.onPassage = focusPassageId;
     },
-    reset, retrieve, answer, focusPassage,
+    reset, retrieve, answer, focusPassage, loadModes,
   };
 })();

@@ -72,6 +72,7 @@ class PostgresIndexStore(ChangeQueries, MetadataTables, GraphFileCopy, IndexStor
         except psycopg.Error as e:
             raise connect_error(e, dsn, schema) from None
         self.location = f"postgresql {self.conn.info.dbname} schema {schema}"
+        self.shown_location = f"schema {schema}"
         self._in_snapshot = False
         try:
             self._setup()
