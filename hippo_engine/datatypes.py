@@ -10,7 +10,7 @@
   :class:`ContextItem`: which section it is in and why it was chosen).
 
 Older import paths (``hippo_engine.qa.reader.QuerySolution``, ``hippo_engine.hirag.context.HiContext``,
-``hippo_engine.index.extractors.Extraction``, ``hippo_engine.text.Triple``...) re-export these.
+``hippo_engine.index.extractors.Extraction``, ``hippo_engine.index.facts.Triple``...) re-export these.
 No heavy library at import time (numpy is imported where an array is handled).
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ Reports are written bottom-up (deepest level first, one ``llm.generate_many`` ba
 entities, relations and passages (:func:`~hippo_engine.hirag.report_context.community_context`);
 when they exceed the context budget and the community has children, the children's reports are
 packed instead of the raw members they cover. The JSON reply (title, summary, findings, rating)
-is parsed with :func:`hippo_engine.text.parse_json_lenient`; a failed call or malformed reply is
+is parsed with :func:`hippo_engine.lenient_json.parse_json_lenient`; a failed call or malformed reply is
 retried once (a malformed one with a correction turn), then replaced by a plain listing of the
 members (``source="fallback"``) with a warning. Malformed replies are discarded from the LLM
 cache after the retry, so a rebuild asks the model again instead of reading them back. A

@@ -8,7 +8,7 @@
 
 :func:`build_mcp` makes the server over a :class:`~hippo_engine.service.workspaces.Workspaces`
 (one workspace's :class:`~hippo_engine.service.memory.Memory`). ``hippo-engine mcp`` serves it over
-stdio (:mod:`hippo_engine.cli_mcp`); :func:`mcp_http` gives what an HTTP app needs to serve it over
+stdio (:mod:`hippo_engine.cli.mcp`); :func:`mcp_http` gives what an HTTP app needs to serve it over
 streamable HTTP. Every door has the HTTP API's limits (:class:`~hippo_engine.service.limits.Limits`: the
 server's at ``/mcp``, the defaults over stdio), in the tools' input schemas and checked before a tool
 runs; :class:`MemoryServer` refuses arguments a tool does not take and says what is wrong in one line.
