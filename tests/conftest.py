@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -8,6 +9,25 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+
+def _installed() -> bool:
+    """Whether the package is installed with its data (``evaluation`` and ``prompts`` are installed under it
+    from the repository's top level: a checkout that was never installed has neither) and its dependencies."""
+    try:
+        return all(importlib.util.find_spec(m) is not None
+                   for m in ("hippo_engine.prompts", "hippo_engine.evaluation", "pydantic", "numpy"))
+    except ModuleNotFoundError:
+        return False
+
+
+def pytest_configure(config):
+    if not _installed():
+        pytest.exit("hippo-engine is not installed in this Python (" + sys.executable + "): install it with its "
+                    "test tools first, as the README's Quick start says: pip install -c constraints.txt -e \".[test]\"",
+                    returncode=4)
+
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MUSIQUE = SHARED / "data" / "musique" / "hipporag_v1_train"
