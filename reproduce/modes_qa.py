@@ -90,7 +90,7 @@ def context_rows(rag, dataset, n: int, modes: Sequence[str]) -> dict[str, dict]:
 
     qs, out = list(dataset.questions[:n]), {}
     for mode in modes:
-        if rag.searches.search(mode).reads_context:
+        if rag.searches.search(mode).spec.reads_context:
             ctxs = rag.retrieve_context(qs, mode=mode)
         else:   # the reader's passages: the mode's ranking, wrapped as rag_qa reads it
             ctxs = rag.retrieve_context(rag.retrieve(qs, mode=mode), mode=mode)

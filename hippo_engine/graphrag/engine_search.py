@@ -15,7 +15,9 @@ import numpy as np
 from hippo_engine.config import QueryParam, RetrievalConfig
 from hippo_engine.datatypes import QuerySolution
 from hippo_engine.modes import ModeSpec
+from hippo_engine.qa.reading import context_solution
 from hippo_engine.retrieve.encoding import encode_queries
+from hippo_engine.retrieve.search import ContextSearch, SearchParts
 
 
 class EngineSearch:
@@ -39,6 +41,24 @@ class EngineSearch:
     def limit(self, param: QueryParam) -> int:
         """Passages to return: ``param.top_k``, else ``retrieval_top_k``."""
         return param.top_k or self.retrieval.retrieval_top_k
+
+
+class EngineContextSearch(EngineSearch, ContextSearch):
+    """A mode whose reader reads a context assembled on the engine (the graphrag_* modes); its ranking is its
+    contexts' passages."""
+
+    def __init__(self, spec: ModeSpec, hirag, encoder: Callable[[], object], **context):
+        ContextSearch.__init__(self, spec, **context)
+        EngineSearch.__init__(self, context["retrieval"], hirag, encoder)
+
+    @classmethod
+    def engine_parts(cls, parts: SearchParts) -> dict:
+        """The keyword arguments of this base taken from ``parts``."""
+        return {"hirag": parts.hirag, "encoder": parts.encoder, **cls.context_parts(parts)}
+
+    def rank(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
+        """The contexts' passage rankings."""
+        return [context_solution(c) for c in self.own_contexts(queries, param)]
 
 
 def passage_solution(eng, query: str, nodes: Sequence[int], scores: Sequence[float], limit: int,

@@ -15,41 +15,35 @@ from collections.abc import Callable, Sequence
 
 from hippo_engine.config import GraphRAGConfig, QueryParam
 from hippo_engine.datatypes import HiContext, QuerySolution
-from hippo_engine.graphrag.engine_search import EngineSearch
+from hippo_engine.graphrag.engine_search import EngineContextSearch
 from hippo_engine.graphrag.global_context import GlobalContextBuilder, batches
 from hippo_engine.graphrag.map_reduce import Point, map_messages, parse_points, reduce_messages, select_points
 from hippo_engine.llm.base import LLMClient, LLMResponse
 from hippo_engine.modes import ModeSpec
 from hippo_engine.qa.reader import parse_answer
 from hippo_engine.qa.reading import context_solution
-from hippo_engine.retrieve.search import ContextSearch, SearchParts
+from hippo_engine.retrieve.search import SearchParts
 
 
-class GraphRAGGlobalSearch(EngineSearch, ContextSearch):
+class GraphRAGGlobalSearch(EngineContextSearch):
     """``graphrag_global``; ``builder`` ranks and batches the reports, ``llm`` provides the LLM of
     the map and reduce calls; the reader's settings give their temperature and progress."""
 
-    def __init__(self, spec: ModeSpec, config: GraphRAGConfig, builder: GlobalContextBuilder, hirag,
-                 encoder: Callable[[], object], llm: Callable[[], LLMClient], **context):
-        ContextSearch.__init__(self, spec, **context)
-        EngineSearch.__init__(self, context["retrieval"], hirag, encoder)
+    def __init__(self, spec: ModeSpec, config: GraphRAGConfig, builder: GlobalContextBuilder,
+                 llm: Callable[[], LLMClient], **engine):
+        super().__init__(spec, **engine)
         self.config, self.builder, self._llm = config, builder, llm
 
     @classmethod
     def build(cls, spec: ModeSpec, parts: SearchParts) -> GraphRAGGlobalSearch:
         gc = parts.config.graphrag
-        return cls(spec, gc, GlobalContextBuilder(gc), parts.hirag, parts.encoder, parts.llm,
-                   **cls.context_parts(parts))
+        return cls(spec, gc, GlobalContextBuilder(gc), parts.llm, **cls.engine_parts(parts))
 
     def own_contexts(self, queries: list[str], param: QueryParam) -> list[HiContext]:
         """Each query's batched reports (no LLM call)."""
         eng = self.engine()
         _, q_pass = self.encode(queries)
         return [self.builder.build(eng, q, q_pass[j], param, self.limit(param)) for j, q in enumerate(queries)]
-
-    def rank(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
-        """The ranked communities' representative passages."""
-        return [context_solution(c) for c in self.own_contexts(queries, param)]
 
     def answer(self, contexts: Sequence[HiContext], template=None, param: QueryParam | None = None
                ) -> tuple[list[QuerySolution], list[str], list[dict]]:

@@ -147,7 +147,7 @@ class QueryRunner:
         if param.only_need_context:
             solutions, responses, metadata = self._contexts_only(queries, param)
             retrieval = self._metrics(solutions, gold_docs, f"rag_qa[{param.mode}]")
-        elif search.reads_context:
+        elif search.spec.reads_context:
             contexts = self.contexts(queries, param, "rag_qa")
             solutions, responses, metadata = search.answer(contexts, template, param)
             self.attach_ids(solutions, param)

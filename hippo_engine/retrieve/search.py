@@ -86,11 +86,6 @@ class QuerySearch(ABC):
         """The mode's name."""
         return self.spec.name
 
-    @property
-    def reads_context(self) -> bool:
-        """Whether the reader reads the assembled context (else the top passages)."""
-        return self.spec.reads_context
-
     @abstractmethod
     def retrieve(self, queries: list[str], param: QueryParam) -> list[QuerySolution]:
         """A ``QuerySolution`` per query."""

@@ -54,25 +54,22 @@ class SQLiteJobTables(JobTables):
         return sql.format(d="service_documents", j="service_jobs", i="service_job_items", r=REGISTRY,
                           m="document_metadata")
 
+    def write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return self._transaction("BEGIN IMMEDIATE", "ROLLBACK")
+
+    def read(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return self._transaction("BEGIN", "COMMIT")      # a reader ends its snapshot the same way on an error
+
     @contextlib.contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, begin: str, on_error: str) -> Iterator[sqlite3.Connection]:
         with self.lock:
-            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute(begin)
             try:
                 yield self.conn
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                self.conn.execute(on_error)
                 raise
             self.conn.execute("COMMIT")
-
-    @contextlib.contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
-        with self.lock:
-            self.conn.execute("BEGIN")
-            try:
-                yield self.conn
-            finally:
-                self.conn.execute("COMMIT")
 
     def new_job(self, c, job_id: str, created: float, total: int) -> int:
         cur = c.execute("INSERT INTO service_jobs (job_id, created, total) VALUES (?, ?, ?)", (job_id, created, total))
