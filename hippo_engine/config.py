@@ -1,9 +1,9 @@
 """Configuration: grouped, immutable sections with the paper's defaults, validated in one place.
 
-``HippoConfig`` holds eight sections (``index``, ``retrieval``, ``llm``, ``embedding``, ``storage``,
+``HippoConfig`` holds nine sections (``index``, ``retrieval``, ``ppr``, ``llm``, ``embedding``, ``storage``,
 ``hirag``, ``graphrag``, ``kb``); each is a frozen pydantic model, so a typo, a wrong type or an out-of-range value
 fails when the object is built, and nothing can change it afterwards. Fields are also readable
-flat (``config.damping`` is ``config.retrieval.damping``), and ``HippoConfig(damping=0.3)`` /
+flat (``config.damping`` is ``config.ppr.damping``), and ``HippoConfig(damping=0.3)`` /
 ``config.replace(use_filter=False)`` take flat field names, so keyword overrides such as
 ``HippoRAG(dir, use_filter=False)`` keep working.
 
@@ -69,7 +69,6 @@ class RetrievalConfig(_Section):
     linking_top_k: int = Field(5, gt=0)
     retrieval_top_k: int = Field(200, gt=0)
     qa_top_k: int = Field(5, gt=0)
-    damping: float = Field(0.5, gt=0.0, lt=1.0)
     passage_node_weight: float = Field(0.05, ge=0.0, le=1.0)
     #: how a query reaches the graph: ``"fact"`` (paper: its best facts' entities), ``"ner"``
     #: (query NER entities -> nearest entity nodes), ``"query"`` (query embedding -> entity
@@ -123,6 +122,21 @@ class RetrievalConfig(_Section):
     filter_program_path: str | None = None
     query_instruction_fact: str | None = None
     query_instruction_passage: str | None = None
+    #: where the passage prior's dense scores come from when PPR runs by push: "auto" (a lazy PostgreSQL
+    #: reader with HNSW: the best passages from the index, the mean exactly, the tail passages that can
+    #: reach the top scored one by one: retrieve/ppr/ann_prior.py; else a scan), "scan" (every passage scored)
+    dense_prior: Literal["auto", "scan"] = "auto"
+    #: passages the "auto" prior takes from the HNSW index (at least the top-k asked; HNSW's ef_search is as
+    #: large): at 500k passages the index's best 100 held 0.92 of the scan's top 10 (a query 0 of 10), its
+    #: best 400 0.997 (at least 9 of 10) for 9 ms (reproduce/results/pg_scale)
+    dense_prior_head: int = Field(400, gt=0)
+    query_batch_size: int = Field(64, gt=0)
+
+
+class PPRConfig(_Section):
+    """Personalized PageRank: the walk's damping and how it is solved (:mod:`hippo_engine.retrieve.ppr`)."""
+
+    damping: float = Field(0.5, gt=0.0, lt=1.0)
     ppr_backend: Literal["power", "igraph"] = "power"
     ppr_tol: float = Field(1e-6, gt=0.0)     # stop at an L1 change below this (per query)
     ppr_max_iter: int = Field(200, gt=0)
@@ -141,15 +155,6 @@ class RetrievalConfig(_Section):
     ppr_push_r_max: float = Field(1e-5, gt=0.0)
     ppr_push_head: int = Field(100, ge=0)
     ppr_push_min_nodes: int = Field(200_000, gt=0)
-    #: where the passage prior's dense scores come from when PPR runs by push: "auto" (a lazy PostgreSQL
-    #: reader with HNSW: the best passages from the index, the mean exactly, the tail passages that can
-    #: reach the top scored one by one: retrieve/ppr/ann_prior.py; else a scan), "scan" (every passage scored)
-    dense_prior: Literal["auto", "scan"] = "auto"
-    #: passages the "auto" prior takes from the HNSW index (at least the top-k asked; HNSW's ef_search is as
-    #: large): at 500k passages the index's best 100 held 0.92 of the scan's top 10 (a query 0 of 10), its
-    #: best 400 0.997 (at least 9 of 10) for 9 ms (reproduce/results/pg_scale)
-    dense_prior_head: int = Field(400, gt=0)
-    query_batch_size: int = Field(64, gt=0)
 
 
 def _env_number(name: str, default: float, kind: type) -> Any:
@@ -301,13 +306,19 @@ class KBConfig(_Section):
 
 
 SECTIONS: dict[str, type[_Section]] = {
-    "index": IndexConfig, "retrieval": RetrievalConfig, "llm": LLMConfig,
+    "index": IndexConfig, "retrieval": RetrievalConfig, "ppr": PPRConfig, "llm": LLMConfig,
     "embedding": EmbeddingConfig, "storage": StorageConfig, "hirag": HiRAGConfig,
     "graphrag": GraphRAGConfig, "kb": KBConfig,
 }
 #: flat names that differ from the section's field name (kept for the flat API)
 _ALIASES = {"llm": "llm_", "embedding": "embedding_"}
 _UNPREFIXED = {"temperature", "max_new_tokens", "extra"}
+#: the ``ppr`` section's fields were the retrieval section's: in the flat order (``to_dict``, reprs, error
+#: messages) each group stays after the retrieval field it followed there
+_PLACED_AFTER = {"qa_top_k": ("damping",), "query_instruction_passage": tuple(PPRConfig.model_fields)[1:]}
+#: sections whose validation errors are reported together with the section before them (one message, in the
+#: flat order), as when they were one section
+_REPORTED_WITH_PREVIOUS = {"ppr"}
 
 
 def _flat_names() -> dict[str, tuple[str, str]]:
@@ -316,7 +327,9 @@ def _flat_names() -> dict[str, tuple[str, str]]:
         for f in cls.model_fields:
             prefix = _ALIASES.get(sec, "")
             flat = f if (not prefix or f in _UNPREFIXED) else prefix + f
-            out[flat] = (sec, f)
+            out[flat] = (sec, f)        # a field placed earlier keeps its place
+            for moved in _PLACED_AFTER.get(flat, ()):
+                out[moved] = ("ppr", moved)
     return out
 
 
@@ -335,9 +348,11 @@ def _shown(field: str, value: Any) -> Any:
     return value
 
 
-def _error(e: ValidationError) -> ConfigError:
+def _error(errors: list) -> ConfigError:
+    """One message naming each error's flat field, in the flat order (``errors``: pydantic's error dicts)."""
     parts = []
-    for err in e.errors():
+    order = {f: i for i, (_, f) in enumerate(FLAT_FIELDS.values())}
+    for err in sorted(errors, key=lambda err: order.get(str(err["loc"][0]) if err["loc"] else "", -1)):
         loc = [str(x) for x in err["loc"] if not str(x).startswith(("function-", "literal"))]
         name = loc[0] if loc else ""
         flat = next((k for k, (_, f) in FLAT_FIELDS.items() if f == name), name)
@@ -351,7 +366,7 @@ class HippoConfig:
 
     ``HippoConfig(damping=0.3, use_filter=False)`` takes flat field names (see ``FLAT_FIELDS``);
     ``HippoConfig(retrieval=RetrievalConfig(...))`` takes whole sections. Read a value flat
-    (``cfg.damping``) or by section (``cfg.retrieval.damping``). ``replace`` returns a changed copy.
+    (``cfg.damping``) or by section (``cfg.ppr.damping``). ``replace`` returns a changed copy.
     """
 
     __slots__ = tuple(SECTIONS)
@@ -373,15 +388,20 @@ class HippoConfig:
         if unknown:
             raise ConfigError(f"unknown HippoConfig field(s): {', '.join(sorted(unknown))}; "
                               f"known fields: {', '.join(sorted(FLAT_FIELDS))}")
-        for sec, cls in SECTIONS.items():
+        errors: list = []
+        names = list(SECTIONS)
+        for i, (sec, cls) in enumerate(SECTIONS.items()):
             try:
                 if sec in given:   # validate the changed values (never dump an unvalidated copy)
                     obj = cls(**{**given[sec].model_dump(), **per[sec]}) if per[sec] else given[sec]
                 else:
                     obj = cls(**per[sec])
+                object.__setattr__(self, sec, obj)
             except ValidationError as e:
-                raise _error(e) from None
-            object.__setattr__(self, sec, obj)
+                errors += e.errors()
+            joined = i + 1 < len(names) and names[i + 1] in _REPORTED_WITH_PREVIOUS
+            if errors and not joined:
+                raise _error(errors) from None
 
     # ------------------------------------------------------------------ access
     def __getattr__(self, name: str) -> Any:

@@ -72,7 +72,7 @@ def measure(rag, questions: list[str]) -> dict:
     b, x = statistics.median(base), statistics.median(expl)
     return {"hash": rankings_hash(ranking_payload(plain)), "hash_explain": rankings_hash(ranking_payload(explained)),
             "max_check": max(checks) if checks else 0.0, "explained": len(placed), "ppr": len(checks),
-            "fallback": placed.count("dense_fallback"), "with_paths": paths, "tol": rag.config.retrieval.ppr_tol,
+            "fallback": placed.count("dense_fallback"), "with_paths": paths, "tol": rag.config.ppr.ppr_tol,
             "retrieve_s": b, "explain_s": x, "ratio": x / b, "first_explain_s": warm_s, "first_explained": warm_n}
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hippo_engine.config import RetrievalConfig
+from hippo_engine.config import PPRConfig, RetrievalConfig
 from hippo_engine.retrieve.facts.seeding import SeedSource
 from hippo_engine.retrieve.retriever import Retriever
 
@@ -19,11 +19,13 @@ if TYPE_CHECKING:
 
 
 class CurrentRetriever:
-    """The retriever of ``index``'s current version (``hirag``: the communities, whose nodes join
-    the graph when ``community_nodes``; ``exact``: exact database scans on a lazy PostgreSQL reader)."""
+    """The retriever of ``index``'s current version with the retrieval and PPR sections ``config`` and ``ppr``
+    (``hirag``: the communities, whose nodes join the graph when ``community_nodes``; ``exact``: exact
+    database scans on a lazy PostgreSQL reader)."""
 
-    def __init__(self, config: RetrievalConfig, index: IndexState, hirag: HiRAG, *, community_nodes: bool, exact: bool):
-        self.config, self.index, self.hirag = config, index, hirag
+    def __init__(self, config: RetrievalConfig, ppr: PPRConfig, index: IndexState, hirag: HiRAG, *,
+                 community_nodes: bool, exact: bool):
+        self.config, self.ppr, self.index, self.hirag = config, ppr, index, hirag
         self.community_nodes, self.exact = community_nodes, exact
         self._retriever: Retriever | None = None
         self._key: tuple | None = None
@@ -44,6 +46,7 @@ class CurrentRetriever:
             if self.community_nodes:
                 graph, seeds = self.hirag.seeded_graph(graph)
                 sources = tuple(seeds)
-            self._retriever = Retriever.from_index(self.config, state, graph, sources, exact=self.exact)
+            self._retriever = Retriever.from_index(self.config, state, graph, sources, exact=self.exact,
+                                                     ppr=self.ppr)
             self._key = key
         return self._retriever

@@ -39,7 +39,8 @@ class Searches:
 
     def __init__(self, config: HippoConfig, index: IndexState, hirag: HiRAG, encoder: Callable[[], Encoder],
                  llm: Callable[[], LLMClient], ner: NERExtractor, llm_name: str):
-        self.current = CurrentRetriever(config.retrieval, index, hirag, community_nodes=config.use_community_nodes,
+        self.current = CurrentRetriever(config.retrieval, config.ppr, index, hirag,
+                                        community_nodes=config.use_community_nodes,
                                         exact=config.postgres_search == "exact")
         query_ner = QueryNER(QueryNERSettings(config.query_ner, config.normalization, config.max_new_tokens,
                                               config.show_progress), lambda: index.extractor, llm, ner, encoder)

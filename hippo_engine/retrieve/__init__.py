@@ -17,7 +17,7 @@ Subpackages:
 ``recognition`` and ``filter_program`` (the LLM filter and its DSPy program).
 ``ppr/`` (the walk and its solvers): ``kernel`` (the PPR kernel), ``push`` (forward push) with
 ``push_prior``, ``push_ann`` and ``push_refine``, ``ann_prior`` (the passage prior from an ANN index),
-``walk_update`` (a walk from a nearby walk).
+``walk_update`` (a walk from a nearby walk), ``solver`` (the walk as the ``PPRConfig`` section says).
 ``second/`` (the second walk and the one score): ``second_hop`` (its strategies), ``second_walk`` (the
 retriever's second walk), ``hop_index`` (what a hop reads of a hyperedge index), ``fusion`` (one score per
 passage).

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hippo_engine.auto import resolve_retrieval
-from hippo_engine.config import HippoConfig, RetrievalConfig
+from hippo_engine.config import HippoConfig, PPRConfig, RetrievalConfig
 from hippo_engine.index.graph import KIND_CONTEXT, GraphData
 from hippo_engine.retrieve.encoding import encode_queries  # noqa: F401 - re-exported (its old import path)
 from hippo_engine.retrieve.facts.fact_search import FactRows
@@ -37,7 +37,7 @@ from hippo_engine.retrieve.facts.seeding import SeedSource, entity_seed_table, e
 from hippo_engine.retrieve.ppr.ann_prior import AnnDense
 from hippo_engine.retrieve.ppr.kernel import PPRKernel
 from hippo_engine.retrieve.ppr.push import PushPPR
-from hippo_engine.retrieve.ppr.push_ann import run_seed_table
+from hippo_engine.retrieve.ppr.solver import PPRSolver
 from hippo_engine.retrieve.raw_result import FilterMany, RawResult  # noqa: F401 - re-exported (their old import path)
 from hippo_engine.retrieve.scoring import (  # noqa: F401 - min_max, top_k and dense_column re-exported
     Rows,
@@ -76,10 +76,19 @@ def retrieval_section(config: HippoConfig | RetrievalConfig) -> RetrievalConfig:
     return config.retrieval if isinstance(config, HippoConfig) else config
 
 
+def ppr_section(config: HippoConfig | RetrievalConfig, ppr: PPRConfig | None) -> PPRConfig:
+    """The PPR section: ``ppr`` when given, else the one of a whole ``HippoConfig``, else the defaults."""
+    if ppr is not None:
+        return ppr
+    return config.ppr if isinstance(config, HippoConfig) else PPRConfig.model_validate({})
+
+
 class Retriever(FactRows):
     """Query-time view of one index version. Build it once; it is invalid after index/delete.
 
-    ``config``: the retrieval section; ``views``: what it reads (:class:`.views.ReaderViews`);
+    ``config``: the retrieval section (a whole ``HippoConfig`` gives both sections); ``ppr``: the PPR
+    section (default: the ``HippoConfig``'s, else the defaults), which the walk reads
+    (:class:`.ppr.solver.PPRSolver`); ``views``: what it reads (:class:`.views.ReaderViews`);
     ``linking``: the linking strategy (default: ``config.linking``, ``"auto"`` read as ``"fact"``);
     ``extractor``: the index's, which resolves the ``"auto"`` retrieval settings
     (:func:`hippo_engine.auto.resolve_retrieval`; None: the paper's one walk).
@@ -89,7 +98,10 @@ class Retriever(FactRows):
 
     def __init__(self, config: HippoConfig | RetrievalConfig, graph: GraphData, views: ReaderViews, *,
                  linking: Linking | None = None, seed_sources: Sequence[SeedSource] = (),
-                 hyperedges: Callable[[], Any] | None = None, extractor: str | None = None):
+                 hyperedges: Callable[[], Any] | None = None, extractor: str | None = None,
+                 ppr: PPRConfig | None = None):
+        #: the PPR section (damping, solver, tolerances)
+        self.ppr = ppr = ppr_section(config, ppr)
         #: the retrieval section with its "auto" settings resolved for the index's extractor
         self.config = config = resolve_retrieval(retrieval_section(config), extractor)
         #: the second walk (``config.second_hop``) and the passages' hyperedges it reads (a provider)
@@ -101,10 +113,10 @@ class Retriever(FactRows):
         self.extractor = extractor
         #: the linking strategy in effect (see :mod:`.linking`)
         self.linking = linking or resolve_linking(config, None)
-        if config.ppr_dtype == "float32" and config.ppr_backend == "power" and config.ppr_tol < 1e-7:
+        if ppr.ppr_dtype == "float32" and ppr.ppr_backend == "power" and ppr.ppr_tol < 1e-7:
             logger.warning("ppr_tol=%g is below what float32 PPR can reach (about 1e-7): every query will run "
                            "ppr_max_iter=%d steps; use ppr_dtype='float64' for tight tolerances",
-                           config.ppr_tol, config.ppr_max_iter)
+                           ppr.ppr_tol, ppr.ppr_max_iter)
         self.graph = graph
         self.views = views
         self.seed_sources = list(seed_sources)
@@ -121,9 +133,9 @@ class Retriever(FactRows):
         ctx = (graph.kinds & KIND_CONTEXT) > 0
         self.passage_counts = (np.bincount(graph.src[ctx], minlength=graph.num_nodes)
                                + np.bincount(graph.dst[ctx], minlength=graph.num_nodes)).astype(np.float64)
-        self.kernel = PPRKernel.from_graph(graph, config.ppr_dtype) if config.ppr_backend == "power" else None
-        self._igraph: Any = None
-        self._pusher: PushPPR | None = None    # built on the first push (retrieve.ppr.push)
+        #: the walk: PPR solved as the PPR section says (its kernel: None with ``ppr_backend="igraph"``)
+        self.walk = PPRSolver(ppr, graph, self.passage_nodes)
+        self.kernel: PPRKernel | None = self.walk.kernel
         w = self._passage_weight()
         #: the dense prior from the passage store's HNSW index (used with push: :meth:`block_dense`)
         self.ann_dense = AnnDense(views.passage_store, self.passage_mat, w) \
@@ -145,17 +157,19 @@ class Retriever(FactRows):
 
     @classmethod
     def from_index(cls, config: HippoConfig | RetrievalConfig, index, graph: GraphData | None = None,
-                   seed_sources: Sequence[SeedSource] = (), *, exact: bool | None = None) -> Retriever:
+                   seed_sources: Sequence[SeedSource] = (), *, exact: bool | None = None,
+                   ppr: PPRConfig | None = None) -> Retriever:
         """The retriever of an ``Index``'s current version (``graph``: an augmented graph), with
-        the linking of ``config`` resolved for the index's extractor. On a lazy PostgreSQL
-        reader facts and entities are searched in the database (``exact``: exact scans, default
-        ``postgres_search == "exact"`` of the index's config)."""
+        the linking of ``config`` resolved for the index's extractor (``ppr``: the PPR section, see
+        :class:`Retriever`). On a lazy PostgreSQL reader facts and entities are searched in the database
+        (``exact``: exact scans, default ``postgres_search == "exact"`` of the index's config)."""
+        ppr = ppr_section(config, ppr)
         config = retrieval_section(config)
         if exact is None:
             exact = index.config.postgres_search == "exact"
         return cls(config, graph if graph is not None else index.graph, reader_views(index, exact),
                    linking=resolve_linking(config, index.extractor), seed_sources=seed_sources,
-                   hyperedges=lambda: index.passage_hyperedges, extractor=index.extractor)
+                   hyperedges=lambda: index.passage_hyperedges, extractor=index.extractor, ppr=ppr)
 
     # --- scoring --------------------------------------------------------------------------
     def dense_scores(self, q_pass: np.ndarray) -> np.ndarray:
@@ -211,47 +225,24 @@ class Retriever(FactRows):
         """Dense scores (n_passages, b) of a block and, where they came from the passage store's
         HNSW index (``ann`` allowed, push in use; see :mod:`.ann_prior`), each column's ``AnnPrior``."""
         if ann and self.ann_dense is not None and self.uses_push:
-            head = max(self.config.dense_prior_head, self.config.ppr_push_head, k)
+            head = max(self.config.dense_prior_head, self.ppr.ppr_push_head, k)
             return self.ann_dense.block(q_pass, head, k, self.dense_scores)
         return self.dense_scores(q_pass), None
 
     def run_ppr(self, resets: np.ndarray, priors: list | None = None) -> np.ndarray:
         """PPR for reset columns (n_nodes, b); returns passage scores (n_passages, b) by store row.
         ``priors``: per column, the ``AnnPrior`` of its passage prior (push only; None: exact)."""
-        cfg = self.config
-        if self.kernel is None:    # ppr_backend="igraph"
-            if self._igraph is None:
-                self._igraph = self.graph.to_igraph()
-            cols = [np.array(self._igraph.personalized_pagerank(
-                damping=cfg.damping, directed=False, weights="weight", reset=resets[:, j].tolist(),
-                implementation="prpack")) for j in range(resets.shape[1])]
-            probs = np.column_stack(cols) if cols else np.zeros((self.graph.num_nodes, 0))
-        elif self.uses_push:
-            cols = [self.pusher.run_split(resets[:, j], self.passage_nodes, cfg.damping, cfg.ppr_push_r_max,
-                                           cfg.ppr_push_head, exact_prior=None if priors is None else priors[j])[0]
-                    for j in range(resets.shape[1])]
-            return np.column_stack(cols) if cols else np.zeros((len(self.passage_nodes), 0))
-        else:
-            probs = self.kernel.run(resets, cfg.damping, cfg.ppr_tol, cfg.ppr_max_iter, cfg.ppr_method,
-                                    cfg.ppr_block_size)
-        return probs[self.passage_nodes]
+        return self.walk.run(resets, priors)
 
     @property
     def pusher(self) -> PushPPR:
         """The forward-push solver on this version's kernel (built on first use)."""
-        if self._pusher is None:
-            if self.kernel is None:
-                raise ValueError("forward push needs ppr_backend='power'")
-            self._pusher = PushPPR(self.kernel)
-        return self._pusher
+        return self.walk.pusher
 
     @property
     def uses_push(self) -> bool:
         """Whether PPR runs by forward push (``ppr_solver``; "auto": from ``ppr_push_min_nodes`` nodes)."""
-        cfg = self.config
-        if self.kernel is None or cfg.ppr_solver == "exact":
-            return False
-        return cfg.ppr_solver == "push" or self.graph.num_nodes >= cfg.ppr_push_min_nodes
+        return self.walk.uses_push
 
     # --- the whole query path ----------------------------------------------------------------
     def search(self, queries: Sequence[str], q_fact: np.ndarray, q_pass: np.ndarray, k: int,
@@ -374,10 +365,8 @@ class Retriever(FactRows):
         (``seeded``: seed table, reset matrix, priors): the first walk (``walks["first"]``), the second walk
         when there is one, and the one score of :mod:`.second.fusion` when there is one."""
         table, R, priors = seeded
-        cfg = self.config
         if table is not None and priors is not None:
-            probs = walks["first"] = run_seed_table(self.pusher, table, priors, self.passage_nodes, cfg.damping,
-                                                    cfg.ppr_push_r_max, cfg.ppr_push_head)
+            probs = walks["first"] = self.walk.run_table(table, priors)
         else:
             probs = walks["first"] = self.run_ppr(R, priors)
             if self._second is not None:

@@ -245,7 +245,7 @@ def probe(mode: str, dsn: str, schema: str, index_dir: str, qfile: str, n: int) 
     r = rag.retriever
     out["retriever_s"], out["rss_after_retriever_mib"] = round(time.perf_counter() - t, 2), rss_mib()
     out["peak_after_retriever_mib"] = peak_mib()
-    out["ppr_solver"], out["uses_push"] = r.config.ppr_solver, bool(r.uses_push)
+    out["ppr_solver"], out["uses_push"] = r.ppr.ppr_solver, bool(r.uses_push)
     out["dense_prior"] = "ann" if r.ann_dense is not None and r.uses_push else "scan"
     t = time.perf_counter()
     out["retriever_memory_mib"] = retriever_memory(r)

@@ -39,7 +39,7 @@ def test_explain_leaves_rankings_and_sums_check(rag):
     explained = rag.retrieve(QUERIES, 5, param=QueryParam(use_filter=False), explain=True)
     assert _ranking(plain) == _ranking(explained)
     assert all(not s.explanations for s in plain)
-    tol = rag.config.retrieval.ppr_tol
+    tol = rag.config.ppr.ppr_tol
     second = rag.retriever.config.second_hop != "none"
     assert second == (rag.index_state.extractor == "ner")          # "auto": the second hop on a ner index only
     for sol in explained:

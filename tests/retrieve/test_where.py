@@ -105,7 +105,7 @@ def test_explanation_walks_hide_what_is_outside(rag):
                 assert e.rank == sol.passage_ids.index(e.passage_id) + 1
                 assert e.dense_rank <= len(USERS[user])                 # ranked among allowed passages
                 if e.placed_by == "ppr":                                # the terms still add up
-                    assert e.check < rag.config.retrieval.ppr_tol
+                    assert e.check < rag.config.ppr.ppr_tol
     assert hidden > 0          # the walks do cross the other user's part of the graph
 
 

@@ -43,7 +43,7 @@ class GraphView:
         g = r.graph
         self.r, self.graph = r, g
         self.op = Operator.from_edges(g.num_nodes, g.src, g.dst, g.weight)
-        self.costs = WalkCosts.of(self.op, r.config.damping)
+        self.costs = WalkCosts.of(self.op, r.ppr.damping)
         self.op.W.sort_indices()
         self.edge_at = _edge_ids(self.op.W, np.asarray(g.src, np.int64), np.asarray(g.dst, np.int64))
         self.is_passage = np.zeros(g.num_nodes, bool)
@@ -96,7 +96,7 @@ class GraphView:
             return "edge", 0.0
         bits = int(self.graph.kinds[self.edge_at[k]])
         kind = "+".join(name for bit, name in KIND_NAMES if bits & bit) or "edge"
-        return kind, self.r.config.damping * float(W.data[k]) / float(self.op.strength[a])
+        return kind, self.r.ppr.damping * float(W.data[k]) / float(self.op.strength[a])
 
     def edge_kind(self, a: int, b: int) -> str:
         return self.step(a, b)[0]
@@ -275,7 +275,7 @@ def _terms(r: Retriever, reset_nz: tuple[np.ndarray, np.ndarray], ppr: np.ndarra
     """A function (j, row) -> (seed terms, dense prior, paths, PPR score) for one walk: its reset
     (nonzero nodes, weights) and passage scores ``ppr``; ``rows`` are the targets, ``j`` numbers them."""
     view = graph_view(r)
-    d = r.config.damping
+    d = r.ppr.damping
     nz, w = reset_nz
     reset = np.zeros(r.graph.num_nodes)
     reset[nz] = w

@@ -21,7 +21,7 @@ from hippo_engine.retrieve.second.hop_index import HopIndex
 from hippo_engine.retrieve.second.second_hop import HopContext, SecondHop
 
 if TYPE_CHECKING:
-    from hippo_engine.config import RetrievalConfig
+    from hippo_engine.config import PPRConfig, RetrievalConfig
     from hippo_engine.index.graph import GraphData
     from hippo_engine.retrieve.facts.linking import Block, LinkGraph, Linking
     from hippo_engine.retrieve.ppr.kernel import PPRKernel
@@ -35,6 +35,8 @@ class WalkHost(Protocol):
 
     @property
     def config(self) -> RetrievalConfig: ...
+    @property
+    def ppr(self) -> PPRConfig: ...
     @property
     def graph(self) -> GraphData: ...
     @property
@@ -134,7 +136,7 @@ class SecondWalk:
         if kernel is not None:                # (a query whose seeds did not change keeps its first walk)
             if self._row_of is None:
                 self._row_of = passage_rows(kernel.n, r.passage_nodes)
-            second = updated_walk(kernel, r.pusher, r.passage_nodes, first, R, R2, r.config.damping,
+            second = updated_walk(kernel, r.pusher, r.passage_nodes, first, R, R2, r.ppr.damping,
                                   r.config.second_walk_r_max, self._row_of)
         else:
             new = ~np.all(R2 == R, axis=0)
