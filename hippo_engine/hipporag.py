@@ -34,6 +34,7 @@ from hippo_engine.inputs import check_document_ids, open_save_dir, positive_coun
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.llm.providers import Forwarded, Models
 from hippo_engine.models.encoder import Encoder
+from hippo_engine.progress import Progress
 from hippo_engine.qa.reader import ReaderSettings
 from hippo_engine.query import runner
 from hippo_engine.query.factory import Searches
@@ -72,7 +73,9 @@ class HippoRAG:
         self.save_dir, config = open_save_dir(save_dir, config, storage, dsn, overrides)
         self.models = Models(config, self.save_dir, llm_model_name, embedding_model_name, llm, encoder)
         self.llm_model_name, self.embedding_model_name = self.models.llm_name, self.models.embedding_name
-        self.index_state = IndexState(self.save_dir, config, lambda: self.encoder, self.embedding_model_name)
+        progress = Progress.of(config)   # the bars of the components made here
+        self.index_state = IndexState(self.save_dir, config, lambda: self.encoder, self.embedding_model_name,
+                                      progress=progress)
         try:   # extractor="auto": the index's own, or for a new one the best for what is configured
             config = choose_extractor(config, self.index_state.extractor, len(self.index_state) > 0,
                                       llm_configured(config, llm), self.save_dir)
@@ -81,9 +84,9 @@ class HippoRAG:
             raise
         self._config = self.models.config = self.index_state.config = config
         self.executor = executor   # None: index() works in this process; e.g. RayExecutor (index/distributed)
-        self.ner = NERExtractor(show_progress=config.show_progress)   # spaCy, loaded on first use
+        self.ner = NERExtractor(progress=progress)   # spaCy, loaded on first use
         self.extractor = make_extractor(config.extractor, self.save_dir, self.llm_model_name, lambda: self.llm,
-                                        max_new_tokens=config.max_new_tokens, show_progress=config.show_progress,
+                                        max_new_tokens=config.max_new_tokens, progress=progress,
                                         ner=self.ner)
         self._wire()
 

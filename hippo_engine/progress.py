@@ -4,14 +4,18 @@ Announcements go to the ``hippo_engine.progress`` logger at INFO level, so a lib
 once logging is configured, and the command line prints them on stderr unless ``--quiet``. They say
 what is about to cost time or money before it starts (how many LLM calls, which model).
 Loops show ``tqdm`` bars where they run (encoding, LLM batches, spaCy), switched by the
-``show_progress`` setting.
+``show_progress`` setting. Components receive that setting as one :class:`Progress` object (made
+once from the configuration by ``Progress.of``; ``QUIET`` when none is given) and ask it for bars,
+loading bars and announcements.
 """
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from tqdm.auto import tqdm
 
@@ -60,6 +64,51 @@ def _silence_transformers():
     return hf_logging.enable_progress_bar
 
 
+class ShowsProgress(Protocol):
+    """Anything with a ``show_progress`` setting (a configuration, an LLM client)."""
+
+    show_progress: bool
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Whether long work shows bars (``show``), handed to components as one object: ``bar`` wraps a
+    loop in a ``tqdm`` bar (disabled when not shown), ``loading`` is the bar while a model loads,
+    ``announce`` says what expensive step starts (always logged, shown or not)."""
+
+    show: bool = False
+
+    @classmethod
+    def of(cls, config: ShowsProgress) -> Progress:
+        """The progress of a configuration (its ``show_progress``)."""
+        return SHOWN if config.show_progress else QUIET
+
+    def when(self, condition: bool) -> Progress:
+        """This progress, quiet unless ``condition`` holds (e.g. a bar only for batches of 2+)."""
+        return self if condition else QUIET
+
+    def bar(self, iterable: Iterable | None = None, *, total: float | None = None, desc: str | None = None,
+            disable: bool = False, **tqdm_kwargs: Any) -> tqdm:
+        """A ``tqdm`` bar over ``iterable`` (or updated by hand up to ``total``); nothing on screen
+        when not shown or when ``disable``."""
+        return tqdm(iterable, total=total, desc=desc, disable=disable or not self.show, **tqdm_kwargs)
+
+    def loading(self, what: str) -> AbstractContextManager[None]:
+        """The bar and announcement while ``what`` loads (see :func:`loading`)."""
+        return loading(what, self.show)
+
+    @staticmethod
+    def announce(message: str) -> None:
+        """Say what expensive step starts now (see :func:`announce`)."""
+        announce(message)
+
+
+#: no bars (announcements are still logged)
+QUIET = Progress(False)
+#: bars shown
+SHOWN = Progress(True)
+
+
 @contextmanager
 def cli_handler(quiet: bool) -> Iterator[None]:
     """Within the block, announcements go to stderr as plain lines (the command line's view), or
@@ -81,4 +130,5 @@ def cli_handler(quiet: bool) -> Iterator[None]:
         log.handlers[:], log.propagate, log.level = saved
 
 
-__all__ = ["PROGRESS_LOGGER", "announce", "cli_handler", "loading", "plural"]
+__all__ = ["PROGRESS_LOGGER", "QUIET", "SHOWN", "Progress", "ShowsProgress", "announce", "cli_handler", "loading",
+           "plural"]

@@ -40,6 +40,7 @@ from hippo_engine.hirag.communities import (
     write_reports,
 )
 from hippo_engine.hirag.context import token_counter
+from hippo_engine.progress import SHOWN
 
 from .common import MUSIQUE_TRAIN_OPENIE, setup_logging, write_result
 from .harness import option
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         reports, stats = write_reports(todo, inputs, lambda: rag.llm, {}, budget=cfg.community_report_context_tokens,
                                        count=token_counter(rag.encoder),
                                        max_new_tokens=cfg.community_report_max_new_tokens,
-                                       temperature=cfg.temperature, show_progress=True) if todo else ({}, None)
+                                       temperature=cfg.temperature, progress=SHOWN) if todo else ({}, None)
         wall = time.perf_counter() - t
         with rag.index_state.db.transaction():   # store the sample's reports (reused by the full build)
             c = rag.index_state.db.conn

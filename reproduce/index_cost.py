@@ -132,7 +132,7 @@ def dense_index(encoder: TimedEncoder, docs: Sequence[str], folder: Path) -> dic
             ids = list(batch.passages)
             with db.transaction():
                 encode_into(encoder, store, ids, [batch.passages[p] for p in ids], "passages", Stopwatch(),
-                            step=131072, show_progress=False)
+                            step=131072)
         finally:
             db.close()
     return {"wall_s": clock.wall, "cpu_s": clock.cpu, "passages": len(batch.passages), "load": [load, _load()]}

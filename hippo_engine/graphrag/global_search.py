@@ -74,7 +74,7 @@ class GraphRAGGlobalSearch(EngineContextSearch):
         rs = self._reader().settings
         replies = self._llm().generate_many(
             [m for *_, m in jobs], max_new_tokens=self.config.graphrag_map_max_new_tokens,
-            temperature=rs.temperature, show_progress=rs.show_progress, desc="graphrag_global map") if jobs else []
+            temperature=rs.temperature, show_progress=rs.progress.show, desc="graphrag_global map") if jobs else []
         out: dict[int, list[Point]] = {i: [] for i in rows}
         for (i, b, _), res in zip(jobs, replies, strict=True):
             _count(meta[i], res, "map_calls")
@@ -93,7 +93,7 @@ class GraphRAGGlobalSearch(EngineContextSearch):
         rs = self._reader().settings
         replies = self._llm().generate_many(
             [reduce_messages(contexts[i].query, kept[i], rtype) for i in rows], max_new_tokens=rs.max_new_tokens,
-            temperature=rs.temperature, show_progress=rs.show_progress, desc="graphrag_global reduce") if rows else []
+            temperature=rs.temperature, show_progress=rs.progress.show, desc="graphrag_global reduce") if rows else []
         for i, res in zip(rows, replies, strict=True):
             _count(meta[i], res, None)
             if isinstance(res, LLMResponse):

@@ -57,13 +57,14 @@ from hippo_engine.hirag.reports import (  # noqa: F401 - re-exported
     write_reports,
 )
 from hippo_engine.llm.base import LLMClient
+from hippo_engine.progress import QUIET, Progress
 
 logger = logging.getLogger(__name__)
 
 
 def build_communities(index, config: HiRAGConfig, llm: LLMClient | Callable[[], LLMClient] | None, *,
                       count: TokenCounter = whitespace_tokens, max_llm_reports: int | None = None,
-                      show_progress: bool = False, upgrade_listings: bool = True,
+                      progress: Progress = QUIET, upgrade_listings: bool = True,
                       temperature: float | None = 0.0) -> dict:
     """(Re)compute the communities of ``index`` and bring reports and vectors up to date.
 
@@ -74,7 +75,6 @@ def build_communities(index, config: HiRAGConfig, llm: LLMClient | Callable[[], 
     build chose not to. Writes everything in one transaction. Returns a summary: communities per
     level, report statistics (LLM calls, tokens, seconds, reused, fallbacks) and timings.
     """
-    show = show_progress
     t0 = time.perf_counter()
     graph = index.graph
     comms = cluster_entities(graph, config.max_cluster_size, config.community_seed, config.community_min_size,
@@ -89,12 +89,12 @@ def build_communities(index, config: HiRAGConfig, llm: LLMClient | Callable[[], 
     reports, stats = write_reports(comms, inputs, llm, existing, budget=config.community_report_context_tokens,
                                    count=count, max_new_tokens=config.community_report_max_new_tokens,
                                    temperature=temperature, max_llm_reports=max_llm_reports,
-                                   show_progress=show)
+                                   progress=progress)
     t2 = time.perf_counter()
     vstore = community_store(index.db, stores["passage"].dim)
     texts = {c.id: reports[c.id].text() for c in comms}
     need = [c.id for c in comms if c.id not in vstore or vstore.text(c.id) != texts[c.id]]
-    vecs = index.encoder.encode([texts[i] for i in need], show_progress=show,
+    vecs = index.encoder.encode([texts[i] for i in need], show_progress=progress.show,
                                 desc="Embedding community reports") if need else np.zeros((0, vstore.dim), np.float32)
     t3 = time.perf_counter()
     live = {c.id for c in comms}

@@ -26,6 +26,7 @@ from hippo_engine.index.state import IndexState
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.modes import mode_spec
+from hippo_engine.progress import Progress
 from hippo_engine.qa.reader import ReaderSettings
 
 logger = logging.getLogger(__name__)
@@ -55,13 +56,13 @@ class HiRAG:
         return token_counter(self._encoder())
 
     # ------------------------------------------------------------------ communities
-    def build_communities(self, max_llm_reports: int | None = None, show_progress: bool | None = None,
+    def build_communities(self, max_llm_reports: int | None = None, progress: Progress | None = None,
                           upgrade_listings: bool = True) -> dict:
         """Compute (or update) the communities, reports and report vectors; see
-        :func:`hippo_engine.hirag.communities.build_communities`. Returns its summary."""
-        show = self.reader.show_progress if show_progress is None else show_progress
+        :func:`hippo_engine.hirag.communities.build_communities` (``progress``: the reader's when
+        None). Returns its summary."""
         summary = build_communities(self.index, self.config, self._llm, count=self.token_counter(),
-                                    max_llm_reports=max_llm_reports, show_progress=show,
+                                    max_llm_reports=max_llm_reports, progress=progress or self.reader.progress,
                                     upgrade_listings=upgrade_listings, temperature=self.reader.temperature)
         self.generation += 1
         self._engine = None

@@ -33,6 +33,7 @@ from hippo_engine.hirag.report_context import (
 )
 from hippo_engine.lenient_json import parse_json_lenient
 from hippo_engine.llm.base import LLMClient, LLMResponse, unparseable_reason
+from hippo_engine.progress import QUIET, Progress
 from hippo_engine.prompts import load_json_prompt
 
 logger = logging.getLogger(__name__)
@@ -237,7 +238,7 @@ class _Asking:
     llm: LLMClient | Callable[[], LLMClient] | None
     max_new_tokens: int
     temperature: float | None
-    show_progress: bool
+    progress: Progress
     left: int | None
     client: LLMClient | None = None
     prompt: dict = field(default_factory=dict)
@@ -253,7 +254,7 @@ class _Asking:
 
     def generate(self, msgs: list, desc: str) -> list:
         return self.connect().generate_many(msgs, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                            show_progress=self.show_progress, desc=desc)
+                                            show_progress=self.progress.show, desc=desc)
 
 
 @dataclass
@@ -370,7 +371,7 @@ def write_reports(comms: Sequence[Community], inputs: ReportInputs, llm: LLMClie
                   existing: Mapping[str, CommunityReport], *, budget: int = 3000,
                   count: TokenCounter = whitespace_tokens, max_new_tokens: int = 768,
                   temperature: float | None = 0.0, max_llm_reports: int | None = None,
-                  show_progress: bool = False) -> tuple[dict[str, CommunityReport], ReportStats]:
+                  progress: Progress = QUIET) -> tuple[dict[str, CommunityReport], ReportStats]:
     """Reports for ``comms`` (by community id), bottom-up.
 
     A community whose member key is in ``existing`` (``{member_key: report}``) reuses that
@@ -382,7 +383,7 @@ def write_reports(comms: Sequence[Community], inputs: ReportInputs, llm: LLMClie
     stats = ReportStats()
     reports: dict[str, CommunityReport] = {}
     by_id = {c.id: c for c in comms}
-    asking = _Asking(llm, max_new_tokens, temperature, show_progress, max_llm_reports)
+    asking = _Asking(llm, max_new_tokens, temperature, progress, max_llm_reports)
     t_all = time.perf_counter()
     for level in _bottom_up(comms):
         level_comms = [c for c in comms if c.level == level]

@@ -11,18 +11,19 @@ from hippo_engine.datatypes import Hyperedge
 from hippo_engine.ids import entity_id, fact_id, fact_text, hyperedge_id
 from hippo_engine.index.stopwatch import Stopwatch
 from hippo_engine.models.encoder import Encoder
+from hippo_engine.progress import QUIET, Progress
 from hippo_engine.store import EmbeddingStore
 
 
 def encode_into(encoder: Encoder, store: EmbeddingStore, keys: Sequence[str], texts: Sequence[str], what: str,
-                watch: Stopwatch, *, step: int, show_progress: bool) -> None:
+                watch: Stopwatch, *, step: int, progress: Progress = QUIET) -> None:
     """Encode ``texts`` and upsert them under ``keys``, ``step`` at a time; encoding is timed as
     ``embed_<what>``, writing as ``write_stores``."""
     n = len(keys)
     chunks = max(1, -(-n // step))
     for i, s in enumerate(range(0, n, step)):
         desc = f"Embedding {what}" + (f" ({i + 1}/{chunks})" if chunks > 1 else "")
-        vec = encoder.encode(list(texts[s:s + step]), show_progress=show_progress, desc=desc)
+        vec = encoder.encode(list(texts[s:s + step]), show_progress=progress.show, desc=desc)
         watch.lap(f"embed_{what}")
         store.upsert(keys[s:s + step], texts[s:s + step], vec)
         watch.lap("write_stores")

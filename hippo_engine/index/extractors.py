@@ -21,6 +21,7 @@ from hippo_engine.index.ner import NERExtractor
 from hippo_engine.index.openie import OpenIE, OpenIEResult, load_openie_file, save_openie_file
 from hippo_engine.index.results_file import ResultsFile, safe_name
 from hippo_engine.llm.base import LLMClient
+from hippo_engine.progress import QUIET, Progress
 
 logger = logging.getLogger(__name__)
 
@@ -31,10 +32,10 @@ class OpenIEExtractor:
     name = "openie"
 
     def __init__(self, save_dir: Path, llm_name: str, llm: Callable[[], LLMClient], *, max_new_tokens: int,
-                 show_progress: bool):
+                 progress: Progress = QUIET):
         self.path = Path(save_dir) / f"openie_results_ner_{safe_name(llm_name)}.json"
         self._llm, self.llm_name = llm, llm_name
-        self.max_new_tokens, self.show_progress = max_new_tokens, show_progress
+        self.max_new_tokens, self.progress = max_new_tokens, progress
         self.file = ResultsFile(self.path, load_openie_file, save_openie_file, "OpenIE results file")
 
     @property
@@ -58,7 +59,7 @@ class OpenIEExtractor:
         failed: dict[str, str] = {}
         if missing:
             logger.info("running OpenIE on %d passage(s) with %s", len(missing), self.llm_name)
-            runner = OpenIE(self._llm(), max_new_tokens=self.max_new_tokens, show_progress=self.show_progress)
+            runner = OpenIE(self._llm(), max_new_tokens=self.max_new_tokens, progress=self.progress)
             results, failed = runner.run(missing)
             self.results.update(results)
             self.file.save()
@@ -72,8 +73,8 @@ class SpacyExtractor:
 
     name = "ner"
 
-    def __init__(self, *, show_progress: bool, runner: NERExtractor | None = None):
-        self.runner = runner or NERExtractor(show_progress=show_progress)
+    def __init__(self, *, progress: Progress = QUIET, runner: NERExtractor | None = None):
+        self.runner = runner or NERExtractor(progress=progress)
 
     @property
     def max_chars(self) -> int:
@@ -85,16 +86,16 @@ class SpacyExtractor:
 
 
 def make_extractor(kind: str, save_dir: Path, llm_name: str, llm: Callable[[], LLMClient], *,
-                   max_new_tokens: int, show_progress: bool, ner: NERExtractor | None = None):
+                   max_new_tokens: int, progress: Progress = QUIET, ner: NERExtractor | None = None):
     """The extractor strategy for ``kind`` (``openie``, ``ner`` or ``nary``); ``ner``: the spaCy
     runner to share (the facade uses the same one for query NER)."""
     if kind == "openie":
-        return OpenIEExtractor(save_dir, llm_name, llm, max_new_tokens=max_new_tokens, show_progress=show_progress)
+        return OpenIEExtractor(save_dir, llm_name, llm, max_new_tokens=max_new_tokens, progress=progress)
     if kind == "ner":
-        return SpacyExtractor(show_progress=show_progress, runner=ner)
+        return SpacyExtractor(progress=progress, runner=ner)
     if kind == "nary":
         from hippo_engine.index.nary import NaryExtractor
-        return NaryExtractor(save_dir, llm_name, llm, max_new_tokens=max_new_tokens, show_progress=show_progress)
+        return NaryExtractor(save_dir, llm_name, llm, max_new_tokens=max_new_tokens, progress=progress)
     raise ValueError(f"unknown extractor {kind!r}")
 
 

@@ -37,8 +37,6 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from hippo_engine.datatypes import Extraction
 from hippo_engine.index.nary_parse import (  # noqa: F401 (parse_nary re-exported)
     FILE_FORMAT,
@@ -52,6 +50,7 @@ from hippo_engine.index.nary_parse import (  # noqa: F401 (parse_nary re-exporte
 )
 from hippo_engine.index.results_file import ResultsFile, safe_name
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, unparseable_reason
+from hippo_engine.progress import QUIET, Progress
 from hippo_engine.prompts import load_json_prompt, prompt_path
 from hippo_engine.system import atomic_write_text
 
@@ -182,10 +181,10 @@ class NaryExtractor:
     name = "nary"
 
     def __init__(self, save_dir: Path, llm_name: str, llm: Callable[[], LLMClient], *, max_new_tokens: int | None,
-                 show_progress: bool):
+                 progress: Progress = QUIET):
         self.path = Path(save_dir) / f"nary_results_{safe_name(llm_name)}.json"
         self._llm, self.llm_name = llm, llm_name
-        self.max_new_tokens, self.show_progress = max_new_tokens, show_progress
+        self.max_new_tokens, self.progress = max_new_tokens, progress
         self.file = ResultsFile(self.path, load_nary_file, save_nary_file, "n-ary results file")
         self._prompt: dict | None = None
 
@@ -214,7 +213,7 @@ class NaryExtractor:
         failed: dict[str, str] = {}
         stats = {"segments": 0, "dropped": 0, "truncated": 0}
         saver = _Saver(self.file)
-        bar = tqdm(total=len(ids), desc="n-ary facts", disable=not self.show_progress)
+        bar = self.progress.bar(total=len(ids), desc="n-ary facts")
         try:
             for start in range(0, len(ids), step):
                 batch = {i: passages[i] for i in ids[start:start + step]}

@@ -23,13 +23,11 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 
-from tqdm.auto import tqdm
-
 from hippo_engine.datatypes import Hyperedge
 from hippo_engine.index.linebreaks import first_break_is_soft, join_wrapped_lines
 from hippo_engine.models.spacy_ner import SENTENCE_COMPONENTS
 from hippo_engine.normalize import alnum_count
-from hippo_engine.progress import loading
+from hippo_engine.progress import QUIET, Progress
 
 logger = logging.getLogger(__name__)
 
@@ -91,10 +89,10 @@ class NERExtractor:
     the object; queries run it with the sentence components switched off for the call (the same
     entities as a pipeline loaded without them, one model in memory instead of two)."""
 
-    def __init__(self, model: str | None = None, *, batch_size: int = 64, show_progress: bool = True):
+    def __init__(self, model: str | None = None, *, batch_size: int = 64, progress: Progress = QUIET):
         self.model = model
         self.batch_size = batch_size
-        self.show_progress = show_progress
+        self.progress = progress
         self._nlp = None
         self._lock = threading.Lock()
 
@@ -104,7 +102,7 @@ class NERExtractor:
 
         with self._lock:
             if self._nlp is None:
-                with loading(f"spaCy model {self.model or 'en_core_web_sm'}", self.show_progress):
+                with self.progress.loading(f"spaCy model {self.model or 'en_core_web_sm'}"):
                     self._nlp = load_pipeline(self.model, sentences=True)
             return self._nlp
 
@@ -126,8 +124,8 @@ class NERExtractor:
         texts = [join_wrapped_lines(passages[p], keep_first=t is not None) for p, t in zip(ids, titles, strict=True)]
         out: dict[str, list[Hyperedge]] = {}
         docs = nlp.pipe(texts, batch_size=self.batch_size)
-        for pid, title, doc in tqdm(zip(ids, titles, docs, strict=True), total=len(ids), desc="NER",
-                                    disable=not self.show_progress or not ids):
+        for pid, title, doc in self.progress.bar(zip(ids, titles, docs, strict=True), total=len(ids), desc="NER",
+                                                  disable=not ids):
             out[pid] = doc_hyperedges(doc, title)
         return out
 
@@ -136,8 +134,8 @@ class NERExtractor:
         nlp = self.pipeline()
         queries = cut_long_queries(queries, nlp.max_length)
         off = [name for name in nlp.pipe_names if name in SENTENCE_COMPONENTS]
-        docs = tqdm(nlp.pipe(queries, batch_size=self.batch_size, disable=off), total=len(queries), desc="Query NER",
-                    disable=not self.show_progress or len(queries) < 2)
+        docs = self.progress.bar(nlp.pipe(queries, batch_size=self.batch_size, disable=off), total=len(queries),
+                                 desc="Query NER", disable=len(queries) < 2)
         return [[e.text for e in doc.ents if e.label_ not in SKIPPED_LABELS] for doc in docs]
 
 

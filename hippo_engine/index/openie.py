@@ -23,6 +23,7 @@ from hippo_engine.datatypes import Triple, passage_text
 from hippo_engine.ids import CHUNK_PREFIX, chunk_id
 from hippo_engine.lenient_json import parse_json_lenient
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, unparseable_reason
+from hippo_engine.progress import QUIET, Progress
 from hippo_engine.prompts import load_prompt
 from hippo_engine.system import atomic_write_text
 
@@ -165,10 +166,10 @@ def triple_messages(passage: str, entities: Sequence[str], prompt: dict | None =
 class OpenIE:
     """Runs NER then triple extraction over passages with an ``LLMClient``."""
 
-    def __init__(self, llm: LLMClient, *, max_new_tokens: int | None = None, show_progress: bool = True):
+    def __init__(self, llm: LLMClient, *, max_new_tokens: int | None = None, progress: Progress = QUIET):
         self.llm = llm
         self.max_new_tokens = max_new_tokens
-        self.show_progress = show_progress
+        self.progress = progress
         self._ner_prompt = _load_json_prompt("openie_ner.json")
         self._triple_prompt = _load_json_prompt("openie_triples.json")
 
@@ -183,7 +184,7 @@ class OpenIE:
             return {}, failed
         ner_out = self.llm.generate_many(
             [ner_messages(passages[i], self._ner_prompt) for i in ids],
-            max_new_tokens=self.max_new_tokens, show_progress=self.show_progress, desc="OpenIE NER")
+            max_new_tokens=self.max_new_tokens, show_progress=self.progress.show, desc="OpenIE NER")
         entities: dict[str, list[str]] = {}
         usage: dict[str, dict] = {}
         for i, r in zip(ids, ner_out, strict=True):
@@ -193,7 +194,7 @@ class OpenIE:
         todo = [i for i in ids if i in entities]
         tri_out = self.llm.generate_many(
             [triple_messages(passages[i], entities[i], self._triple_prompt) for i in todo],
-            max_new_tokens=self.max_new_tokens, show_progress=self.show_progress, desc="OpenIE triples")
+            max_new_tokens=self.max_new_tokens, show_progress=self.progress.show, desc="OpenIE triples")
         results: dict[str, OpenIEResult] = {}
         for i, r in zip(todo, tri_out, strict=True):
             triples = self._read(i, r, read_triples, "triples", failed)

@@ -37,7 +37,7 @@ from hippo_engine.index.graph import GraphData, build_graph
 from hippo_engine.index.graphstate import GRAPH_FILE, GraphKeeper
 from hippo_engine.index.synonymystate import SynonymyKeeper
 from hippo_engine.models.encoder import Encoder
-from hippo_engine.progress import loading
+from hippo_engine.progress import QUIET, Progress
 from hippo_engine.store import EmbeddingStore, StoreError
 from hippo_engine.store.base import STORE_NAMES, IndexStore
 from hippo_engine.store.files import remove_orphan_temps
@@ -53,9 +53,10 @@ class IndexState:
     writes); readers pick up a newer version with :meth:`refresh`."""
 
     def __init__(self, save_dir: Path, config: HippoConfig, encoder_factory: Callable[[], Encoder],
-                 embedding_model_name: str):
+                 embedding_model_name: str, *, progress: Progress = QUIET):
         self.save_dir = Path(save_dir)
         self.config = config
+        self.progress = progress    # bars while vectors load, and while new texts are encoded
         self._encoder_factory = encoder_factory
         self._encoder: Encoder | None = None
         self.db: IndexStore = open_index_store(self.save_dir, config)
@@ -99,6 +100,11 @@ class IndexState:
                 raise StoreError(f"the index in {self.save_dir} uses {key}={known!r}; "
                                  f"config says {getattr(self.config, key)!r}")
 
+    def _loading(self, what: str):
+        """The loading bar of ``what`` (vectors), shown only for a non-empty index (an empty one
+        is not counted when no bar is shown)."""
+        return self.progress.when(self.progress.show and len(self) > 0).loading(what)
+
     # ------------------------------------------------------------------ lazy parts
     @property
     def encoder(self) -> Encoder:
@@ -114,7 +120,7 @@ class IndexState:
     def stores(self) -> dict[str, EmbeddingStore]:
         if self._stores is None:
             dim = self._dim()
-            with loading(f"index vectors from {self.db.location}", self.config.show_progress and len(self) > 0), \
+            with self._loading(f"index vectors from {self.db.location}"), \
                     self.db.snapshot():
                 # vectors searched where they are stored: the writer's stores hold ids only
                 self._stores = {ns: self.db.vector_writer(ns, dim, vector_dtype=self.config.embedding_storage_dtype,
@@ -245,8 +251,8 @@ class IndexState:
             return self.stores
         while self._views is None or self._views_version != self._loaded_version:
             dim = self._dim()
-            with loading(f"passage vectors and fact ids from {self.db.location}",
-                         self.config.show_progress and len(self) > 0), self.db.snapshot():
+            with self._loading(f"passage vectors and fact ids from {self.db.location}"), \
+                    self.db.snapshot():
                 current = self.version == self._loaded_version
                 if current:
                     self._views = {ns: self.db.vector_search(ns, dim, keep=READER_KEEP[ns],
@@ -267,7 +273,7 @@ class IndexState:
             return self.stores
         while self._mirrors is None or self._mirrors_version != self._loaded_version:
             dim = self._dim()
-            with loading(f"every vector of {self.db.location}", self.config.show_progress and len(self) > 0), \
+            with self._loading(f"every vector of {self.db.location}"), \
                     self.db.snapshot():
                 current = self.version == self._loaded_version
                 if current:

@@ -245,7 +245,7 @@ class IndexWriter:
                      watch: Stopwatch) -> None:
         """Encode and store ``texts``, ``ENCODE_CHUNK`` at a time (:func:`.encoding.encode_into`)."""
         encode_into(self.state.encoder, store, keys, texts, what, watch, step=self.ENCODE_CHUNK,
-                    show_progress=self.state.config.show_progress)
+                    progress=self.state.progress)
 
     def _write_meta(self, extractor: str) -> None:
         st = self.state

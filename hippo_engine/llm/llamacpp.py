@@ -23,7 +23,7 @@ from hippo_engine.llm import cancel
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, LLMTimeoutError, Message
 from hippo_engine.llm.streaming import TextPieces, current_sink
 from hippo_engine.models.assets import PackagedLLM, find_packaged_llm, packaged_gguf
-from hippo_engine.progress import loading
+from hippo_engine.progress import Progress
 from hippo_engine.system import usable_cpus
 
 logger = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ class LlamaCppClient(LLMClient):
         if self._fixed_threads is None:
             self.num_threads = default_threads()
         try:
-            with loading(f"LLM {self.model_name} (llama.cpp, {self.num_threads} threads)", self.show_progress):
+            with Progress.of(self).loading(f"LLM {self.model_name} (llama.cpp, {self.num_threads} threads)"):
                 self._llm = Llama(model_path=str(path), n_ctx=self.n_ctx, n_threads=self.num_threads,
                                   n_threads_batch=self.num_threads, seed=self.seed, verbose=False)
         except Exception as e:  # noqa: BLE001 - anything here means "cannot load the model"

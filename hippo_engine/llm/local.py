@@ -31,7 +31,7 @@ from hippo_engine.models.assets import (
     find_packaged_llm,
     packaged_gguf,
 )
-from hippo_engine.progress import loading
+from hippo_engine.progress import Progress
 from hippo_engine.system import usable_cpus
 
 logger = logging.getLogger(__name__)
@@ -263,7 +263,7 @@ class LocalHFClient(LLMClient):
         if self._load_error is not None:
             raise self._load_error
         try:
-            with loading(f"LLM {self.model_name} (transformers)", self.show_progress):
+            with Progress.of(self).loading(f"LLM {self.model_name} (transformers)"):
                 self._load()
         except LLMError as e:
             self._load_error = e

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from hippo_engine.llm import factory
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.assets import DEFAULT_EMBEDDER, DEFAULT_LLM
-from hippo_engine.progress import loading
+from hippo_engine.progress import Progress
 
 if TYPE_CHECKING:
     from hippo_engine.config import HippoConfig
@@ -49,7 +49,7 @@ class Models:
         if self.encoder_model is None:
             from hippo_engine.models.encoder import TransformersEncoder
             cfg = self.config
-            with loading(f"embedding model {self.embedding_name}", cfg.show_progress):
+            with Progress.of(cfg).loading(f"embedding model {self.embedding_name}"):
                 self.encoder_model = TransformersEncoder(self.embedding_name, batch_size=cfg.embedding_batch_size,
                                                          dtype=cfg.embedding_dtype, max_length=cfg.embedding_max_length,
                                                          num_workers=cfg.embedding_num_workers)

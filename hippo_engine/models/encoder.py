@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from hippo_engine.models.encoder_files import max_length_of, model_path
+from hippo_engine.progress import SHOWN
 from hippo_engine.system import usable_cpus
 
 
@@ -241,10 +242,7 @@ class TransformersEncoder(Encoder):
         logger.debug("%s: %d texts in %d batches (%d distinct token lengths)", desc, n,
                      len(batches), len({len(x) for x in ids}))
 
-        progress = None
-        if show_progress:
-            from tqdm.auto import tqdm
-            progress = tqdm(total=n, desc=desc, unit="text")
+        progress = SHOWN.bar(total=n, desc=desc, unit="text") if show_progress else None
 
         def run(idx: np.ndarray) -> None:
             with torch.inference_mode():  # thread-local: entered in each worker

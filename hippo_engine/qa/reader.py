@@ -25,6 +25,7 @@ from hippo_engine.datatypes import QuerySolution  # noqa: F401 (re-exported: its
 from hippo_engine.ids import chunk_id
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse
 from hippo_engine.llm.streaming import streamed_replies
+from hippo_engine.progress import QUIET, Progress
 from hippo_engine.prompts import load_json_prompt, load_prompt
 from hippo_engine.qa.citations import parse_citations, strip_citations
 from hippo_engine.qa.fit import fit_parts
@@ -44,17 +45,17 @@ DEFAULT_PASSAGE_PREFIX = "Wikipedia Title: "
 @dataclass(frozen=True)
 class ReaderSettings:
     """What the reader reads of the configuration: passages per question (``qa_top_k``), the
-    LLM's ``max_new_tokens`` and ``temperature``, and whether to show progress."""
+    LLM's ``max_new_tokens`` and ``temperature``, and the ``progress`` of its LLM batches."""
 
     qa_top_k: int = 5
     max_new_tokens: int | None = None
     temperature: float | None = None
-    show_progress: bool = False
+    progress: Progress = QUIET
 
     @classmethod
     def of(cls, config: Any) -> ReaderSettings:
         """The reader settings of a ``HippoConfig``."""
-        return cls(config.qa_top_k, config.max_new_tokens, config.temperature, config.show_progress)
+        return cls(config.qa_top_k, config.max_new_tokens, config.temperature, Progress.of(config))
 
 
 # ----------------------------------------------------------------------------- template
@@ -270,7 +271,7 @@ def reply_tokens(llm: LLMClient, max_new_tokens: int | None) -> int | None:
 
 
 def follow_up(llm: LLMClient, prompts: Sequence[list[dict]], results: list, temperature: float | None,
-              show_progress: bool = False) -> tuple[list, set[int]]:
+              progress: Progress = QUIET) -> tuple[list, set[int]]:
     """(``results`` where each reply without an ``Answer:`` line and without a short answer of its own
     (:func:`~.grounding.needs_follow_up`) gets one more turn: the reply as the assistant's, then
     ``prompts/qa_short.txt`` asking for the answer line alone (at most ``FOLLOW_UP_TOKENS`` tokens).
@@ -283,7 +284,7 @@ def follow_up(llm: LLMClient, prompts: Sequence[list[dict]], results: list, temp
     batch = [[*prompts[i], {"role": "assistant", "content": results[i].text}, {"role": "user", "content": ask}]
              for i in todo]
     more = llm.generate_many(batch, max_new_tokens=FOLLOW_UP_TOKENS, temperature=temperature,
-                             show_progress=show_progress, desc="QA answer lines")
+                             show_progress=progress.show, desc="QA answer lines")
     out = list(results)
     for i, extra in zip(todo, more, strict=True):
         if isinstance(extra, LLMResponse):
@@ -303,7 +304,7 @@ def _response_metadata(resp: LLMResponse | LLMError | Any) -> dict[str, Any]:
 
 
 def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_k: int = 5,
-                     show_progress: bool = False, *,
+                     progress: Progress = QUIET, *,
                      template: ReaderTemplate | Mapping[str, Any] | None = None,
                      max_new_tokens: int | None = None,
                      temperature: float | None = None,
@@ -335,8 +336,8 @@ def answer_questions(llm: LLMClient, solutions: Sequence[QuerySolution], qa_top_
               for i, s in enumerate(solutions)]
     with streamed_replies():      # a caller streaming the answer (the service) reads these replies as written
         results = llm.generate_many([f[0] for f in fitted], max_new_tokens=cap,
-                                    temperature=temperature, show_progress=show_progress, desc=desc)
-        results, asked_twice = follow_up(llm, [f[0] for f in fitted], list(results), temperature, show_progress)
+                                    temperature=temperature, show_progress=progress.show, desc=desc)
+        results, asked_twice = follow_up(llm, [f[0] for f in fitted], list(results), temperature, progress)
     responses: list[str] = []
     metadata: list[dict] = []
     for i, (sol, res) in enumerate(zip(solutions, results, strict=False)):

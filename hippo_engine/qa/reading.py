@@ -33,7 +33,7 @@ class Reader:
         cfg = self.settings
         k = qa_top_k or cfg.qa_top_k
         announce(f"reader: {plural(len(solutions), 'LLM call')} ({self.llm_name!r}, top {k} passages each)")
-        responses, metadata = answer_questions(self._llm(), solutions, k, show_progress=cfg.show_progress,
+        responses, metadata = answer_questions(self._llm(), solutions, k, progress=cfg.progress,
                                                template=template, max_new_tokens=cfg.max_new_tokens,
                                                temperature=cfg.temperature)
         return list(solutions), responses, metadata
@@ -43,7 +43,7 @@ class Reader:
         cfg = self.settings
         solutions = [context_solution(c) for c in contexts]
         mode = contexts[0].mode if contexts else ""
-        responses, metadata = answer_questions(self._llm(), solutions, cfg.qa_top_k, show_progress=cfg.show_progress,
+        responses, metadata = answer_questions(self._llm(), solutions, cfg.qa_top_k, progress=cfg.progress,
                                                template=template, max_new_tokens=cfg.max_new_tokens,
                                                temperature=cfg.temperature, contexts=[c.text for c in contexts],
                                                desc=f"QA reading ({mode})")

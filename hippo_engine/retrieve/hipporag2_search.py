@@ -18,7 +18,7 @@ from hippo_engine.datatypes import Explanation, QuerySolution
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.modes import ModeSpec
-from hippo_engine.progress import announce, plural
+from hippo_engine.progress import QUIET, Progress, announce, plural
 from hippo_engine.qa.reading import Reader
 from hippo_engine.retrieve.encoding import encode_queries
 from hippo_engine.retrieve.facts.linking import Linking
@@ -46,19 +46,19 @@ class HippoRAG2Search(QuerySearch):
     def __init__(self, spec: ModeSpec, config: RetrievalConfig, retriever: Callable[[], Retriever],
                  encoder: Callable[[], Encoder], query_ner: QueryNER, llm: Callable[[], LLMClient],
                  filter_default: Callable[[], bool], contexts_of: ContextBuilder, *, llm_name: str = "",
-                 show_progress: bool = False, reader: Reader | None = None, restrictor: Restrictor | None = None):
+                 progress: Progress = QUIET, reader: Reader | None = None, restrictor: Restrictor | None = None):
         super().__init__(spec, contexts_of, reader=reader, restrictor=restrictor)
         self.config = config
         self._retriever, self._encoder, self._query_ner = retriever, encoder, query_ner
         self._llm, self._filter_default, self.llm_name = llm, filter_default, llm_name
-        self.show_progress = show_progress
+        self.progress = progress
         self._recognition_filter: RecognitionFilter | None = None
 
     @classmethod
     def build(cls, spec: ModeSpec, parts: SearchParts) -> HippoRAG2Search:
         return cls(spec, parts.retrieval, parts.retriever, parts.encoder, parts.query_ner, parts.llm,
                    parts.filter_default, parts.hirag.passage_contexts, llm_name=parts.llm_name,
-                   show_progress=parts.config.show_progress, reader=parts.reader, restrictor=parts.restrictor)
+                   progress=Progress.of(parts.config), reader=parts.reader, restrictor=parts.restrictor)
 
     @property
     def recognition_filter(self) -> RecognitionFilter:
@@ -67,7 +67,7 @@ class HippoRAG2Search(QuerySearch):
             from hippo_engine.retrieve.facts.recognition import RecognitionFilter  # imports dspy: only when used
             cfg = self.config
             self._recognition_filter = RecognitionFilter(self._llm(), cfg.filter_program_path, cfg.max_filtered_facts,
-                                                         show_progress=self.show_progress)
+                                                         progress=self.progress)
         return self._recognition_filter
 
     def use_filter(self, param: QueryParam) -> bool:

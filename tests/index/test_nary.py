@@ -245,7 +245,7 @@ def ids(docs):
 
 
 def extractor(tmp_path, llm, **kw):
-    return make_extractor("nary", tmp_path, llm.model_name, lambda: llm, max_new_tokens=256, show_progress=False, **kw)
+    return make_extractor("nary", tmp_path, llm.model_name, lambda: llm, max_new_tokens=256, **kw)
 
 
 def test_extract_persists_and_resumes(tmp_path):

@@ -14,7 +14,7 @@ from hippo_engine.store import StoreError
 
 @pytest.fixture(scope="module")
 def extracted():
-    return NERExtractor(show_progress=False).run({chunk_id(p): p for p in CORPUS})
+    return NERExtractor().run({chunk_id(p): p for p in CORPUS})
 
 
 def test_titles_are_short_first_lines():
@@ -56,7 +56,7 @@ def test_one_pipeline_serves_passages_and_queries(monkeypatch):
     loads = []
     real = spacy_ner.load_pipeline
     monkeypatch.setattr(spacy_ner, "load_pipeline", lambda *a, **k: loads.append(k) or real(*a, **k))
-    ner = NERExtractor(show_progress=False)
+    ner = NERExtractor()
     ner.run({"p": CORPUS[0]})
     queries = [*CORPUS, "Who founded Velor Press?\nAnna Berg. Which city, London or Paris?", "Ilse Marrow"]
     got = ner.query_entities(queries)
@@ -97,7 +97,7 @@ def test_hyperedges_round_trip_and_extractors_do_not_mix(tmp_path, extracted):
 
 
 def test_a_passage_over_spacys_limit_is_refused_naming_it():
-    ner = NERExtractor(show_progress=False)
+    ner = NERExtractor()
     assert ner.max_chars == 1_000_000
     with pytest.raises(ValueError, match=r"passage 'p-big' has 1,000,001 characters; spaCy takes at most "
                                          r"1,000,000: split the document or set chunk_size"):
@@ -107,7 +107,7 @@ def test_a_passage_over_spacys_limit_is_refused_naming_it():
 def test_long_queries_are_cut_not_refused():
     from hippo_engine.index.ner import cut_long_queries
     assert cut_long_queries(["short", "x" * 12], 10) == ["short", "x" * 10]
-    ner = NERExtractor(show_progress=False)
+    ner = NERExtractor()
     ner.pipeline().max_length = 200
     ents = ner.query_entities(["Ilse Marrow founded the Velor Press in London in 1901. " + "Tell me more. " * 30])
     assert ents == [["the Velor Press", "London", "1901"]]

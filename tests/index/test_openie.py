@@ -86,7 +86,7 @@ def test_llm_failures_are_reported_not_raised():
         if "Named entities:" in messages[-1]["content"]:
             return '{"triples": [["Good", "is", "fine"]'  # truncated
         return '{"named_entities": ["Good"]}'
-    results, failed = OpenIE(ScriptedLLM(respond), show_progress=False).run({"a": "Good passage", "b": "Bad passage"})
+    results, failed = OpenIE(ScriptedLLM(respond)).run({"a": "Good passage", "b": "Bad passage"})
     assert set(results) == {"a"} and set(failed) == {"b"} and "timed out" in failed["b"]
     assert results["a"].triples == [("Good", "is", "fine")]
 
@@ -141,7 +141,7 @@ def test_unparseable_reply_fails_the_passage_and_is_not_cached(tmp_path, stage):
     respond, state = _flaky_openie(stage)
     inner = ScriptedLLM(respond)
     llm = CachedLLM(inner, tmp_path / "cache.sqlite")
-    results, failed = OpenIE(llm, show_progress=False).run({"a": "Good passage", "b": "Bad passage"})
+    results, failed = OpenIE(llm).run({"a": "Good passage", "b": "Bad passage"})
     assert set(results) == {"a"} and set(failed) == {"b"}
     label = "NER" if stage == "ner" else "triples"
     assert failed["b"].startswith(f"{label}: unparseable reply: 'Sorry, I cannot help")
@@ -150,7 +150,7 @@ def test_unparseable_reply_fails_the_passage_and_is_not_cached(tmp_path, stage):
     # a rerun asks the model again instead of reading the bad reply back from the cache
     state["fixed"] = True
     calls = inner.calls
-    results, failed = OpenIE(llm, show_progress=False).run({"b": "Bad passage"})
+    results, failed = OpenIE(llm).run({"b": "Bad passage"})
     assert failed == {} and set(results) == {"b"}
     assert inner.calls == calls + (2 if stage == "ner" else 1)   # a good NER reply stays cached
 

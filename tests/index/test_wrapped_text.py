@@ -87,7 +87,7 @@ def test_abbreviations_at_a_line_end_do_not_end_the_sentence():
     text = ("Velor Press\nThe printing house in the old town of Velor was founded by Dr.\nAnna Berg and her "
             "brother, who printed maps of the region, e.g.\nthe first atlas of the Orsk Highlands. It closed in\n"
             "1931.")
-    facts = NERExtractor(show_progress=False).run({"p": text})["p"]
+    facts = NERExtractor().run({"p": text})["p"]
     assert [h.text for h in facts] == ["Velor Press", "The printing house in the old town of Velor was founded by "
                                        "Dr. Anna Berg and her brother, who printed maps of the region, e.g. the "
                                        "first atlas of the Orsk Highlands.", "It closed in 1931."]

@@ -31,7 +31,7 @@ from typing import Any
 from hippo_engine.index.distributed.committer import Committer, merge_reports
 from hippo_engine.index.distributed.worker import Claims, ExtractEncodeWorker, SplitWorker
 from hippo_engine.index.documents import DocumentBatch, check_batch, check_passage_lengths, index_documents
-from hippo_engine.progress import announce
+from hippo_engine.progress import Progress, announce
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class RayExecutor:
         t0 = time.perf_counter()
         batch, metas = self._prepare(rag, docs, ids, metadata)
         ray = self.connect()
-        self._quiet_progress(ray, rag.config.show_progress)
+        self._quiet_progress(ray, Progress.of(rag.config))
         args = (rag.config.to_dict(), rag.llm_model_name, rag.embedding_model_name)
         split_s = time.perf_counter()
         self._split(ray, batch, docs, ids, metas, args)
@@ -199,9 +199,9 @@ class RayExecutor:
             ray.kill(claims)
 
     @staticmethod
-    def _quiet_progress(ray, show: bool) -> None:
+    def _quiet_progress(ray, progress: Progress) -> None:
         ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = bool(show)
+        ctx.enable_progress_bars = progress.show
         ctx.print_on_execution_start = False
 
 

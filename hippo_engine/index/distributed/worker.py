@@ -170,7 +170,7 @@ class ExtractEncodeWorker:
         self._ner: Any = None
         self._models.encoder()                     # loaded here, so a batch's busy time is its work
         if extractor == "ner":
-            self._ner = NERExtractor(show_progress=False)
+            self._ner = NERExtractor()     # quiet: no bars on the workers
             self._ner.pipeline()
 
     # ------------------------------------------------------------------ extraction
@@ -181,13 +181,13 @@ class ExtractEncodeWorker:
             return Extraction(triples={}, hyperedges={}), ""
         if self.kind == "ner":
             ex = make_extractor("ner", self._models.cache, self.llm_name, self._models.llm, max_new_tokens=0,
-                                show_progress=False, ner=self._ner)
+                                ner=self._ner)
             return ex.extract(passages), ""
         folder = Path(tempfile.mkdtemp(dir=self._models.folder()))    # this batch's results file only
         try:
             cfg = self._models.config
             ex = make_extractor(self.kind, folder, self.llm_name, self._models.llm,
-                                max_new_tokens=cfg.max_new_tokens, show_progress=False)
+                                max_new_tokens=cfg.max_new_tokens)
             got = ex.extract(passages)
             path = getattr(ex, "path", None)
             return got, (Path(path).read_text(encoding="utf-8") if path and Path(path).exists() else "")

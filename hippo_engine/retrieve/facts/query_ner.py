@@ -11,20 +11,21 @@ from hippo_engine.index.ner import NERExtractor
 from hippo_engine.llm.base import LLMClient, unparseable_reason
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.normalize import normalize_phrase
+from hippo_engine.progress import QUIET, Progress
 
 #: question -> texts of its failed LLM calls (what ``QuerySolution.errors`` lists)
 Errors = dict[str, list[str]]
 
 
 def query_entities(llm, queries: Sequence[str], max_new_tokens: int | None, normalization: str,
-                   errors: Errors | None = None, show_progress: bool = False) -> list[list[str]]:
+                   errors: Errors | None = None, progress: Progress = QUIET) -> list[list[str]]:
     """Named entities of each query by the LLM's NER prompt, normalised (``linking="ner"``).
 
     A failed call, or a reply that cannot be read (it is then dropped from the LLM cache so a
     rerun asks again), gives no entities and is noted in ``errors`` under the query."""
     from hippo_engine.index.openie import ner_messages, read_ner
     out = llm.generate_many([ner_messages(q) for q in queries], max_new_tokens=max_new_tokens,
-                            show_progress=show_progress and len(queries) > 1, desc="Query NER")
+                            show_progress=progress.show and len(queries) > 1, desc="Query NER")
     ents = []
     for q, res in zip(queries, out, strict=True):
         names, problem = [], None
@@ -55,16 +56,24 @@ def resolve_source(source: str, extractor: str | None) -> str:
     return source
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class QueryNERSettings:
     """What query NER reads of the configuration: the source (``query_ner``: ``"llm"``,
     ``"spacy"`` or ``"auto"``), the phrase ``normalization`` of the index, the LLM's
-    ``max_new_tokens`` and whether to show progress."""
+    ``max_new_tokens`` and the ``progress`` of its LLM batches (given as a ``Progress``, or as the
+    configuration's ``show_progress``)."""
 
-    source: str = "auto"
-    normalization: str = "unicode"
-    max_new_tokens: int | None = None
-    show_progress: bool = False
+    source: str
+    normalization: str
+    max_new_tokens: int | None
+    progress: Progress
+
+    def __init__(self, source: str = "auto", normalization: str = "unicode", max_new_tokens: int | None = None,
+                 progress: Progress | bool = QUIET):
+        shown = progress if isinstance(progress, Progress) else Progress(bool(progress))
+        for name, value in (("source", source), ("normalization", normalization),
+                            ("max_new_tokens", max_new_tokens), ("progress", shown)):
+            object.__setattr__(self, name, value)
 
 
 def query_entity_names(queries: Sequence[str], settings: QueryNERSettings, extractor: str | None,
@@ -74,7 +83,7 @@ def query_entity_names(queries: Sequence[str], settings: QueryNERSettings, extra
     calls are noted in ``errors``."""
     if resolve_source(settings.source, extractor) == "llm":
         return query_entities(llm(), queries, settings.max_new_tokens, settings.normalization, errors,
-                              show_progress=settings.show_progress)
+                              progress=settings.progress)
     return spacy_query_entities(ner, queries, settings.normalization)
 
 

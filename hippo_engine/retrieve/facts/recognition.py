@@ -24,6 +24,7 @@ from hippo_engine.datatypes import Triple
 from hippo_engine.lenient_json import parse_json_lenient
 from hippo_engine.llm.base import LLMClient, LLMError, LLMResponse, unparseable_reason
 from hippo_engine.normalize import normalize_phrase
+from hippo_engine.progress import QUIET, Progress
 from hippo_engine.retrieve.facts.filter_program import (  # noqa: F401 - re-exported: the filter's public names
     FIELD_NAMES,
     FILTER_PROGRAM_FILE,
@@ -197,11 +198,11 @@ class RecognitionFilter:
 
     def __init__(self, llm: LLMClient, program_path: str | Path | None = None, max_kept: int = 4, *,
                  max_new_tokens: int | None = None, temperature: float | None = None,
-                 show_progress: bool = False):
+                 progress: Progress = QUIET):
         if not isinstance(max_kept, int) or max_kept <= 0:
             raise ValueError(f"max_kept must be a positive integer, got {max_kept!r}")
         self.llm = llm
-        self.show_progress = show_progress   # a bar over the batch's LLM calls
+        self.progress = progress   # a bar over the batch's LLM calls
         self.max_kept = max_kept
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
@@ -234,7 +235,7 @@ class RecognitionFilter:
         for (max_new, temp), idx in groups.items():
             out = self.llm.generate_many([plans[i].messages for i in idx], max_new_tokens=max_new,
                                          temperature=temp, desc="Recognition filter",
-                                         show_progress=self.show_progress and len(idx) > 1)
+                                         show_progress=self.progress.show and len(idx) > 1)
             replies.update(zip(idx, out, strict=True))
         return [self._run(q, cs, self._replay(replies[i]) if i in replies else None)
                 for i, (q, cs) in enumerate(zip(questions, cands, strict=True))]
