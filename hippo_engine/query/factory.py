@@ -19,6 +19,7 @@ from hippo_engine.index.state import IndexState
 from hippo_engine.llm.base import LLMClient
 from hippo_engine.models.encoder import Encoder
 from hippo_engine.modes import mode_spec
+from hippo_engine.progress import Progress
 from hippo_engine.qa.reader import ReaderSettings
 from hippo_engine.qa.reading import Reader
 from hippo_engine.query.current import CurrentRetriever
@@ -43,7 +44,7 @@ class Searches:
                                         community_nodes=config.use_community_nodes,
                                         exact=config.postgres_search == "exact")
         query_ner = QueryNER(QueryNERSettings(config.query_ner, config.normalization, config.max_new_tokens,
-                                              config.show_progress), lambda: index.extractor, llm, ner, encoder)
+                                              Progress.of(config)), lambda: index.extractor, llm, ner, encoder)
         #: metadata filters (``QueryParam.where``) of every mode, see :mod:`hippo_engine.retrieve.filtering`
         self.restrictor = Restrictor(index)
         self.reader = Reader(llm, ReaderSettings.of(config), llm_name)

@@ -56,24 +56,16 @@ def resolve_source(source: str, extractor: str | None) -> str:
     return source
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class QueryNERSettings:
     """What query NER reads of the configuration: the source (``query_ner``: ``"llm"``,
     ``"spacy"`` or ``"auto"``), the phrase ``normalization`` of the index, the LLM's
-    ``max_new_tokens`` and the ``progress`` of its LLM batches (given as a ``Progress``, or as the
-    configuration's ``show_progress``)."""
+    ``max_new_tokens`` and the ``progress`` of its LLM batches."""
 
-    source: str
-    normalization: str
-    max_new_tokens: int | None
-    progress: Progress
-
-    def __init__(self, source: str = "auto", normalization: str = "unicode", max_new_tokens: int | None = None,
-                 progress: Progress | bool = QUIET):
-        shown = progress if isinstance(progress, Progress) else Progress(bool(progress))
-        for name, value in (("source", source), ("normalization", normalization),
-                            ("max_new_tokens", max_new_tokens), ("progress", shown)):
-            object.__setattr__(self, name, value)
+    source: str = "auto"
+    normalization: str = "unicode"
+    max_new_tokens: int | None = None
+    progress: Progress = QUIET
 
 
 def query_entity_names(queries: Sequence[str], settings: QueryNERSettings, extractor: str | None,
