@@ -15,6 +15,7 @@ from typing import Any
 from hippo_engine.cli import common
 from hippo_engine.cli.inputs import Corpus, read_corpus_paths, read_documents, read_ids
 from hippo_engine.cli.output import print_metrics, print_solution
+from hippo_engine.datatypes import passage_text
 
 
 def metadata_object(text: str) -> dict:
@@ -97,8 +98,8 @@ def cmd_demo(args) -> int:
     from importlib import resources
 
     data = json.loads(resources.files("hippo_engine").joinpath("data/sample_corpus.json").read_text("utf-8"))
-    docs = [f"{d['title']}\n{d['text']}" for d in data["corpus"]]
-    by_title = {d["title"]: f"{d['title']}\n{d['text']}" for d in data["corpus"]}
+    docs = [passage_text(d["title"], d["text"]) for d in data["corpus"]]
+    by_title = dict(zip((d["title"] for d in data["corpus"]), docs, strict=True))
     qs = [q["question"] for q in data["questions"]]
     gold_docs = [[by_title[t] for t in q["supporting_titles"]] for q in data["questions"]]
     gold_answers = [q["answers"] for q in data["questions"]]

@@ -13,6 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from hippo_engine.datatypes import passage_text
+
 #: the sample corpus's first two-hop question
 DEFAULT_QUESTION = "In which city was the founder of the Vellmar Observatory born?"
 
@@ -37,7 +39,7 @@ def sample_memory(save_dir: Path, **rag_options: Any):
 
     rag = HippoRAG(save_dir, **{"extractor": "ner", "show_progress": False, **rag_options})
     data = json.loads(resources.files("hippo_engine").joinpath("data/sample_corpus.json").read_text("utf-8"))
-    rag.index([f"{d['title']}\n{d['text']}" for d in data["corpus"]],
+    rag.index([passage_text(d["title"], d["text"]) for d in data["corpus"]],
               ids=[f"sample-{i}" for i in range(len(data["corpus"]))],
               metadata=[{"title": d["title"]} for d in data["corpus"]])
     return rag
