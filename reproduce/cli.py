@@ -27,6 +27,7 @@ from . import (
     index_scale,
     ppr_musique,
     ppr_scale,
+    query_latency,
     ranking_prefix,
     rankings,
     ray_index,
@@ -119,6 +120,12 @@ SERVICE: dict[str, tuple[ModuleType, str]] = {
     "serve-abuse": (service_abuse, "service: abandoned answers, idle/slow sockets, 500 workspaces (issue 37's limits)"),
 }
 
+#: The latency benchmarks (issue 41), same interface: name -> (module, help line).
+LATENCY: dict[str, tuple[ModuleType, str]] = {
+    "query-latency": (query_latency, "latency: one query at a time in process vs batched and one encoder pass "
+                                     "(MuSiQue, 2Wiki; --before CHECKOUT in the same run)"),
+}
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m reproduce`` parser: one subcommand per table and per benchmark."""
@@ -133,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=HELP[name], description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
-    for name, (module, line) in {**RELIABILITY, **STORAGE, **INDEXING, **SERVICE}.items():
+    for name, (module, line) in {**RELIABILITY, **STORAGE, **INDEXING, **SERVICE, **LATENCY}.items():
         p = sub.add_parser(name, help=line, description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
@@ -147,7 +154,7 @@ def main(argv: Sequence[str] | None = None, *, llm: LLMClient | None = None, enc
     args = build_parser().parse_args(argv)
     if args.command in tables.TABLES:
         return tables.run(args, argv, llm=llm, encoder=encoder)
-    others = {**RELIABILITY, **STORAGE, **INDEXING, **SERVICE}
+    others = {**RELIABILITY, **STORAGE, **INDEXING, **SERVICE, **LATENCY}
     module = COMMANDS[args.command] if args.command in COMMANDS else others[args.command][0]
     run: Callable[[argparse.Namespace, Sequence[str]], int] = module.run
     return run(args, argv)
