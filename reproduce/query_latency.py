@@ -54,6 +54,8 @@ DATASETS = {"musique": "musique/hipporag_v1_train", "2wiki": "2wikimultihopqa"}
 VARIANTS = ("ner", "openie")
 OUT_DIR = RESULTS_DIR / "latency"
 WORK = Path("outputs/reproduce/latency")
+#: environment variables that size the numeric libraries' thread pools (reported where set)
+THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")
 #: profile parts: label -> (file suffix, function, caller's (file suffix, function) or None: all callers)
 PARTS: dict[str, tuple[str, str, tuple[str, str] | None]] = {
     "encoder, all passes": ("models/encoder.py", "encode", None),
@@ -241,7 +243,7 @@ def measure_engine(args: argparse.Namespace, encoder=None) -> dict:
 
     where = Path(hippo_engine.__file__).resolve().parent
     out = {"engine": str(where), "commit": common.engine_commit(), "load_before": common.uptime(),
-           "results": [], "skipped": []}
+           "thread_env": {k: os.environ[k] for k in THREAD_ENV if k in os.environ}, "results": [], "skipped": []}
     print(f"engine {where} at {out['commit']}", flush=True)
     variants = VARIANTS if args.variant == "both" else (args.variant,)
     for name in args.datasets:
@@ -300,8 +302,7 @@ def run_before(checkout: Path, argv: Sequence[str], args: argparse.Namespace) ->
 
 # ----------------------------------------------------------------------------- report
 def _shown_command(argv: Sequence[str]) -> str:
-    """The command line without machine paths (``--work``, ``--data``, ``--out``, ``--copy-from``, ``--before``
-    keep their flag, their value becomes ``DIR``)."""
+    """The command line with the value of each path option written ``DIR`` (the rankings folder kept)."""
     shown, path_flags = [], ("--work", "--data", "--out", "--copy-from", "--before")
     words = [a for a in argv if a != "query-latency"]
     for i, a in enumerate(words):
@@ -316,7 +317,8 @@ def engine_table(run: dict) -> list[str]:
     """The figures of one engine: one row per data set and variant, then each profile's top functions."""
     parts = list(PARTS)
     lines = [f"Engine `{run['commit']}` (`{Path(run['engine']).parent.name}/hippo_engine`). "
-             f"Load before: `{run['load_before']}`; after: `{run['load_after']}`.", "",
+             f"Load before: `{run['load_before']}`; after: `{run['load_after']}`. Thread settings in the "
+             f"environment: {', '.join(f'`{k}={v}`' for k, v in run.get('thread_env', {}).items()) or 'none'}.", "",
              "| data set / variant | questions x rounds | single p50 | single p90 | batched p50 (ms/q) | floor p50 | "
              "single / floor | profiled ms/q (floor) | " + " | ".join(parts) + " | torch threads / encoder workers |",
              "| --- " * (9 + len(parts)) + "|"]
@@ -344,9 +346,9 @@ def markdown(runs: dict[str, dict], argv: Sequence[str]) -> str:
              "All times are wall milliseconds, in one process, after a warm-up. *single*: `rag.retrieve([q], top_k)` "
              "alone (p50/p90 over every question and round); *batched*: all questions in one call / their number "
              "(p50 over rounds); *floor*: one encoder forward of the query text alone (`rag.encoder.encode([q], "
-             "instruction=query_instruction_fact)`), p50. The profile columns are cumulative ms per single query "
-             "under cProfile (which slows Python-heavy parts; in brackets the floor's encoding under the profiler): "
-             "*encoder, all passes* holds *query encoding* "
+             "instruction=query_instruction_fact)`, back to back), p50. The profile columns are cumulative ms per "
+             "single query under cProfile (which slows Python-heavy parts; in brackets the floor's encoding under the "
+             "profiler): *encoder, all passes* holds *query encoding* "
              "(`encode_queries`) and *query NER: encoding* (the mentions' pass); n/a where the engine has no such "
              "function. Engine defaults, recognition filter off, no LLM call. See `reproduce/query_latency.py`.", "",
              f"Machine: {common.machine()}.", ""]
