@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tqdm.auto import tqdm
+import tqdm.auto as tqdm_auto  # its ``tqdm`` looked up when a bar is made (a test may stand in its own)
 
 PROGRESS_LOGGER = "hippo_engine.progress"
 logger = logging.getLogger(PROGRESS_LOGGER)
@@ -38,7 +38,7 @@ def loading(what: str, show: bool) -> Iterator[None]:
     """A one-step bar (``Loading <what>``, with the elapsed time) while a model loads, and an
     announcement; nothing on screen when ``show`` is False."""
     announce(f"loading {what}")
-    bar = tqdm(total=1, desc=f"Loading {what}", disable=not show, bar_format="{desc}: {elapsed}")
+    bar = tqdm_auto.tqdm(total=1, desc=f"Loading {what}", disable=not show, bar_format="{desc}: {elapsed}")
     restore = _silence_transformers() if not show else None
     t0 = time.perf_counter()
     try:
@@ -88,10 +88,10 @@ class Progress:
         return self if condition else QUIET
 
     def bar(self, iterable: Iterable | None = None, *, total: float | None = None, desc: str | None = None,
-            disable: bool = False, **tqdm_kwargs: Any) -> tqdm:
+            disable: bool = False, **tqdm_kwargs: Any) -> Any:
         """A ``tqdm`` bar over ``iterable`` (or updated by hand up to ``total``); nothing on screen
         when not shown or when ``disable``."""
-        return tqdm(iterable, total=total, desc=desc, disable=disable or not self.show, **tqdm_kwargs)
+        return tqdm_auto.tqdm(iterable, total=total, desc=desc, disable=disable or not self.show, **tqdm_kwargs)
 
     def loading(self, what: str) -> AbstractContextManager[None]:
         """The bar and announcement while ``what`` loads (see :func:`loading`)."""
