@@ -267,6 +267,7 @@ class LlamaCppClient(LLMClient):
                 stop = fmt.stop if isinstance(fmt.stop, list) else ([fmt.stop] if fmt.stop else [])
                 t0 = time.perf_counter()
                 deadline = t0 + self.timeout
+                llm.reset()     # never reuse the last call's cached prefix: that changes greedy replies
                 out = llm.create_completion(
                     prompt=prompt, max_tokens=max_new, temperature=temp, top_k=0 if temp == 0 else 40,
                     top_p=1.0, min_p=0.0, repeat_penalty=1.0, seed=self.seed, stop=stop,

@@ -92,7 +92,8 @@ def test_default_threads_leave_busy_cores_alone(monkeypatch):
 @pytest.mark.slow
 def test_the_reader_fits_a_long_context_into_the_packaged_models_window(qwen):
     """A context longer than the window (n_ctx 2,048 here) is cut by lines to leave the reply room,
-    counted with the model's own tokenizer and chat template: an answer instead of an error."""
+    counted with the model's own tokenizer and chat template: an answer instead of an error (each call's prompt
+    within the window; a reply without its answer line is asked once more, a second call)."""
     from hippo_engine.datatypes import QuerySolution
     from hippo_engine.qa.fit import REPLY_ROOM
     from hippo_engine.qa.reader import answer_questions
@@ -101,4 +102,6 @@ def test_the_reader_fits_a_long_context_into_the_packaged_models_window(qwen):
     sol = QuerySolution("Where is Velor?", [], [])
     _, meta = answer_questions(qwen, [sol], contexts=["\n".join(lines)])
     assert meta[0]["error"] is None and meta[0]["context_cut"] > 100
-    assert meta[0]["prompt_tokens"] <= 2048 - REPLY_ROOM and sol.answer
+    calls = meta[0].get("llm_calls", 1)
+    assert meta[0]["prompt_tokens"] <= calls * 2048 and (calls > 1 or meta[0]["prompt_tokens"] <= 2048 - REPLY_ROOM)
+    assert sol.answer
