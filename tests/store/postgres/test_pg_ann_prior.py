@@ -53,11 +53,12 @@ def _one_walk_by_parts_equals_the_matrix_walk(path, dsn, schema, qs, linking):
     from unittest import mock
 
     from hippo_engine.retrieve import retriever as retriever_module
+    from hippo_engine.retrieve.ppr import solver as solver_module
     rag = _reader(path, dsn, schema, second_hop="none", linking=linking)
     calls = []
-    real = retriever_module.run_seed_table
+    real = solver_module.run_seed_table
     spy = lambda *a, **k: calls.append(len(a[2])) or real(*a, **k)      # noqa: E731 - counts the walked queries
-    with mock.patch.object(retriever_module, "run_seed_table", spy):
+    with mock.patch.object(solver_module, "run_seed_table", spy):
         parts = rag.retrieve(qs, 10)
     assert sum(calls) >= len(qs) // 2       # queries walked so (one reaching no entity takes the dense ranking)
     with mock.patch.object(retriever_module.Retriever, "_by_parts", lambda *a: False):
