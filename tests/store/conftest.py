@@ -76,3 +76,15 @@ def pg_schema(pg_dsn):
     yield name
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture
+def storage_settings(request):
+    """``settings(name)``: the configuration a test index of backend ``name`` needs (PostgreSQL: the session's
+    server and a fresh schema, started only when asked; SQLite: nothing)."""
+    def settings(name: str) -> dict:
+        if name == "postgres":
+            return {"postgres_dsn": request.getfixturevalue("pg_dsn"),
+                    "postgres_schema": request.getfixturevalue("pg_schema")}
+        return {}
+    return settings

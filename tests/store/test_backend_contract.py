@@ -19,18 +19,10 @@ from hippo_engine.store.registry import StorageBackend, backend_for, backend_nam
 BACKENDS = backend_names()
 
 
-def _settings(name: str, request) -> dict:
-    """The configuration a backend's test index needs (PostgreSQL: the session's server, a fresh schema)."""
-    if name == "postgres":
-        return {"postgres_dsn": request.getfixturevalue("pg_dsn"),
-                "postgres_schema": request.getfixturevalue("pg_schema")}
-    return {}
-
-
 @pytest.fixture(params=BACKENDS)
-def backend(request) -> tuple[StorageBackend, HippoConfig]:
+def backend(request, storage_settings) -> tuple[StorageBackend, HippoConfig]:
     name = request.param
-    return get_backend(name), HippoConfig(storage_backend=name, show_progress=False, **_settings(name, request))
+    return get_backend(name), HippoConfig(storage_backend=name, show_progress=False, **storage_settings(name))
 
 
 @pytest.fixture

@@ -23,19 +23,11 @@ DIM = 8
 BACKENDS = backend_names()
 
 
-def _settings(name: str, request) -> dict:
-    """The configuration a backend's test index needs (PostgreSQL: the session's server, a fresh schema)."""
-    if name == "postgres":
-        return {"postgres_dsn": request.getfixturevalue("pg_dsn"),
-                "postgres_schema": request.getfixturevalue("pg_schema")}
-    return {}
-
-
 @pytest.fixture(params=BACKENDS)
-def opener(request, tmp_path):
+def opener(request, tmp_path, storage_settings):
     """A function opening (another connection to) one index of the parametrized backend."""
     opened: list[IndexStore] = []
-    config = HippoConfig(storage_backend=request.param, show_progress=False, **_settings(request.param, request))
+    config = HippoConfig(storage_backend=request.param, show_progress=False, **storage_settings(request.param))
 
     def open_store() -> IndexStore:
         db = open_index_store(tmp_path, config)
