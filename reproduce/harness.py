@@ -8,6 +8,7 @@ The report's provenance (commit, ``uptime``, machine) is in :mod:`reproduce.comm
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +52,16 @@ def report_options(ap: argparse.ArgumentParser, name: str, *hidden: str) -> None
     ap.add_argument("--out-dir", type=Path, default=None, help="report folder (default reproduce/results/reliability)")
     for flag in hidden:
         ap.add_argument(flag, default=None, help=argparse.SUPPRESS)
+
+
+def without_options(argv: Sequence[str], names: Sequence[str]) -> list[str]:
+    """``argv`` without the options ``names`` and their values (``--name value`` or ``--name=value``)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in names:
+            skip = True
+        elif not a.startswith(tuple(f"{n}=" for n in names)):
+            out.append(a)
+    return out

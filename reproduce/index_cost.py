@@ -44,6 +44,7 @@ import numpy as np
 from hippo_engine.models.encoder import Encoder
 
 from .common import REPO_ROOT, RESULTS_DIR, commit_label, peak_rss_mb, uptime, write_result
+from .harness import without_options
 
 OUT_DIR = RESULTS_DIR / "index_cost"
 DATA_ROOT = REPO_ROOT.parent / "shared" / "data"
@@ -312,15 +313,7 @@ def measure_all(args: argparse.Namespace, argv: Sequence[str], encoder: Encoder 
 
 def _public(argv: Sequence[str]) -> list[str]:
     """``argv`` without the options that name folders of the machine the run was made on."""
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a in ("--work", "--data-root", "--out-dir"):
-            skip = True
-        elif not a.startswith(("--work=", "--data-root=", "--out-dir=")):
-            out.append(a)
-    return out
+    return without_options(argv, ("--work", "--data-root", "--out-dir"))
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ import numpy as np
 
 from . import common
 from .common import REPO_ROOT, RESULTS_DIR, ForbiddenLLM, setup_logging, write_result
-from .harness import RANKINGS_WORK, option
+from .harness import RANKINGS_WORK, option, without_options
 
 #: data set name -> its folder under the data root
 DATASETS = {"musique": "musique/hipporag_v1_train", "2wiki": "2wikimultihopqa"}
@@ -271,14 +271,7 @@ def line(r: dict) -> str:
 # ----------------------------------------------------------------------------- before, in a child
 def child_argv(argv: Sequence[str], json_out: Path) -> list[str]:
     """``argv`` without ``--before``/``--out``/``--json-out`` (and their values), writing figures to ``json_out``."""
-    args, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a in ("--before", "--out", "--json-out"):
-            skip = True
-        elif not a.startswith(("--before=", "--out=", "--json-out=")) and a != "query-latency":
-            args.append(a)
+    args = [a for a in without_options(argv, ("--before", "--out", "--json-out")) if a != "query-latency"]
     return ["query-latency", *args, "--json-out", str(json_out)]
 
 
