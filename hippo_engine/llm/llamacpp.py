@@ -267,7 +267,7 @@ class LlamaCppClient(LLMClient):
                 stop = fmt.stop if isinstance(fmt.stop, list) else ([fmt.stop] if fmt.stop else [])
                 t0 = time.perf_counter()
                 deadline = t0 + self.timeout
-                llm.reset()     # never reuse the last call's cached prefix: that changes greedy replies
+                _forget_a_repeated_prompt(llm, prompt)
                 out = llm.create_completion(
                     prompt=prompt, max_tokens=max_new, temperature=temp, top_k=0 if temp == 0 else 40,
                     top_p=1.0, min_p=0.0, repeat_penalty=1.0, seed=self.seed, stop=stop,
@@ -292,6 +292,15 @@ class LlamaCppClient(LLMClient):
             pieces.finish(text)
         return LLMResponse(text=text, prompt_tokens=n_prompt, completion_tokens=n_new,
                            finish_reason="length" if choice.get("finish_reason") == "length" else "stop")
+
+
+def _forget_a_repeated_prompt(llm: Any, prompt: list[int]) -> None:
+    """Evaluate afresh a prompt the model's context already holds whole (the same prompt asked again): reusing
+    it all but its last token gave another greedy reply than the first time. A prompt that only shares a
+    prefix with the last call (the reader's instructions) keeps that prefix: re-evaluating it costs ~20x."""
+    n = int(llm.n_tokens)
+    if len(prompt) <= n and list(llm.input_ids[:len(prompt)]) == list(prompt):
+        llm.reset()
 
 
 class _TokenPieces(TextPieces):
