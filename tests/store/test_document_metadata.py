@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from store.test_index_store_contract import BACKENDS, _settings
+from store.test_index_store_contract import BACKENDS
 
 from hippo_engine.config import HippoConfig
 from hippo_engine.datatypes import Hyperedge
@@ -25,8 +25,8 @@ DOCS = {
 
 
 @pytest.fixture(params=BACKENDS)
-def db(request, tmp_path):
-    config = HippoConfig(storage_backend=request.param, show_progress=False, **_settings(request.param, request))
+def db(request, tmp_path, storage_settings):
+    config = HippoConfig(storage_backend=request.param, show_progress=False, **storage_settings(request.param))
     store = open_index_store(tmp_path, config)
     yield store
     store.close()
