@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,15 +101,41 @@ def _first(sol, k: int):
                                explanations=list(sol.explanations)[:k])
 
 
+def load_engine(rag) -> None:
+    """Load now what a retrieve call would load on its first use: the encoder, the graph of the index
+    (its ``Retriever``) and, where query NER runs on spaCy (an ``extractor=ner`` index), the spaCy
+    pipeline; so that ``-v`` times the load apart from the retrieval (rankings are the same either way)."""
+    from hippo_engine.retrieve.facts.query_ner import resolve_source
+    rag.encoder.encode(["warm"])   # the model's first forward sets up its kernels: part of the load
+    _ = rag.retriever   # the graph of the index version, made on first use
+    if resolve_source(rag.config.query_ner, rag.index_state.extractor) == "spacy":
+        rag.ner.pipeline()
+
+
+def timing_line(n: int, seconds: float, load_s: float) -> str:
+    """``-v``'s line on stderr: the retrieve call's wall time, per query, and the engine's load apart."""
+    per = seconds * 1000 / max(n, 1)
+    return (f"retrieved {n} quer{'y' if n == 1 else 'ies'} in {seconds * 1000:.1f} ms ({per:.1f} ms per query; "
+            f"engine load {load_s:.1f} s)")
+
+
 def cmd_retrieve(args) -> int:
-    """Rank passages for the questions (Recall@k when a queries file has gold documents)."""
+    """Rank passages for the questions (Recall@k when a queries file has gold documents); with ``-v``
+    the wall time of the retrieval (and of the engine's load, apart) on stderr."""
     qs, gold_docs, _ = questions(args)
+    verbose = getattr(args, "verbose", False)
+    start = time.perf_counter()
     common.existing_index(args)
     rag = common._make_rag(args)
     check_gold(rag, gold_docs, args.queries)
     top_k = args.top_k or 5
+    if verbose:
+        load_engine(rag)
+    loaded = time.perf_counter()
     out = rag.retrieve(qs, max(top_k, 200 if gold_docs else top_k), gold_docs=gold_docs, mode=_mode(args),
                        where=args.where)
+    if verbose:
+        print(timing_line(len(qs), time.perf_counter() - loaded, loaded - start), file=sys.stderr, flush=True)
     sols, metrics = out if gold_docs is not None else (out, {})
     sols = [_first(s, top_k) for s in sols]      # Recall@k read up to 200; the output is the top k asked for
     if args.json:
@@ -173,8 +201,13 @@ def add_parsers(sub: Any) -> None:
                              (", answer, citations" if name == "qa" else "") + ") and the metrics as JSON on "
                              "stdout instead of the text")
         sp.add_argument("--output", default=None, metavar="FILE", help="also write that JSON to this file")
+        if name == "retrieve":    # as `hippo-engine -v retrieve` (SUPPRESS: the top-level -v is kept)
+            sp.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                            help="log progress details (INFO level) and print the retrieval's wall time on "
+                                 "stderr, the engine's load apart")
         common.shared_flags(sp)
         sp.set_defaults(func=func)
 
 
-__all__ = ["QuestionAction", "add_parsers", "check_gold", "cmd_qa", "cmd_retrieve", "questions", "where_filter"]
+__all__ = ["QuestionAction", "add_parsers", "check_gold", "cmd_qa", "cmd_retrieve", "load_engine", "questions",
+           "timing_line", "where_filter"]
