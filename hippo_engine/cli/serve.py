@@ -28,7 +28,9 @@ import sys
 from typing import Any
 
 from hippo_engine.cli import common
+from hippo_engine.service.batching import DEFAULT_WINDOW_MS
 from hippo_engine.service.settings import ENV_ACCESS_KEY, ServiceSettings, private_settings_file
+from hippo_engine.system import usable_cpus
 
 #: seconds uvicorn waits for requests in flight at shutdown
 GRACEFUL_S = 30
@@ -54,7 +56,14 @@ def add_parser(sub) -> None:
     sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sp.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000; 0: any free port)")
     sp.add_argument("--workers", type=common.positive, default=1, metavar="N",
-                    help="server processes (default 1); they share the index and its indexing queue")
+                    help="server processes (default 1); they share the index and its indexing queue, but each "
+                         "holds its own models and graph in memory and the machine's cores are split between "
+                         "them. One process batching concurrent queries (--batch-window-ms) is the fastest on a "
+                         "few cores; several pay on many cores, or with --storage postgres under mostly writes")
+    sp.add_argument("--batch-window-ms", type=_milliseconds, default=None, metavar="MS",
+                    help=f"how long a retrieve (POST /retrieve, MCP recall) waits for concurrent ones with the same "
+                         f"options to run with it as one batch, each still getting its own answer (default "
+                         f"{DEFAULT_WINDOW_MS:g}; 0: each runs alone); /stats shows the batches under 'batching'")
     sp.add_argument("--access-key", default=None, metavar="KEY",
                     help=f"require this key in the X-API-Key header on every route but /health (default: env "
                          f"{ENV_ACCESS_KEY}; none: no key needed)")
@@ -91,13 +100,37 @@ def build_settings(args, environ: dict[str, str] | None = None) -> ServiceSettin
     memory: dict[str, Any] = {}
     if args.index_batch is not None:
         memory["batch_size"] = args.index_batch
-    return ServiceSettings(save_dir=str(args.save_dir), rag_options=common.rag_options(args), memory_options=memory,
-                           host=args.host, access_key=args.access_key or env.get(ENV_ACCESS_KEY) or None,
+    if args.batch_window_ms is not None:
+        memory["batch_window_ms"] = args.batch_window_ms
+    rag = worker_share(common.rag_options(args), args.workers)
+    return ServiceSettings(save_dir=str(args.save_dir), rag_options=rag, memory_options=memory, host=args.host,
+                           access_key=args.access_key or env.get(ENV_ACCESS_KEY) or None,
                            max_body_bytes=args.max_body_mb * 2 ** 20, max_batch=args.max_batch,
                            cors_origins=tuple(args.cors_origin or ()), allowed_hosts=_names(args.allowed_hosts),
                            max_answers=args.max_answers, max_connections=args.max_connections,
                            max_workspaces=args.max_workspaces, max_open_workspaces=args.max_open_workspaces,
                            workspace_idle_s=args.workspace_idle)
+
+
+def worker_share(rag_options: dict[str, Any], workers: int, cpus: int | None = None) -> dict[str, Any]:
+    """The engine options of each of ``workers`` server processes: with several, each encoder runs on its share
+    of the usable cores (``embedding_num_workers``: cores / workers, at least 2, which keeps the encoder on
+    one torch thread per forward pass, whose vectors do not depend on the batch) instead of all of them."""
+    if workers <= 1:
+        return rag_options
+    share = max(2, (cpus or usable_cpus()) // workers)
+    return {**rag_options, "embedding_num_workers": share}
+
+
+def _milliseconds(text: str) -> float:
+    """argparse type: a non-negative finite number of milliseconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or a positive number of milliseconds, got {text}")
+    return value
 
 
 def _seconds(text: str) -> float:

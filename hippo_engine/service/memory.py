@@ -11,11 +11,14 @@ Everything returned is a plain JSON-ready dict or list (see :mod:`.results`). Ba
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections.abc import Hashable
 
 from hippo_engine.modes import mode_names, mode_spec
 from hippo_engine.service import results
+from hippo_engine.service.batching import DEFAULT_WINDOW_MS, MAX_BATCH_QUERIES, Gatherer
 from hippo_engine.service.ingest import Ingestor
 from hippo_engine.service.jobs import FAILED, PENDING, PROCESSING, check_documents
 from hippo_engine.service.jobstore import open_job_store
@@ -40,20 +43,35 @@ def _texts(values: object, name: str, most: int = 1000) -> list[str]:
     return list(values)
 
 
+def _batch_key(top_k: int, mode: str, explain: bool, where: dict | None) -> Hashable | None:
+    """What two retrieves must share to run in one batch: every option that changes a result (None: a filter
+    that is not plain JSON data, never batched). The filter as written (its repr: keys in their order, 1, 1.0
+    and True told apart)."""
+    try:
+        json.dumps(where, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return (mode, top_k, explain, repr(where))
+
+
 class Memory:
     """The memory of one index ``rag`` (a ``HippoRAG``, owned from now on: :meth:`close` closes it).
 
     ``batch_size``: documents per indexing batch; ``worker``: run the background worker in this process (a
     process that only reads, or whose documents another process indexes, passes False); ``poll_s``: how often
     an idle worker looks for documents added by other processes; ``writer``: a second ``HippoRAG`` on the same
-    index for the worker's writes (owned too), so queries never wait for a batch."""
+    index for the worker's writes (owned too), so queries never wait for a batch; ``batch_window_ms``: how long
+    a retrieve waits for concurrent ones to run with it as one batch (:mod:`.batching`; 0: each runs alone,
+    as its own ``rag.retrieve``); ``batch_max_queries``: the most queries of one such batch."""
 
     def __init__(self, rag, *, batch_size: int = 32, worker: bool = True, poll_s: float = 0.5, writer=None,
-                 max_attempts: int = 5):
+                 max_attempts: int = 5, batch_window_ms: float = DEFAULT_WINDOW_MS,
+                 batch_max_queries: int = MAX_BATCH_QUERIES):
         self.rag = rag
         self.writer = writer if writer is not None else rag
         self._read_lock = threading.RLock()
         self._write_lock = threading.RLock() if writer is not None else self._read_lock
+        self.batches = Gatherer(batch_window_ms / 1000.0, max_queries=batch_max_queries, lock=self._read_lock)
         self.store = open_job_store(self.writer)
         self.ingestor = Ingestor(self.writer, self.store, self._write_lock, batch_size=batch_size, poll_s=poll_s,
                                  max_attempts=max_attempts)
@@ -154,15 +172,22 @@ class Memory:
     def retrieve(self, queries: list[str], *, top_k: int = 5, mode: str | None = None, explain: bool = False,
                  where: dict | None = None) -> list[dict]:
         """Rank passages for each query: ``[{"query", "mode", "passages": [{"id", "text", "score", "doc_ids",
-        "rank"}], "explanations"?}]`` (``explanations`` with ``explain=True``, ``hipporag2`` mode)."""
+        "rank"}], "explanations"?}]`` (``explanations`` with ``explain=True``, ``hipporag2`` mode). Concurrent
+        calls with the same options run as one batch (``batch_window_ms``), each getting its own answer."""
         queries = _texts(queries, "queries")
-        top_k, mode = _positive(top_k, "top_k", MAX_TOP_K), self._mode(mode)
+        top_k, mode, explain = _positive(top_k, "top_k", MAX_TOP_K), self._mode(mode), bool(explain)
         extra = self._filter(where)
-        with self._read_lock:
-            if self._empty():
-                return [results.empty_retrieval(q, mode, bool(explain)) for q in queries]
-            sols = self.rag.retrieve(queries, top_k, mode=mode, explain=bool(explain), **extra)
-        return [results.retrieval(s, mode, bool(explain)) for s in sols]
+
+        def solve(batch: list[str]) -> list:
+            """The batch's solutions (None for each on an empty memory), under the read lock."""
+            with self._read_lock:
+                if self._empty():
+                    return [None] * len(batch)
+                return list(self.rag.retrieve(batch, top_k, mode=mode, explain=explain, **extra))
+
+        sols = self.batches.run(_batch_key(top_k, mode, explain, where), queries, solve)
+        return [results.empty_retrieval(q, mode, explain) if s is None else results.retrieval(s, mode, explain)
+                for q, s in zip(queries, sols, strict=True)]
 
     def answer(self, question: str, *, top_k: int = 5, mode: str | None = None, where: dict | None = None) -> dict:
         """Answer ``question`` from the memory with the reader LLM: ``{"question", "answer", "citations",
@@ -240,6 +265,7 @@ class Memory:
                    "storage": {"backend": self.store.name, "location": state.db.shown_location},
                    "index_version": state.version, "version": __version__}
         out["worker"] = {"running": self.ingestor.running, "batch_size": self.ingestor.batch_size}
+        out["batching"] = self.batches.stats()
         return out
 
     # ------------------------------------------------------------------ lifecycle

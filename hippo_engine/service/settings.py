@@ -33,8 +33,10 @@ ENV_SETTINGS_FILE = "HIPPO_ENGINE_SERVE_SETTINGS_FILE"
 class ServiceSettings:
     """One server's configuration. ``rag_options`` are the ``HippoRAG`` keyword arguments of every
     workspace (models, storage, extractor, LLM); ``memory_options`` those of each ``Memory``
-    (ingestion batch size, ...). The limits answer 413 (too big a body or batch) or 422 (too long
-    a query, too large a top_k) with a message that names the limit."""
+    (ingestion ``batch_size``; ``batch_window_ms``, how long a retrieve waits for concurrent ones to run
+    with it as one batch, :mod:`hippo_engine.service.batching`: 0 turns it off, default
+    :data:`~hippo_engine.service.batching.DEFAULT_WINDOW_MS`; ...). The limits answer 413 (too big a
+    body or batch) or 422 (too long a query, too large a top_k) with a message that names the limit."""
 
     save_dir: str
     rag_options: dict[str, Any] = field(default_factory=dict)
@@ -90,6 +92,7 @@ class ServiceSettings:
         if self.access_key is not None and self.access_key != self.access_key.strip():
             raise ValueError("the access key starts or ends with whitespace, which no client can send (HTTP "
                              "drops it around a header's value): remove it")
+        _check_batch_window(self.memory_options)
         object.__setattr__(self, "cors_origins", tuple(self.cors_origins))
         object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
 
@@ -147,6 +150,13 @@ class ServiceSettings:
     def with_access_key(self, key: str | None) -> ServiceSettings:
         """A copy with another access key."""
         return replace(self, access_key=key)
+
+
+def _check_batch_window(memory_options: dict[str, Any]) -> None:
+    """A ``batch_window_ms`` in ``memory_options`` must be a non-negative number of milliseconds (ValueError)."""
+    window = memory_options.get("batch_window_ms", 0)
+    if isinstance(window, bool) or not isinstance(window, int | float) or not 0 <= window < float("inf"):
+        raise ValueError(f"the batch window must be a non-negative number of milliseconds, got {window!r}")
 
 
 @contextmanager
