@@ -231,3 +231,22 @@ def test_several_workers_split_the_cores_between_their_encoders():
     assert cli_serve.worker_share({"a": 1}, 4, cpus=16) == {"a": 1, "embedding_num_workers": 4}
     assert cli_serve.worker_share({}, 4, cpus=2) == {"embedding_num_workers": 2}
     assert cli_serve.build_settings(_serve_args("--workers", "3"), environ={}).rag_options["embedding_num_workers"] >= 2
+
+
+def test_mcp_recalls_at_once_run_as_one_batch(indexed, monkeypatch):
+    from hippo_engine.service.mcp_server import MemoryTools
+
+    class OneMemory:
+        def __init__(self, memory: Memory):
+            self.memory = memory
+
+        def get(self, name, *, create: bool) -> Memory:
+            return self.memory
+
+    alone = MemoryTools(OneMemory(Memory(indexed, worker=False, batch_window_ms=0)))
+    want = [alone.recall(q, 3, None) for q in QUESTIONS]
+    tools = MemoryTools(OneMemory(Memory(indexed, worker=False, batch_window_ms=LONG_S * 1000,
+                                         batch_max_queries=len(QUESTIONS))))
+    calls = recording(indexed, monkeypatch)
+    assert together([lambda q=q: tools.recall(q, 3, None) for q in QUESTIONS]) == want
+    assert len(calls) == 1 and sorted(calls[0]) == sorted(QUESTIONS)
