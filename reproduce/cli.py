@@ -22,6 +22,7 @@ from . import (
     check_index,
     citations_bench,
     communities,
+    encoder_runtime,
     explain_bench,
     index_cost,
     index_scale,
@@ -124,6 +125,8 @@ SERVICE: dict[str, tuple[ModuleType, str]] = {
 LATENCY: dict[str, tuple[ModuleType, str]] = {
     "query-latency": (query_latency, "latency: one query at a time in process vs batched and one encoder pass "
                                      "(MuSiQue, 2Wiki; --before CHECKOUT in the same run)"),
+    "encoder-runtime": (encoder_runtime, "latency: the embedder on one query (question, + its mentions): today's "
+                                         "encoder vs torch options and ONNX Runtime; ms, exactness, determinism"),
 }
 
 
