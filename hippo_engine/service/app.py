@@ -32,6 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from hippo_engine import __version__
 from hippo_engine.service import answering, errors, pages, routes_documents, routes_query, routes_server
 from hippo_engine.service.hosts import HostGuard, HostPolicy
+from hippo_engine.service.route_stats import RouteStats, RouteTimer, declared_paths
 from hippo_engine.service.routes_base import SCOPES, JSONBody, known_query
 from hippo_engine.service.security import KEY_HEADER, BodyLimit, BodyTimer, KeyGuard, key_dependency
 from hippo_engine.service.settings import ServiceSettings
@@ -93,6 +94,8 @@ def create_app(settings: ServiceSettings, *, workspaces: Any = None, preload: bo
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=[KEY_HEADER, "Content-Type"])
     app.add_middleware(HostGuard, policy=HostPolicy.build(settings.host, settings.allowed_hosts,
                                                           settings.cors_origins))
+    app.state.route_stats = RouteStats()     # GET /stats' "requests"; outermost: every answer is counted
+    app.add_middleware(RouteTimer, stats=app.state.route_stats, templates=lambda: declared_paths(app))
     return app
 
 

@@ -131,8 +131,10 @@ def build(scope: Scope) -> APIRouter:
         return memory.subgraph(query, top=n, limit=limit)
 
     @router.get("/stats", response_model=dict[str, Any], summary="statistics of the memory")
-    def stats(memory: Read) -> dict:
-        """Graph statistics, documents by status, the extractor, the storage and the version."""
-        return memory.stats()
+    def stats(request: Request, memory: Read) -> dict:
+        """Graph statistics, documents by status, the extractor, the storage and the version; under
+        ``requests`` the server process's requests since it started, per route (method and path template):
+        counts, client (4xx) and server (5xx) errors, latency p50/p90/p99, mean and max in ms."""
+        return {**memory.stats(), "requests": request.app.state.route_stats.snapshot()}
 
     return router

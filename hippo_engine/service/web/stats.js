@@ -1,5 +1,6 @@
 /* hippo-engine web page: index statistics (GET /stats): graph sizes, documents by status, the
- * extractor, the storage and the version, drawn as definition lists (nested objects nest).
+ * extractor, the storage and the version, drawn as definition lists (nested objects nest); the server
+ * process's requests per route ("requests") as a table.
  */
 "use strict";
 
@@ -29,6 +30,20 @@
     return dl;
   }
 
+  const COLUMNS = [["method", "method"], ["route", "route"], ["requests", "requests"], ["client_errors", "4xx"],
+    ["server_errors", "5xx"], ["p50_ms", "p50 ms"], ["p90_ms", "p90 ms"], ["p99_ms", "p99 ms"], ["max_ms", "max ms"]];
+
+  /** The requests card: since when and which process, then one table row per method and route. */
+  function requestsCard(req) {
+    const head = el("tr", {}, COLUMNS.map(([, title]) => el("th", { text: title, attrs: { scope: "col" } })));
+    const rows = (req.routes || []).map((r) => el("tr", {}, COLUMNS.map(([key]) =>
+      el("td", { className: key === "method" || key === "route" ? "" : "num", text: value(r[key]) }))));
+    const table = el("table", { className: "requests-table" },
+      el("caption", { text: "Per route since " + (req.since || "–") + " (process " + value(req.process) +
+        ", " + value(req.total) + " requests)" }), el("thead", {}, head), el("tbody", {}, rows));
+    return el("section", { className: "card stat-card requests-card" }, el("h3", { text: "requests" }), table);
+  }
+
   async function refresh() {
     if (!hippo.workspaceExists()) {
       $("stats").replaceChildren();
@@ -42,7 +57,9 @@
       const plain = {};
       const cards = [];
       for (const [key, v] of Object.entries(data)) {
-        if (v && typeof v === "object" && !Array.isArray(v)) {
+        if (key === "requests" && v && Array.isArray(v.routes)) {
+          cards.push(requestsCard(v));
+        } else if (v && typeof v === "object" && !Array.isArray(v)) {
           cards.push(el("section", { className: "card stat-card" }, el("h3", { text: label(key) }), list(v, 1)));
         } else {
           plain[key] = v;
