@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from hippo_engine.models.encoder_files import max_length_of, model_path
+from hippo_engine.models.encoder_files import check_settings, check_texts, max_length_of, model_path
+from hippo_engine.models.packed import PackedBert, packable
 from hippo_engine.progress import SHOWN
 from hippo_engine.system import usable_cpus
 
@@ -27,6 +28,12 @@ class Encoder(ABC):
                show_progress: bool = False, desc: str = "Encoding") -> np.ndarray:
         """Return an array of shape (len(texts), dim), dtype float32, rows of unit length."""
 
+    def encode_groups(self, groups: Sequence[tuple[Sequence[str], str | None]]) -> list[np.ndarray]:
+        """Several lists of texts, each with its instruction (``(texts, instruction)``), in one call: the
+        vectors of each list, as :meth:`encode` gives them. An encoder may run them in one forward pass
+        (a query and its entity mentions); this default encodes each list in turn."""
+        return [self.encode(texts, instruction=instruction) for texts, instruction in groups]
+
 
 # --------------------------------------------------------------------------------------------
 # Hugging Face transformers implementation
@@ -34,7 +41,6 @@ class Encoder(ABC):
 
 logger = logging.getLogger(__name__)
 
-_DTYPES = ("float32", "bfloat16")
 #: Every matrix multiplication is given at least this many rows (batch * tokens).
 #: With torch 2.13's MKL/oneDNN on x86-64 (AVX2), sgemm with fewer than 12 rows takes kernels
 #: whose rounding differs from the large-M kernel (measured: M in {1,2,3,5,6,7,9,10,11} with
@@ -44,6 +50,9 @@ _DTYPES = ("float32", "bfloat16")
 #: on how many other texts share its batch. 16 leaves a margin over 12; a larger floor costs
 #: latency on single short queries (the floor's rows are computed and thrown away).
 _MIN_GEMM_ROWS = 16
+#: At most this many texts are packed into one forward pass (:mod:`.packed`): a query, its mentions and a
+#: few more; larger calls keep the length-grouped plan, whose batches run on several workers
+PACK_MAX_TEXTS = 16
 #: Default token budget of one forward pass = ``batch_size`` texts of this many tokens
 #: (64 x 64 = 4096 rows). Short texts (entities: ~5 tokens) are packed into large batches,
 #: long ones into small batches that keep the activations small; measured on the 2-core AMD
@@ -134,6 +143,8 @@ class TransformersEncoder(Encoder):
             run in the calling thread with the process's torch thread count; with several
             torch threads a vector can then depend on its batch on some CPUs, as an AVX-512
             Xeon's multi-threaded matrix products split rows differently by batch size).
+        pack: run a call of a few short texts (a query and its entity mentions) as one packed forward
+            pass where that is exact (:meth:`packing`); False: always the length-grouped batches.
 
     bfloat16 is slower than float32 on CPUs without native bf16 instructions (measured on the
     AVX2 AMD EPYC box: 7 vs 56 GFLOP/s for a 384x1536 matrix product).
@@ -143,13 +154,13 @@ class TransformersEncoder(Encoder):
                  dtype: str = "float32", max_length: int | None = None, device: str = "cpu",
                  num_threads: int | None = None,
                  max_batch_tokens: int | None = None,
-                 num_workers: int | None = None) -> None:
+                 num_workers: int | None = None, pack: bool = True) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
         from hippo_engine.models.assets import DEFAULT_EMBEDDER
 
-        _check_settings(batch_size, dtype, max_length, max_batch_tokens, num_workers, num_threads)
+        check_settings(batch_size, dtype, max_length, max_batch_tokens, num_workers, num_threads)
         if num_threads is not None:
             torch.set_num_threads(num_threads)
 
@@ -177,6 +188,9 @@ class TransformersEncoder(Encoder):
         self.dim: int = int(self.model.config.hidden_size)
         self.max_length = max_length_of(max_length, path, self.tokenizer, self.model.config)
 
+        #: the packed forward pass, chosen on first use (see :meth:`packing`; ``pack=False``: never)
+        self._packed: PackedBert | None = None
+        self._pack_checked = not pack
         self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self._use_token_type_ids = "token_type_ids" in getattr(self.tokenizer, "model_input_names", ())
         logger.info("loaded embedding model %s from %s (dim=%d, max_length=%d, dtype=%s, "
@@ -229,15 +243,32 @@ class TransformersEncoder(Encoder):
         ``instruction`` (optional) is prepended verbatim: the model sees
         ``f"{instruction}{text}"``. An empty input gives an array of shape (0, dim).
         """
+        check_texts(texts)
+        ids = self.tokenize(texts, instruction=instruction) if len(texts) else []
+        return self._encode_ids(ids, show_progress, desc)
+
+    def encode_groups(self, groups: Sequence[tuple[Sequence[str], str | None]]) -> list[np.ndarray]:
+        """Every group's texts tokenized with its instruction and encoded together: a query and its
+        mentions (a few texts) in one packed forward pass (:meth:`packing`); vectors as :meth:`encode`'s."""
+        ids: list[list[int]] = []
+        for texts, instruction in groups:
+            check_texts(texts)
+            ids += self.tokenize(texts, instruction=instruction) if len(texts) else []
+        flat = self._encode_ids(ids, False, "Encoding")
+        ends = np.cumsum([len(texts) for texts, _ in groups]).tolist()
+        return [flat[e - len(texts):e] for (texts, _), e in zip(groups, ends, strict=True)]
+
+    def _encode_ids(self, ids: list[list[int]], show_progress: bool, desc: str) -> np.ndarray:
+        """Vectors of token id lists: one packed forward pass for a few short texts, else the length-grouped
+        plan of batches (see the class docstring)."""
         import torch
 
-        _check_texts(texts)
-        n = len(texts)
+        n = len(ids)
         out = np.empty((n, self.dim), dtype=np.float32)
         if n == 0:
             return out
-
-        ids = self.tokenize(texts, instruction=instruction)
+        if n <= PACK_MAX_TEXTS and sum(len(x) for x in ids) <= self.max_batch_tokens and self.packing() is not None:
+            return self._run_packed(ids)
         batches = self.plan_batches([len(x) for x in ids])
         logger.debug("%s: %d texts in %d batches (%d distinct token lengths)", desc, n,
                      len(batches), len({len(x) for x in ids}))
@@ -252,6 +283,51 @@ class TransformersEncoder(Encoder):
         if workers > 1 or n > 1000:
             _release_free_memory()
         return out
+
+    def packing(self) -> PackedBert | None:
+        """The packed forward pass (:mod:`.packed`) where it gives exactly the vectors of the usual plan:
+        a float32 BERT model on the CPU, checked once on this machine (None: the usual plan only)."""
+        if not self._pack_checked:
+            self._pack_checked = True
+            if self.device.type == "cpu" and self.dtype == "float32" and packable(self.model):
+                packed = PackedBert(self.model, _MIN_GEMM_ROWS)
+                self._packed = packed if self._agrees(packed) else None
+                if self._packed is None:
+                    logger.info("%s: packed forward passes differ from length-grouped ones here; not packing",
+                                self.name)
+        return self._packed
+
+    def _agrees(self, packed: PackedBert) -> bool:
+        """Whether ``packed`` gives bit-identical vectors to the usual plan on probe texts of mixed lengths."""
+        import torch
+
+        ids = self.tokenize(list(_PROBE_TEXTS))
+        with torch.inference_mode():
+            usual = np.vstack([self._forward([x]) for x in ids])
+            return bool(np.array_equal(usual, self._one_thread(packed.embed, ids)))
+
+    def _run_packed(self, ids: list[list[int]]) -> np.ndarray:
+        """Every text in one packed forward pass, in this thread (one torch thread, as a single batch runs)."""
+        import torch
+
+        packed = self.packing()
+        assert packed is not None
+        with torch.inference_mode():
+            return self._one_thread(packed.embed, ids)
+
+    def _one_thread(self, fn, *args):
+        """``fn(*args)`` with the process's torch threads set to 1 where the encoder runs its batches on
+        workers of one thread each (as :meth:`_run_batches` does), restored afterwards."""
+        import torch
+
+        if not (self.num_workers > 1 and self.device.type == "cpu"):
+            return fn(*args)
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args)
+        finally:
+            torch.set_num_threads(before)
 
     def _run_batches(self, run, batches: list[np.ndarray], lengths, progress) -> int:
         """Run ``run(batch)`` for every batch: in this thread, or on a pool of up to ``num_workers``
@@ -320,33 +396,12 @@ class TransformersEncoder(Encoder):
         return pooled.cpu().numpy()
 
 
+#: texts of mixed token lengths, short and long, that :meth:`TransformersEncoder.packing` checks packing on
+_PROBE_TEXTS = ("Which river flows through the capital of the country where the author was born?", "Paris",
+                "the Eiffel Tower", "Marie Curie", "1867")
+
+
 def _one_torch_thread() -> None:
     """Pool initializer: each encoder worker runs torch on one thread."""
     import torch
     torch.set_num_threads(1)
-
-
-def _check_settings(batch_size: int, dtype: str, max_length: int | None, max_batch_tokens: int | None,
-                    num_workers: int | None, num_threads: int | None) -> None:
-    """Refuse an encoder setting out of range (``ValueError`` naming the first)."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
-    if max_length is not None and max_length < 2:
-        raise ValueError(f"max_length must be >= 2, got {max_length}")
-    if max_batch_tokens is not None and max_batch_tokens < 1:
-        raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
-    if num_workers is not None and num_workers < 1:
-        raise ValueError(f"num_workers must be >= 1, got {num_workers}")
-    if num_threads is not None and num_threads < 1:
-        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
-
-
-def _check_texts(texts: Sequence[str]) -> None:
-    """Refuse a single string or a non-string item (``TypeError``)."""
-    if isinstance(texts, str):
-        raise TypeError("encode() expects a sequence of strings, not a single string")
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] is {type(t).__name__}, expected str")

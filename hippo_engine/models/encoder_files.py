@@ -1,14 +1,18 @@
-"""Where a transformers encoder's model is and how long its inputs may be: :func:`model_path` (a
-packaged name, a local folder or a hub id) and :func:`max_length_of` (the truncation length), for
+"""Where a transformers encoder's model is, how long its inputs may be and what it accepts: :func:`model_path`
+(a packaged name, a local folder or a hub id), :func:`max_length_of` (the truncation length) and the checks of
+its settings and inputs (:func:`check_settings`, :func:`check_texts`), for
 :class:`~hippo_engine.models.encoder.TransformersEncoder`."""
 from __future__ import annotations
 
 import json
 import logging
 import os
+from collections.abc import Sequence
 
 logger = logging.getLogger(__name__)
 
+#: the encoder's dtypes
+DTYPES = ("float32", "bfloat16")
 #: Hard cap when neither a sentence-transformers config nor a sane tokenizer limit is known.
 _MAX_LENGTH_CAP = 512
 
@@ -80,3 +84,29 @@ def max_length_of(max_length: int | None, path: str, tokenizer, model_config) ->
 
 
 __all__ = ["looks_like_local_path", "max_length_of", "model_path", "read_st_max_seq_length"]
+
+
+def check_settings(batch_size: int, dtype: str, max_length: int | None, max_batch_tokens: int | None,
+                    num_workers: int | None, num_threads: int | None) -> None:
+    """Refuse an encoder setting out of range (``ValueError`` naming the first)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if max_length is not None and max_length < 2:
+        raise ValueError(f"max_length must be >= 2, got {max_length}")
+    if max_batch_tokens is not None and max_batch_tokens < 1:
+        raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
+    if num_workers is not None and num_workers < 1:
+        raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+    if num_threads is not None and num_threads < 1:
+        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+
+
+def check_texts(texts: Sequence[str]) -> None:
+    """Refuse a single string or a non-string item (``TypeError``)."""
+    if isinstance(texts, str):
+        raise TypeError("encode() expects a sequence of strings, not a single string")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] is {type(t).__name__}, expected str")

@@ -1,8 +1,8 @@
 """``hipporag2``: HippoRAG 2 retrieval as a search object (see :mod:`.search`).
 
-Per call: encode the queries (:func:`.encoding.encode_queries`), compute the query NER vectors
-when the linking strategy needs them, wrap the recognition filter when it is on and the linking
-scores facts, rank with the ``Retriever`` (:meth:`.Retriever.search`), and turn its rows into
+Per call: find the query entities when the linking strategy needs them, encode the queries and their
+entities in one encoder call (:func:`.encoding.encode_with_mentions`), wrap the recognition filter when
+it is on and the linking scores facts, rank with the ``Retriever`` (:meth:`.Retriever.search`), and turn its rows into
 ``QuerySolution``s (:class:`.passages.PassageTexts`), with the errors of failed LLM calls.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from hippo_engine.models.encoder import Encoder
 from hippo_engine.modes import ModeSpec
 from hippo_engine.progress import QUIET, Progress, announce, plural
 from hippo_engine.qa.reading import Reader
-from hippo_engine.retrieve.encoding import encode_queries
+from hippo_engine.retrieve.encoding import encode_with_mentions
 from hippo_engine.retrieve.facts.linking import Linking
 from hippo_engine.retrieve.facts.query_ner import QueryNER
 from hippo_engine.retrieve.filtering import Restriction, Restrictor, empty_solutions, hide_outside
@@ -97,9 +97,9 @@ class HippoRAG2Search(QuerySearch):
         restriction = self.restriction(r, param)
         if restriction is not None and restriction.empty:
             return r, [RawResult() for _ in queries], empty_solutions(queries), restriction
-        q_fact, q_pass = encode_queries(self._encoder(), queries, self.config)
         failed: dict[str, list[str]] = {}
-        ner_vectors = self._query_ner(queries, failed) if r.linking.needs_ner else None
+        names = self._query_ner.names(queries, failed) if r.linking.needs_ner else None
+        q_fact, q_pass, ner_vectors = encode_with_mentions(self._encoder(), queries, self.config, names)
         filter_many = self._filter(queries, param, r.linking, failed)
         results, timings = r.search(queries, q_fact, q_pass, k, filter_many, ner_vectors, explain=param.explain,
                                     restriction=restriction)

@@ -72,6 +72,11 @@ class SharedEncoder(Encoder):
         with self._lock:
             return inner.encode(texts, **kwargs)
 
+    def encode_groups(self, groups: Sequence[tuple[Sequence[str], str | None]]) -> list[np.ndarray]:
+        inner = self.inner()
+        with self._lock:
+            return inner.encode_groups(groups)
+
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("_"):
             raise AttributeError(attr)

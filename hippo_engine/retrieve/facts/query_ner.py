@@ -102,6 +102,11 @@ class QueryNER:
         self.settings = settings
         self._extractor, self._llm, self._ner, self._encoder = extractor, llm, ner, encoder
 
+    def names(self, queries: list[str], failed: Errors) -> list[list[str]]:
+        """Each query's normalised entity names (to be encoded with the query itself, see
+        ``retrieve.encoding.encode_with_mentions``); failed LLM calls go to ``failed``."""
+        return query_entity_names(queries, self.settings, self._extractor(), self._llm, self._ner, failed)
+
     def __call__(self, queries: list[str], failed: Errors) -> list[np.ndarray | None]:
         return query_entity_vectors(queries, self.settings, self._extractor(), self._llm, self._ner, self._encoder(),
                                     failed)
