@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import common
@@ -147,19 +148,33 @@ def serve_command() -> list[str]:
     return [found]
 
 
+@dataclass(frozen=True)
+class Launch:
+    """How a server is started: ``command`` (what ``serve`` is appended to), extra environment variables, the
+    working folder (None: the repository) and ``defaults``: no setting but the index folder, host and port (the
+    server's own defaults), instead of the harness's (SQLite, ner, no filter, ``workers``)."""
+
+    command: Sequence[str]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    defaults: bool = False
+
+
 class ServerProcess:
     """``hippo-engine serve --save-dir DIR ...`` on 127.0.0.1 in a process group of its own; its output goes
     to ``log``. :meth:`kill` sends SIGKILL to the whole group (uvicorn's supervisor and its workers; an
     embedded PostgreSQL runs in a session of its own and survives); :meth:`stop` asks for a graceful stop."""
 
     def __init__(self, save_dir: Path, log: Path, *, storage: str = "sqlite", workers: int = 1,
-                 extra: Sequence[str] = ()):
+                 extra: Sequence[str] = (), launch: Launch | None = None):
         self.save_dir, self.log_path, self.workers = Path(save_dir), Path(log), workers
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.args = [*serve_command(), "serve", "--save-dir", str(self.save_dir), "--storage", storage,
-                     "--extractor", "ner", "--no-filter", "--host", "127.0.0.1", "--port", str(self.port),
-                     "--workers", str(workers), *extra]
+        self.launch = launch or Launch(serve_command())
+        settings = [] if self.launch.defaults else ["--storage", storage, "--extractor", "ner", "--no-filter",
+                                                    "--workers", str(workers)]
+        self.args = [*self.launch.command, "serve", "--save-dir", str(self.save_dir), "--host", "127.0.0.1",
+                     "--port", str(self.port), *settings, *extra]
         self.proc: subprocess.Popen | None = None
         self.started = 0.0
         self.log_offset = 0     # the log's length at start (a log may hold earlier runs)
@@ -167,10 +182,11 @@ class ServerProcess:
     def start(self) -> ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_offset = self.log_path.stat().st_size if self.log_path.is_file() else 0
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+               **self.launch.env}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=env, start_new_session=True, cwd=str(REPO_ROOT))
+                                         env=env, start_new_session=True, cwd=str(self.launch.cwd or REPO_ROOT))
         self.started = time.monotonic()
         return self
 
@@ -269,6 +285,6 @@ def hold_postgres(save_dir: Path):
     return server
 
 
-__all__ = ["ENGINE", "OUT_DIR", "ServerProcess", "build_index", "command_line", "free_port", "full_text",
+__all__ = ["ENGINE", "OUT_DIR", "Launch", "ServerProcess", "build_index", "command_line", "free_port", "full_text",
            "hold_postgres", "musique_documents", "musique_questions", "open_engine", "pct", "redact", "uptime",
            "wiki_documents"]

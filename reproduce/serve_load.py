@@ -2,6 +2,7 @@
 
     python -m reproduce serve-load [--storage both|postgres|sqlite] [--requests 2000] [--clients 8]
                                    [--documents 200] [--overhead 100]
+    python -m reproduce serve-load --throughput [--before CHECKOUT] [--levels 1,8,32] [--per-level 240]
 
 The MuSiQue subset (1,890 passages) is indexed once per backend in-process (``extractor="ner"``: spaCy,
 no LLM; recognition filter off) under ``<work>/index_<backend>``. Then ``hippo-engine serve`` runs over
@@ -21,6 +22,10 @@ the same call in-process (``HippoRAG.retrieve`` on the same index folder, warm),
 ``--only-overhead``: the SQLite server and that measure alone (to repeat it on a quieter machine).
 
 Writes ``reproduce/results/serve/load.md`` and ``load.json``; exits 1 on any failed check.
+
+``--throughput``: the read-only throughput measure alone, at 1, 8 and 32 clients, this checkout's server and
+``--before CHECKOUT``'s in the same run, every response checked against its single-request answer
+(:mod:`.serve_throughput`; writes ``throughput.md`` and ``.json``).
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import serve_throughput
 from .serve_consistency import Call, DocTimes, check_calls
 from .serve_harness import (
     OUT_DIR,
@@ -78,6 +84,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--time-limit", type=float, default=1800.0, help="seconds a run's load may last (default 1800)")
     ap.add_argument("--work", type=Path, default=Path("outputs/serve/load"), help="indexes and server logs")
     ap.add_argument("--out", type=Path, default=OUT_DIR / "load.md", help="the report (and .json beside it)")
+    serve_throughput.add_arguments(ap)
 
 
 # ----------------------------------------------------------------------------- clients
@@ -351,6 +358,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     setup_logging()
     logging.getLogger("httpx").setLevel(logging.WARNING)      # not a line per request
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.throughput:
+        return serve_throughput.run(args, argv)
     runs = [("postgres", args.postgres_workers), ("sqlite", args.sqlite_workers)]
     results = []
     for storage, workers in runs:

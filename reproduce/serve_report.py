@@ -1,4 +1,5 @@
-"""Markdown reports of ``serve-load`` (:func:`render_load`) and ``serve-restarts`` (:func:`render_restarts`):
+"""Markdown reports of ``serve-load`` (:func:`render_load`), its throughput measure (:func:`render_throughput`)
+and ``serve-restarts`` (:func:`render_restarts`):
 the command, the machine's load (``uptime``), the figures and the checks; no folder of this machine."""
 from __future__ import annotations
 
@@ -163,3 +164,46 @@ def render_restarts(results: list[dict], command: str) -> str:
 
 
 __all__ = ["render_load", "render_restarts"]
+
+
+def render_throughput(figures: dict, command: str, args: argparse.Namespace) -> str:
+    """The report of ``serve-load --throughput``: per server and level, requests/s and latency; the ratio at
+    8 clients; the check of every response; the load before and after each server's levels."""
+    engines = figures["engines"]
+    lines = ["# `hippo-engine serve`: read-only throughput at 1 to 32 concurrent clients", "",
+             "```bash", command, "```", "",
+             f"{_machine()}; the servers and the clients on the same machine (127.0.0.1), one server at a time, "
+             "each with its own default settings (only the index folder, host and port given). Index: the MuSiQue "
+             "subset (`extractor=\"ner\"`, serve-load's SQLite index). Per level: that many clients (one "
+             f"keep-alive connection each) send {args.per_level} `POST /retrieve` between them, one MuSiQue "
+             f"question each, top_k {args.top_k}, `hipporag2` mode; {args.rounds} round(s), the servers "
+             "alternated; a warm-up of 32 requests first, not counted. See `reproduce/serve_throughput.py`.", "",
+             "| server | commit | clients | requests | seconds | requests/s | p50 ms | p95 ms | errors |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, e in engines.items():
+        for r in e["levels"]:
+            lines.append(f"| {name} | `{e['commit']}` | {r['clients']} | {r['requests']} | {r['seconds']:.1f} | "
+                         f"{r['requests_per_s']:.1f} | {_ms(r['p50_ms'])} | {_ms(r['p95_ms'])} | {r['errors']} |")
+    lines.append("")
+    at8 = figures.get("at_8_clients")
+    if at8:
+        lines += [f"At 8 clients: **{at8['ratio_requests_per_s']:.2f}x** the requests/s of the before server; "
+                  f"p95 {_ms(at8['p95_ms_before'])} ms before, {_ms(at8['p95_ms_current'])} ms now.", ""]
+    lines += ["Every successful response against the single-request answer (`HippoRAG.retrieve([q], top_k)` on "
+              "the same index folder in-process, one question per call, by that server's engine: the same "
+              "passage ids in the same order, equal scores):", ""]
+    for name, e in engines.items():
+        c = e["check"]
+        lines.append(f"- {name}: {c['checked']} responses checked, {c['mismatches']} differ"
+                     + (f" (e.g. {c['examples'][0]})" if c["examples"] else ""))
+    if figures.get("same_single_answers") is not None:
+        lines.append(f"- the two engines' single-request answers are "
+                     f"{'identical' if figures['same_single_answers'] else 'NOT identical'} on every question")
+    lines += ["", "Load (`uptime`) before and after each server's levels:", ""]
+    for name, e in engines.items():
+        for run in e["runs"]:
+            lines.append(f"- {name}, round {run['round']} (ready in {run['startup_s']:.1f} s): before "
+                         f"`{run['uptime_before']}`; after `{run['uptime_after']}`")
+    verdict = "; ".join(figures["failures"]) or "no errors, every response equal to its single-request answer"
+    lines += ["", f"Result: {verdict}.", ""]
+    return "\n".join(lines)
