@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from hippo_engine.models.encoder_files import check_settings, check_texts, max_length_of, model_path
-from hippo_engine.models.packed import PackedBert, packable
+from hippo_engine.models.packed import PackedBert, packable, plan_packs
 from hippo_engine.progress import SHOWN
 from hippo_engine.system import usable_cpus
 
@@ -50,9 +50,12 @@ logger = logging.getLogger(__name__)
 #: on how many other texts share its batch. 16 leaves a margin over 12; a larger floor costs
 #: latency on single short queries (the floor's rows are computed and thrown away).
 _MIN_GEMM_ROWS = 16
-#: At most this many texts are packed into one forward pass (:mod:`.packed`): a query, its mentions and a
-#: few more; larger calls keep the length-grouped plan, whose batches run on several workers
-PACK_MAX_TEXTS = 16
+#: A call of at most this many texts (and at most one batch's token budget) runs as packed forward passes
+#: (:mod:`.packed`): a query and its mentions, a few queries batched together; larger calls keep the
+#: length-grouped plan
+PACK_MAX_TEXTS = 64
+#: A small call is split into one pack per worker where each pack gets at least this many tokens
+PACK_SPLIT_TOKENS = 64
 #: Default token budget of one forward pass = ``batch_size`` texts of this many tokens
 #: (64 x 64 = 4096 rows). Short texts (entities: ~5 tokens) are packed into large batches,
 #: long ones into small batches that keep the activations small; measured on the 2-core AMD
@@ -267,19 +270,23 @@ class TransformersEncoder(Encoder):
         out = np.empty((n, self.dim), dtype=np.float32)
         if n == 0:
             return out
-        if n <= PACK_MAX_TEXTS and sum(len(x) for x in ids) <= self.max_batch_tokens and self.packing() is not None:
-            return self._run_packed(ids)
-        batches = self.plan_batches([len(x) for x in ids])
+        lengths = [len(x) for x in ids]
+        packed = self.packing() if n <= PACK_MAX_TEXTS and sum(lengths) <= self.max_batch_tokens else None
+        if packed is not None:      # a few texts: packs of mixed lengths, one per worker where worth it
+            forward, batches = packed.embed, plan_packs(lengths, min(self.num_workers,
+                                                                     max(1, sum(lengths) // PACK_SPLIT_TOKENS)))
+        else:
+            forward, batches = self._forward, self.plan_batches(lengths)
         logger.debug("%s: %d texts in %d batches (%d distinct token lengths)", desc, n,
-                     len(batches), len({len(x) for x in ids}))
+                     len(batches), len(set(lengths)))
 
         progress = SHOWN.bar(total=n, desc=desc, unit="text") if show_progress else None
 
         def run(idx: np.ndarray) -> None:
             with torch.inference_mode():  # thread-local: entered in each worker
-                out[idx] = self._forward([ids[i] for i in idx])
+                out[idx] = forward([ids[i] for i in idx])
 
-        workers = self._run_batches(run, batches, lambda: [len(ids[b[0]]) for b in batches], progress)
+        workers = self._run_batches(run, batches, lambda: [max(lengths[i] for i in b) for b in batches], progress)
         if workers > 1 or n > 1000:
             _release_free_memory()
         return out
@@ -305,15 +312,6 @@ class TransformersEncoder(Encoder):
         with torch.inference_mode():
             usual = np.vstack([self._forward([x]) for x in ids])
             return bool(np.array_equal(usual, self._one_thread(packed.embed, ids)))
-
-    def _run_packed(self, ids: list[list[int]]) -> np.ndarray:
-        """Every text in one packed forward pass, in this thread (one torch thread, as a single batch runs)."""
-        import torch
-
-        packed = self.packing()
-        assert packed is not None
-        with torch.inference_mode():
-            return self._one_thread(packed.embed, ids)
 
     def _one_thread(self, fn, *args):
         """``fn(*args)`` with the process's torch threads set to 1 where the encoder runs its batches on

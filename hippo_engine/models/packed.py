@@ -48,7 +48,7 @@ class PackedBert:
     def __init__(self, model: Any, min_rows: int):
         self.model, self.min_rows = model, min_rows
 
-    def embed(self, batch_ids: Sequence[Sequence[int]]) -> np.ndarray:
+    def embed(self, batch_ids: list[list[int]]) -> np.ndarray:
         """Unit-length mean-pooled vectors (len(batch_ids), dim) of token id lists (special tokens included),
         in one forward pass; call under ``torch.inference_mode()``."""
         import torch
@@ -77,7 +77,8 @@ class PackedBert:
 
     @staticmethod
     def _layer(layer: Any, x, bounds: list[int]):
-        """One transformer layer over the packed rows: the projections on all rows at once, attention per text."""
+        """One transformer layer over the packed rows: the projections on all rows at once, attention per text
+        (texts of one length side by side in one call, as a batch of that length runs)."""
         import torch
         from torch.nn.functional import scaled_dot_product_attention
 
@@ -85,8 +86,8 @@ class PackedBert:
         heads, size = sa.num_attention_heads, sa.attention_head_size
         q, k, v = sa.query(x), sa.key(x), sa.value(x)
         parts = []
-        for s, e in zip(bounds[:-1], bounds[1:], strict=True):
-            shape = (1, e - s, heads, size)
+        for s, e, n in runs(bounds):
+            shape = (n, (e - s) // n, heads, size)
             out = scaled_dot_product_attention(q[s:e].view(shape).transpose(1, 2), k[s:e].view(shape).transpose(1, 2),
                                                v[s:e].view(shape).transpose(1, 2), attn_mask=None, dropout_p=0.0,
                                                scale=sa.scaling)
@@ -98,4 +99,29 @@ class PackedBert:
         return layer.output.LayerNorm(layer.output.dense(inner) + attended)
 
 
-__all__ = ["PackedBert", "pack_rows", "packable"]
+def runs(bounds: Sequence[int]) -> list[tuple[int, int, int]]:
+    """``(start row, end row, texts)`` of each run of consecutive texts of one length (``bounds``: the texts'
+    row offsets and the end)."""
+    out: list[tuple[int, int, int]] = []
+    for s, e in zip(bounds[:-1], bounds[1:], strict=True):
+        if out and out[-1][1] == s and (out[-1][1] - out[-1][0]) // out[-1][2] == e - s:
+            out[-1] = (out[-1][0], e, out[-1][2] + 1)
+        else:
+            out.append((s, e, 1))
+    return out
+
+
+def plan_packs(lengths: Sequence[int], packs: int) -> list[np.ndarray]:
+    """Positions of texts of token ``lengths`` split into at most ``packs`` packs of about equal tokens (the
+    longest first into the lightest pack), each pack's texts by length (equal lengths side by side)."""
+    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    load = [0] * max(1, packs)
+    members: list[list[int]] = [[] for _ in load]
+    for i in order.tolist():
+        j = load.index(min(load))
+        members[j].append(i)
+        load[j] += int(lengths[i])
+    return [np.array(sorted(m, key=lambda i: (lengths[i], i)), dtype=np.int64) for m in members if m]
+
+
+__all__ = ["PackedBert", "pack_rows", "packable", "plan_packs", "runs"]

@@ -279,14 +279,22 @@ def test_gemm_row_invariance_above_floor(threads):
         torch.set_num_threads(before)
 
 
-def test_worker_error_propagates_and_restores_threads(enc, monkeypatch):
+@pytest.mark.parametrize("plan", ["length-grouped", "packed"])
+def test_worker_error_propagates_and_restores_threads(enc, monkeypatch, plan):
     import torch
 
-    def boom(batch_ids):
+    from hippo_engine.models.packed import PackedBert
+
+    def boom(*args):
         raise RuntimeError("forward failed")
 
     before = torch.get_num_threads()
-    monkeypatch.setattr(enc, "_forward", boom)
+    if plan == "packed":          # a small call: packs of mixed lengths
+        monkeypatch.setattr(PackedBert, "embed", boom)
+        texts = ENTITIES
+    else:                         # more texts than a packed call holds: the length-grouped batches
+        monkeypatch.setattr(enc, "_forward", boom)
+        texts = ENTITIES * 2
     with pytest.raises(RuntimeError, match="forward failed"):
-        enc.encode(ENTITIES)
+        enc.encode(texts)
     assert torch.get_num_threads() == before

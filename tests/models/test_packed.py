@@ -62,8 +62,8 @@ class TestRealEncoder:
 
     def test_a_large_call_keeps_the_usual_plan(self, encoders, monkeypatch):
         packed, usual = encoders
-        texts = [f"passage number {i} about topic {i % 7}" for i in range(encoder_module.PACK_MAX_TEXTS + 4)]
-        monkeypatch.setattr(packed, "_run_packed", lambda ids: pytest.fail("packed a large call"))
+        texts = [f"passage number {i} about topic {i % 7}" for i in range(encoder_module.PACK_MAX_TEXTS + 1)]
+        monkeypatch.setattr(PackedBert, "embed", lambda self, ids: pytest.fail("packed a large call"))
         assert np.array_equal(packed.encode(texts), usual.encode(texts))
 
     def test_packing_is_off_where_it_would_not_be_exact(self, monkeypatch):
