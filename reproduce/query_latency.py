@@ -14,8 +14,8 @@ skipped), with the engine's default retrieval settings, the recognition filter o
 * **floor**: one encoder forward of the query text alone, ``rag.encoder.encode([q], instruction=...)`` with the
   fact-matching query instruction, as ``hippo_engine/retrieve/encoding.py`` encodes a query; p50;
 * the ratio single p50 / floor p50, and a **profile** (cProfile) of ``--profile-queries`` single queries: cumulative
-  time in the encoder (all passes; the query's own encoding; query NER's encoding), in spaCy's query NER and in the
-  graph search, and the top 10 functions by own time.
+  time in the encoder (every call of the query path), in spaCy's query NER and in the graph search, encoder calls and
+  forward passes per query, and the top 10 functions by own time.
 
 Indexes live in ``<work>/<dataset>/<variant>/`` (default work ``outputs/reproduce/latency``), built by the table
 commands' runner on first use (``ner`` on 2Wiki takes minutes: ``--datasets musique`` is the quick path) and reused
@@ -56,13 +56,18 @@ OUT_DIR = RESULTS_DIR / "latency"
 WORK = Path("outputs/reproduce/latency")
 #: environment variables that size the numeric libraries' thread pools (reported where set)
 THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")
-#: profile parts: label -> (file suffix, function, caller's (file suffix, function) or None: all callers)
-PARTS: dict[str, tuple[str, str, tuple[str, str] | None]] = {
-    "encoder, all passes": ("models/encoder.py", "encode", None),
-    "query encoding": ("models/encoder.py", "encode", ("retrieve/encoding.py", "encode_queries")),
-    "query NER: spaCy": ("index/ner.py", "query_entities", None),
-    "query NER: encoding": ("models/encoder.py", "encode", ("facts/query_ner.py", "query_entity_vectors")),
-    "graph search": ("retrieve/retriever.py", "search", None),
+#: profile parts: label -> the (file suffix, function) pairs whose cumulative times add up to it (an engine may have
+#: only some of them: before issue 41 a query's text and its mentions were two ``encode`` calls, after it one
+#: ``encode_groups`` call)
+PARTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "encoder": (("models/encoder.py", "encode"), ("models/encoder.py", "encode_groups")),
+    "query NER: spaCy": (("index/ner.py", "query_entities"),),
+    "graph search": (("retrieve/retriever.py", "search"),),
+}
+#: counts per query: label -> the (file suffix, function) pairs whose calls are counted
+COUNTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "encoder calls": PARTS["encoder"],
+    "forward passes": (("models/encoder.py", "_forward"), ("models/packed.py", "embed")),
 }
 
 
@@ -129,23 +134,24 @@ def _matches(key: tuple, where: tuple[str, str]) -> bool:
     return key[0].replace(os.sep, "/").endswith(where[0]) and key[2] == where[1]
 
 
+def _entries(table: dict, pairs: tuple[tuple[str, str], ...]) -> list:
+    """The profile entries of the functions ``pairs`` names."""
+    return [v for k, v in table.items() if any(_matches(k, w) for w in pairs)]
+
+
 def breakdown(stats: pstats.Stats, n: int, top: int = 10) -> dict:
-    """ms per query in each of :data:`PARTS` (cumulative; ``None`` where the engine has no such function) and
-    the ``top`` functions by own time (ms per query, own and cumulative)."""
+    """ms per query in each of :data:`PARTS` (cumulative; ``None`` where the engine has none of its functions),
+    calls per query of :data:`COUNTS` and the ``top`` functions by own time (ms per query, own and cumulative)."""
     table = stats.stats   # type: ignore[attr-defined]
     parts: dict[str, float | None] = {}
-    for label, (suffix, name, caller) in PARTS.items():
-        found = [(k, v) for k, v in table.items() if _matches(k, (suffix, name))]
-        if not found:
-            parts[label] = None
-        elif caller is None:
-            parts[label] = 1000 * sum(v[3] for _, v in found) / n
-        else:
-            parts[label] = 1000 * sum(c[3] for _, v in found for ck, c in v[4].items() if _matches(ck, caller)) / n
+    for label, pairs in PARTS.items():
+        found = _entries(table, pairs)
+        parts[label] = 1000 * sum(v[3] for v in found) / n if found else None
+    counts = {label: sum(v[1] for v in _entries(table, pairs)) / n for label, pairs in COUNTS.items()}
     rows = sorted(table.items(), key=lambda kv: -kv[1][2])[:top]
     funcs = [{"function": f"{Path(k[0]).name}:{k[1]}({k[2]})", "calls": v[1] / n,
               "own_ms": 1000 * v[2] / n, "cum_ms": 1000 * v[3] / n} for k, v in rows]
-    return {"parts": parts, "top": funcs}
+    return {"parts": parts, "counts": counts, "top": funcs}
 
 
 def profiled(fn: Callable[[list[str]], object], questions: Sequence[str]) -> tuple[float, cProfile.Profile]:
@@ -308,7 +314,7 @@ def _shown_command(argv: Sequence[str]) -> str:
 
 def engine_table(run: dict) -> list[str]:
     """The figures of one engine: one row per data set and variant, then each profile's top functions."""
-    parts = list(PARTS)
+    parts = list(PARTS) + [f"{c} / q" for c in COUNTS]
     lines = [f"Engine `{run['commit']}` (`{Path(run['engine']).parent.name}/hippo_engine`). "
              f"Load before: `{run['load_before']}`; after: `{run['load_after']}`. Thread settings in the "
              f"environment: {', '.join(f'`{k}={v}`' for k, v in run.get('thread_env', {}).items()) or 'none'}.", "",
@@ -317,6 +323,7 @@ def engine_table(run: dict) -> list[str]:
              "| --- " * (9 + len(parts)) + "|"]
     for r in run["results"]:
         p = ["n/a" if v is None else f"{v:.1f}" for v in r["profile"]["parts"].values()]
+        p += [f"{v:.1f}" for v in r["profile"].get("counts", {}).values()]
         lines.append(f"| {r['dataset']} / {r['variant']} | {r['questions']} x {r['rounds']} | "
                      f"{r['single_p50']:.1f} | {r['single_p90']:.1f} | {r['batched_p50']:.1f} | {r['floor_p50']:.1f} | "
                      f"{r['ratio']:.2f} | {r['profile']['wall_ms']:.1f} ({r['profile']['floor_ms']:.1f}) | "
@@ -341,9 +348,11 @@ def markdown(runs: dict[str, dict], argv: Sequence[str]) -> str:
              "(p50 over rounds); *floor*: one encoder forward of the query text alone (`rag.encoder.encode([q], "
              "instruction=query_instruction_fact)`, back to back), p50. The profile columns are cumulative ms per "
              "single query under cProfile (which slows Python-heavy parts; in brackets the floor's encoding under the "
-             "profiler): *encoder, all passes* holds *query encoding* "
-             "(`encode_queries`) and *query NER: encoding* (the mentions' pass); n/a where the engine has no such "
-             "function. Engine defaults, recognition filter off, no LLM call. See `reproduce/query_latency.py`.", "",
+             "profiler): *encoder*: every encoder call of the query path (its text, and its entity mentions where "
+             "the index links them), *query NER: spaCy*: finding the mentions, *graph search*: scoring, linking and "
+             "the walks; *encoder calls / q* and *forward passes / q*: calls per query (a forward pass is one run of "
+             "the model, however many texts it holds). Engine defaults, recognition filter off, no LLM call. See "
+             "`reproduce/query_latency.py`.", "",
              f"Machine: {common.machine()}.", ""]
     for label, run in runs.items():
         lines += [f"## {label}", "", *engine_table(run), ""]

@@ -47,6 +47,7 @@ def test_breakdown_reads_parts_and_callers():
     prof.disable()
     b = ql.breakdown(pstats.Stats(prof), n=2)
     assert set(b["parts"]) == set(ql.PARTS) and all(v is None for v in b["parts"].values())
+    assert b["counts"] == {label: 0 for label in ql.COUNTS}
     assert 1 <= len(b["top"]) <= 10 and {"function", "calls", "own_ms", "cum_ms"} <= set(b["top"][0])
 
 
