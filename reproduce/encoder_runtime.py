@@ -13,8 +13,10 @@ fresh inductor cache: the cold first use); ONNX Runtime (sequential, 1 or 2 intr
 once per run from the packaged weights (``torch.onnx.export``, TorchScript exporter, dynamic batch and sequence
 axes, into a temporary folder; left out where ``onnxruntime`` is not installed).
 
-Timed in one process after a warm-up, each question in turn through every candidate (the order rotated per
-question, so that they share the noise), alone, then with its mentions; p50/p90 over questions x rounds.
+Timed in one process after a warm-up, each question in turn through every candidate (in an order shuffled per
+question with a fixed seed, so that they share the noise and none always follows the same neighbour: threads left
+spinning by a 2-thread call slow whichever call comes next), alone, then with its mentions; p50/p90 over
+questions x rounds. ONNX Runtime's threads do not spin (``session.intra_op.allow_spinning`` 0).
 Exactness over every text: the largest absolute difference from today's vector, how many vectors are bit-identical
 to today's, and to themselves encoded alone and in one call with all the others (determinism). First use: seconds
 to build a candidate (export, session, trace) and of its first pass over every text alone (where
@@ -51,7 +53,7 @@ OUT = RESULTS_DIR / "latency" / "encoder_runtime.md"
 MUSIQUE = "musique/hipporag_v1_train"
 #: name -> what it is (the report's second column); the first is the reference
 CANDIDATES = {
-    "today": "`TransformersEncoder.encode` (pool of 1-thread workers, inference_mode)",
+    "today": "`TransformersEncoder.encode` (1-thread workers: a call's batches on both cores)",
     "today-2calls": "today's query path: `encode([q])`, then `encode(mentions)`",
     "torch-1t-nograd": "eager, 1 torch thread, no_grad",
     "torch-1t": "eager, 1 torch thread, inference_mode",
@@ -61,7 +63,7 @@ CANDIDATES = {
     "jit-1t": "`torch.jit.trace` + `freeze` + `optimize_for_inference`, 1 thread",
     "compile-1t": "`torch.compile(dynamic=True)` (inductor), 1 thread",
     "ort-1t": "ONNX Runtime, sequential, intra_op 1",
-    "ort-2t": "ONNX Runtime, sequential, intra_op 2",
+    "ort-2t": "ONNX Runtime, sequential, intra_op 2 (not spinning)",
     "ort-1t-nofloor": "ONNX Runtime, intra_op 1, no row floor",
 }
 #: packages a candidate needs beyond the engine's (the install size is reported)
@@ -199,6 +201,7 @@ def ort_forward(path: Path, threads: int) -> Callable[[np.ndarray], object]:
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")   # no thread left spinning after a call
     session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
     return lambda ids: session.run(None, {"input_ids": ids})[0]
 
@@ -281,13 +284,16 @@ def exactness(alone: np.ndarray, together: np.ndarray, reference: np.ndarray) ->
 
 
 def time_queries(cands: Sequence[Candidate], questions: Sequence[str], mentions: Sequence[Sequence[str]],
-                 rounds: int, clock: Callable[[], float] = time.perf_counter) -> dict[str, dict[str, list[float]]]:
+                 rounds: int, clock: Callable[[], float] = time.perf_counter, seed: int = 0
+                 ) -> dict[str, dict[str, list[float]]]:
     """ms per call of each candidate: ``q`` (the question alone; not for a two-call candidate, the same call as
-    today's) and ``qm`` (with its mentions), every question ``rounds`` times, the order rotated per question."""
+    today's) and ``qm`` (with its mentions), every question ``rounds`` times, the candidates in an order shuffled
+    per question (``seed``)."""
     samples: dict[str, dict[str, list[float]]] = {c.name: {"q": [], "qm": []} for c in cands}
+    rng = np.random.default_rng(seed)
     for _ in range(rounds):
-        for i, (q, ms) in enumerate(zip(questions, mentions, strict=True)):
-            order = [*cands[i % len(cands):], *cands[:i % len(cands)]]
+        for q, ms in zip(questions, mentions, strict=True):
+            order = [cands[i] for i in rng.permutation(len(cands))]
             for c in order:
                 if not c.two_calls:
                     t = clock()
@@ -344,6 +350,8 @@ def measure(args: argparse.Namespace, enc=None) -> dict:
             c = build(name, enc, tmp)
             alone, together, firsts[name] = first_pass(c, texts)
             exact[name] = exactness(alone, together, alone if name == "today" else exact["today"]["vectors"])
+            if "ort-1t" in exact:   # ONNX Runtime's vectors by thread count and row floor
+                exact[name]["identical_to_ort_1t"] = int((alone == exact["ort-1t"]["vectors"]).all(axis=1).sum())
             cands.append(c)
             print(f"{name}: built in {c.setup_s:.1f} s, first pass {firsts[name]:.1f} s, "
                   f"max |diff| {exact[name]['max_abs_diff']:.2e}", flush=True)
@@ -370,11 +378,15 @@ def _ms(v: float | None) -> str:
     return "n/a" if v is None or v != v else f"{v:.1f}"
 
 
+def _bits(same: int | None, texts: int) -> str:
+    return "n/a" if same is None else f"{same}/{texts}"
+
+
 def table(rows: Sequence[dict]) -> list[str]:
     """The markdown table: one row per candidate."""
     lines = ["| candidate | what | q alone p50 / p90 ms | x today | q + mentions p50 / p90 ms | x today | "
-             "max abs diff vs today | = today (bits) | alone = batched (bits) | built s | first pass s |",
-             "| --- " * 11 + "|"]
+             "max abs diff vs today | = today (bits) | alone = batched (bits) | = ort-1t (bits) | built s | "
+             "first pass s |", "| --- " * 12 + "|"]
     for r in rows:
         q, qm = r["q"], r["qm"]
         speed = [f"{s['speedup']:.2f}" if s["speedup"] and s["p50"] == s["p50"] else "n/a" for s in (q, qm)]
@@ -383,7 +395,7 @@ def table(rows: Sequence[dict]) -> list[str]:
         lines.append(f"| {r['name']} | {r['what']} | {_ms(q['p50'])} / {_ms(q['p90'])} | {speed[0]} | "
                      f"{_ms(qm['p50'])} / {_ms(qm['p90'])} | {speed[1]} | {r['max_abs_diff']:.2e} | "
                      f"{r['identical_to_today']}/{r['texts']} | {r['alone_equals_batched']}/{r['texts']} | "
-                     f"{built} | {r['first_pass_s']:.1f} |")
+                     f"{_bits(r.get('identical_to_ort_1t'), r['texts'])} | {built} | {r['first_pass_s']:.1f} |")
     return lines
 
 
@@ -399,7 +411,8 @@ def markdown(run: dict, command: str) -> str:
         "today's p50 / the candidate's. Exactness over all "
         f"{run['texts']} distinct texts (questions and mentions), each encoded alone: *max abs diff* from today's "
         "vector, how many are bit-identical to today's, and how many are bit-identical to the same text in one "
-        "call with all the others. *built s*: building the candidate (export, session, trace, compile call); "
+        "call with all the others, and (ONNX Runtime) how many to ort-1t's. "
+        "*built s*: building the candidate (export, session, trace, compile call); "
         "*first pass s*: the first pass over every text alone (compilation happens there).", "",
         f"Inputs: question tokens min / median / max {run['question_tokens']}; mentions (the packaged spaCy "
         f"pipeline's `query_entities`) per question: {run['mentions_per_question']}, tokens "

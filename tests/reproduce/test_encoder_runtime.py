@@ -57,7 +57,7 @@ def test_batched_keeps_order_fills_small_batches_and_pools():
     assert seen[-1].shape == (1, 4)   # no floor: the text alone
 
 
-def test_time_queries_rotates_and_counts_calls():
+def test_time_queries_shuffles_and_counts_calls():
     calls = []
 
     def candidate(name, two_calls=False):
@@ -70,8 +70,16 @@ def test_time_queries_rotates_and_counts_calls():
     assert all(len(s["qm"]) == 4 and set(s["qm"]) == {1000.0} for s in samples.values())
     assert ("today-2calls", ["q1"]) in calls and ("today-2calls", ["m1", "m2"]) in calls
     assert ("x", ["q1", "m1", "m2"]) in calls and ("x", ["q2"]) in calls
-    first_q2 = next(i for i, c in enumerate(calls) if c[1] == ["q2"])
-    assert calls[first_q2][0] == "x"   # question 2 starts with the second single-call candidate in the rotation
+
+    def orders() -> list[tuple]:
+        seen: list = []
+        cands = [er.Candidate(n, lambda texts, n=n: seen.append(n)) for n in "abc"]
+        er.time_queries(cands, list("123456"), [[]] * 6, rounds=1, clock=lambda: 0.0)
+        return [tuple(seen[i:i + 3]) for i in range(0, 36, 3)]   # per question: 3 alone, then 3 with mentions
+
+    first = orders()
+    assert all(sorted(o) == ["a", "b", "c"] for o in first) and len(set(first)) > 1
+    assert orders() == first   # the same seed, the same orders
     s = er.summary(samples["x"], {"q": [2000.0], "qm": [500.0]})
     assert (s["q"]["p50"], s["q"]["speedup"], s["qm"]["speedup"]) == (1000.0, 2.0, 0.5)
     assert er.summary(samples["today-2calls"], samples["today"])["q"]["speedup"] is None
