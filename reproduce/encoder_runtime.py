@@ -2,26 +2,17 @@
 
     python -m reproduce encoder-runtime [--limit N] [--rounds R] [--skip NAME ...] [--data DIR]
 
-The packaged embedder (all-MiniLM-L6-v2, ``TransformersEncoder``) on query-shaped inputs: the first N MuSiQue
-questions, each alone and each with its entity mentions (``NERExtractor.query_entities``: the packaged spaCy
-pipeline, what the ``ner`` memory encodes for a query) in one call. Every candidate but today's ``encode`` runs
-today's batching (one tokenizer call, exact-length batches, small ones filled up to ``_MIN_GEMM_ROWS`` rows with
-throw-away copies, except the ``-nofloor`` ones) in the calling thread and today's pooling in torch: only the
-forward pass differs (:data:`CANDIDATES`): torch eager with 1 or 2 threads set around the call, ``no_grad`` or
-``inference_mode``; ``torch.utils.mkldnn``; ``torch.jit.trace`` + ``freeze``; ``torch.compile(dynamic=True)`` (a
-fresh inductor cache: the cold first use); ONNX Runtime (sequential, 1 or 2 intra-op threads) on the model exported
-once per run from the packaged weights (``torch.onnx.export``, TorchScript exporter, dynamic batch and sequence
-axes, into a temporary folder; left out where ``onnxruntime`` is not installed).
-
-Timed in one process after a warm-up, each question in turn through every candidate (in an order shuffled per
-question with a fixed seed, so that they share the noise and none always follows the same neighbour: threads left
-spinning by a 2-thread call slow whichever call comes next), alone, then with its mentions; p50/p90 over
-questions x rounds. ONNX Runtime's threads do not spin (``session.intra_op.allow_spinning`` 0).
-Exactness over every text: the largest absolute difference from today's vector, how many vectors are bit-identical
-to today's, and to themselves encoded alone and in one call with all the others (determinism). First use: seconds
-to build a candidate (export, session, trace) and of its first pass over every text alone (where
-``torch.compile`` compiles). Written: ``reproduce/results/latency/encoder_runtime.md`` (command, load from
-``uptime`` before and after, library versions) and ``encoder_runtime.json`` beside it.
+The packaged embedder (all-MiniLM-L6-v2) on the first N MuSiQue questions, each alone and each with its mentions
+(``NERExtractor.query_entities``, the packaged spaCy pipeline) in one call. Every candidate (:data:`CANDIDATES`)
+but today's ``encode`` runs today's batching (:class:`Batched`) and pooling over another forward pass: torch eager
+(1 or 2 threads, ``no_grad`` or ``inference_mode``), oneDNN, TorchScript, ``torch.compile`` (a fresh inductor
+cache: the cold first use), ONNX Runtime on the model exported once per run from the packaged weights (left out
+where ``onnxruntime`` is not installed). Timed in one process after a warm-up, each question through every
+candidate in an order shuffled per question (fixed seed: they share the noise, and none always follows the same
+neighbour, whom threads left spinning by a 2-thread call would slow); p50/p90 over questions x rounds. Exactness
+over every text: the largest absolute difference from today's vector, the vectors bit-identical to today's, and
+to themselves alone and in one call with all the others (determinism). Written:
+``reproduce/results/latency/encoder_runtime.md`` (command, load, library versions) and ``encoder_runtime.json``.
 """
 from __future__ import annotations
 
@@ -206,29 +197,24 @@ def ort_forward(path: Path, threads: int) -> Callable[[np.ndarray], object]:
     return lambda ids: session.run(None, {"input_ids": ids})[0]
 
 
-def _compiled(model, cache: str):
-    """``torch.compile(dynamic=True)`` of the ids -> hidden module, inductor's cache in ``cache``."""
+def torch_module(name: str, model, tmp: str):
+    """The ids -> hidden module of a torch candidate: eager; ``mkldnn-1t`` a copy with its linear layers on oneDNN
+    (the engine's model untouched); ``jit-1t`` traced, frozen and optimised for inference; ``compile-1t``
+    ``torch.compile(dynamic=True)``, inductor's cache under ``tmp``."""
     import torch
-
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
-    return torch.compile(ids_to_hidden(model), dynamic=True)
-
-
-def _jit(model):
-    """The ids -> hidden module traced, frozen and optimised for inference."""
-    import torch
-
-    with torch.no_grad():
-        traced = torch.jit.trace(ids_to_hidden(model), torch.full((2, 12), 1000, dtype=torch.long),
-                                 check_trace=False)
-        return torch.jit.optimize_for_inference(torch.jit.freeze(traced.eval()))
-
-
-def _mkldnn(model):
-    """A copy of the ids -> hidden module with its linear layers on oneDNN (the engine's model untouched)."""
     from torch.utils import mkldnn
 
-    return mkldnn.to_mkldnn(ids_to_hidden(copy.deepcopy(model)))
+    if name == "mkldnn-1t":
+        return mkldnn.to_mkldnn(ids_to_hidden(copy.deepcopy(model)))
+    if name == "compile-1t":
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = f"{tmp}/inductor"
+        return torch.compile(ids_to_hidden(model), dynamic=True)
+    if name == "jit-1t":
+        with torch.no_grad():
+            traced = torch.jit.trace(ids_to_hidden(model), torch.full((2, 12), 1000, dtype=torch.long),
+                                     check_trace=False)
+            return torch.jit.optimize_for_inference(torch.jit.freeze(traced.eval()))
+    return ids_to_hidden(model)
 
 
 def forward_of(name: str, enc, tmp: str, notes: dict) -> Callable[[np.ndarray], object]:
@@ -239,8 +225,7 @@ def forward_of(name: str, enc, tmp: str, notes: dict) -> Callable[[np.ndarray], 
         if not onnx_file.exists():
             notes.update(export_onnx(enc.model, onnx_file))
         return ort_forward(onnx_file, 2 if name == "ort-2t" else 1)
-    wraps = {"mkldnn-1t": _mkldnn, "jit-1t": _jit, "compile-1t": lambda m: _compiled(m, f"{tmp}/inductor")}
-    return on_tensors(wraps.get(name, ids_to_hidden)(enc.model))
+    return on_tensors(torch_module(name, enc.model, tmp))
 
 
 def build(name: str, enc, tmp: str) -> Candidate:
@@ -374,12 +359,9 @@ def inputs(enc, questions: Sequence[str], mentions: Sequence[Sequence[str]], tex
             "mention_tokens": [min(m), int(np.median(m)), max(m)]}
 
 
-def _ms(v: float | None) -> str:
-    return "n/a" if v is None or v != v else f"{v:.1f}"
-
-
-def _bits(same: int | None, texts: int) -> str:
-    return "n/a" if same is None else f"{same}/{texts}"
+def _ms(v: float | None, texts: int | None = None) -> str:
+    """A figure in ms (or ``v/texts``), ``n/a`` where missing."""
+    return "n/a" if v is None or v != v else f"{v:.1f}" if texts is None else f"{v}/{texts}"
 
 
 def table(rows: Sequence[dict]) -> list[str]:
@@ -395,7 +377,7 @@ def table(rows: Sequence[dict]) -> list[str]:
         lines.append(f"| {r['name']} | {r['what']} | {_ms(q['p50'])} / {_ms(q['p90'])} | {speed[0]} | "
                      f"{_ms(qm['p50'])} / {_ms(qm['p90'])} | {speed[1]} | {r['max_abs_diff']:.2e} | "
                      f"{r['identical_to_today']}/{r['texts']} | {r['alone_equals_batched']}/{r['texts']} | "
-                     f"{_bits(r.get('identical_to_ort_1t'), r['texts'])} | {built} | {r['first_pass_s']:.1f} |")
+                     f"{_ms(r.get('identical_to_ort_1t'), r['texts'])} | {built} | {r['first_pass_s']:.1f} |")
     return lines
 
 
