@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 
 from fakes import NgramEncoder, ScriptedLLM
 
@@ -99,3 +100,34 @@ def toy_openie(folder):
         docs.append({"passage": p, "extracted_entities": toy_entities(p), "extracted_triples": triples})
     (Path(folder) / "openie_toyset.json").write_text(json.dumps({"docs": docs}))
     return folder
+
+
+def together(jobs: list, timeout: float = 60.0) -> list:
+    """Run each job (a no-argument function) on a thread of its own, all released at once; their outcomes
+    (a result or the exception raised) in order."""
+    out: list = [None] * len(jobs)
+    start = threading.Barrier(len(jobs))
+
+    def run(i: int) -> None:
+        start.wait()
+        try:
+            out[i] = jobs[i]()
+        except Exception as e:  # noqa: BLE001 - the outcome under test
+            out[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    return out
+
+
+def cli_index(main, corpus, folder, capsys) -> str:
+    """``hippo-engine index`` of ``corpus`` (written as JSON beside ``folder``) into ``folder`` through the command
+    line's ``main``; its output read away; the index folder's path."""
+    source = folder.parent / f"{folder.name}-corpus.json"
+    source.write_text(json.dumps(corpus))
+    assert main(["index", str(source), "--save-dir", str(folder)]) == 0
+    capsys.readouterr()
+    return str(folder)

@@ -262,8 +262,8 @@ class TransformersEncoder(Encoder):
         return [flat[e - len(texts):e] for (texts, _), e in zip(groups, ends, strict=True)]
 
     def _encode_ids(self, ids: list[list[int]], show_progress: bool, desc: str) -> np.ndarray:
-        """Vectors of token id lists: one packed forward pass for a few short texts, else the length-grouped
-        plan of batches (see the class docstring)."""
+        """Vectors of token id lists: packed forward passes for a few short texts (:meth:`packing`), else the
+        length-grouped plan of batches (see the class docstring)."""
         import torch
 
         n = len(ids)
@@ -271,10 +271,11 @@ class TransformersEncoder(Encoder):
         if n == 0:
             return out
         lengths = [len(x) for x in ids]
-        packed = self.packing() if n <= PACK_MAX_TEXTS and sum(lengths) <= self.max_batch_tokens else None
+        tokens = sum(lengths)
+        packed = self.packing() if n <= PACK_MAX_TEXTS and tokens <= self.max_batch_tokens else None
         if packed is not None:      # a few texts: packs of mixed lengths, one per worker where worth it
             forward, batches = packed.embed, plan_packs(lengths, min(self.num_workers,
-                                                                     max(1, sum(lengths) // PACK_SPLIT_TOKENS)))
+                                                                     max(1, tokens // PACK_SPLIT_TOKENS)))
         else:
             forward, batches = self._forward, self.plan_batches(lengths)
         logger.debug("%s: %d texts in %d batches (%d distinct token lengths)", desc, n,
@@ -294,7 +295,7 @@ class TransformersEncoder(Encoder):
     def packing(self) -> PackedBert | None:
         """The packed forward pass (:mod:`.packed`) where it gives exactly the vectors of the usual plan:
         a float32 BERT model on the CPU, checked once on this machine (None: the usual plan only)."""
-        if not self._pack_checked:
+        if not self._pack_checked:     # (a call racing this first look takes the usual plan: the same vectors)
             self._pack_checked = True
             if self.device.type == "cpu" and self.dtype == "float32" and packable(self.model):
                 packed = PackedBert(self.model, _MIN_GEMM_ROWS)
@@ -309,8 +310,8 @@ class TransformersEncoder(Encoder):
         import torch
 
         ids = self.tokenize(list(_PROBE_TEXTS))
-        with torch.inference_mode():
-            usual = np.vstack([self._forward([x]) for x in ids])
+        with torch.inference_mode():    # both on the thread count their calls run with (see _one_thread)
+            usual = self._one_thread(lambda: np.vstack([self._forward([x]) for x in ids]))
             return bool(np.array_equal(usual, self._one_thread(packed.embed, ids)))
 
     def _one_thread(self, fn, *args):

@@ -30,11 +30,12 @@ def encode_with_mentions(encoder, queries: Sequence[str], config: HippoConfig | 
     groups: list[tuple[Sequence[str], str | None]] = [(queries, config.query_instruction_fact)]
     if not same:
         groups.append((queries, config.query_instruction_passage))
-    flat_names = [e for ents in names for e in ents] if names is not None else []
-    groups.append((flat_names, None))
+    if names is not None:
+        groups.append(([e for ents in names for e in ents], None))
     vectors = encoder.encode_groups(groups)
-    q_fact, q_pass, flat = vectors[0], vectors[0] if same else vectors[1], vectors[-1]
+    q_fact, q_pass = vectors[0], vectors[0] if same else vectors[1]
     if names is None:
         return q_fact, q_pass, None
+    flat = vectors[-1]
     ends = np.cumsum([len(ents) for ents in names]).tolist()
     return q_fact, q_pass, [flat[e - len(ents):e] if ents else None for ents, e in zip(names, ends, strict=True)]

@@ -4,7 +4,7 @@ encoder, slow)."""
 import json
 
 import pytest
-from helpers import CORPUS, make_rag
+from helpers import CORPUS, cli_index, make_rag
 
 import hippo_engine.cli.common as cli
 from hippo_engine.cli import main
@@ -18,12 +18,7 @@ def idx(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cli, "_make_rag", lambda args, **kw: make_rag(
         args.save_dir, use_filter=not getattr(args, "no_filter", False),
         dense_first=getattr(args, "dense_first", None) or 0))
-    corpus = tmp_path / "c.json"
-    corpus.write_text(json.dumps(CORPUS))
-    path = str(tmp_path / "idx")
-    assert main(["index", str(corpus), "--save-dir", path]) == 0
-    capsys.readouterr()
-    return path
+    return cli_index(main, CORPUS, tmp_path / "idx", capsys)
 
 
 def test_explain_prints_a_tree_per_passage(idx, capsys):

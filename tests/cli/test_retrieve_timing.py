@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 from fakes import ScriptedLLM
-from helpers import CORPUS, make_rag, toy_respond
+from helpers import CORPUS, cli_index, make_rag, toy_respond
 
 import hippo_engine.cli.common as cli
 from hippo_engine.cli import main
@@ -32,12 +32,7 @@ def fake_idx(tmp_path, monkeypatch, capsys):
     """An openie index of CORPUS by the fake models (the command line's engine made of them)."""
     monkeypatch.setattr(cli, "_make_rag", lambda args, **kw: make_rag(args.save_dir, llm=ScriptedLLM(toy_respond),
                                                                       use_filter=False))
-    corpus = tmp_path / "corpus.json"
-    corpus.write_text(json.dumps(CORPUS))
-    path = str(tmp_path / "idx")
-    assert main(["index", str(corpus), "--save-dir", path]) == 0
-    capsys.readouterr()
-    return path
+    return cli_index(main, CORPUS, tmp_path / "idx", capsys)
 
 
 @pytest.mark.parametrize("where", ["after", "before"])

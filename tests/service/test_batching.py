@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from helpers import CORPUS, make_rag
+from helpers import CORPUS, make_rag, together
 
 from hippo_engine.cli import serve as cli_serve
 from hippo_engine.service import results
@@ -40,27 +40,6 @@ class FakeRag:
     def caller(self, top_k: int = 5, mode: str = "hipporag2", where: dict | None = None):
         """The key of these options and the call that answers a batch of queries with them."""
         return (top_k, mode, repr(where)), lambda batch: self.retrieve(batch, top_k, mode, where)
-
-
-def together(jobs: list) -> list:
-    """Run each job (a no-argument function) on a thread of its own, all released at once; their outcomes
-    (a result or the exception raised) in order."""
-    out: list = [None] * len(jobs)
-    start = threading.Barrier(len(jobs))
-
-    def run(i: int) -> None:
-        start.wait()
-        try:
-            out[i] = jobs[i]()
-        except Exception as e:  # noqa: BLE001 - the outcome under test
-            out[i] = e
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return out
 
 
 def test_concurrent_calls_of_one_key_run_as_one_batch_and_each_gets_its_own_answer():

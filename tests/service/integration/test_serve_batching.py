@@ -5,9 +5,9 @@ explanations), and ``/stats`` shows that they ran in fewer batches than requests
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
+from helpers import together
 from test_http_server import DOCS, QUESTIONS, Serve, add_and_wait
 
 from hippo_engine import HippoRAG
@@ -18,19 +18,7 @@ QUERIES = [q["question"] for q in QUESTIONS] + [f"What is known about {d['title'
 
 def _concurrently(client, bodies: list[dict]) -> list:
     """POST each body to /retrieve from a thread of its own, all released at once; the responses in order."""
-    out: list = [None] * len(bodies)
-    start = threading.Barrier(len(bodies))
-
-    def send(i: int) -> None:
-        start.wait()
-        out[i] = client.post("/retrieve", json=bodies[i])
-
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    return out
+    return together([lambda b=b: client.post("/retrieve", json=b) for b in bodies], timeout=300)
 
 
 def _alone(save_dir, bodies: list[dict]) -> list[dict]:
