@@ -288,7 +288,7 @@ class TransformersEncoder(Encoder):
                 out[idx] = forward([ids[i] for i in idx])
 
         workers = self._run_batches(run, batches, lambda: [max(lengths[i] for i in b) for b in batches], progress)
-        if workers > 1 or n > 1000:
+        if tokens > self.max_batch_tokens or n > 1000:     # large activations only: a few ms a call
             _release_free_memory()
         return out
 
