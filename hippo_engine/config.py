@@ -51,6 +51,10 @@ class IndexConfig(_Section):
     #: or ``"sentence_mean"`` (the normalised mean of its sentences' vectors, which are encoded
     #: anyway: indexing costs about a third less; dense scores become a little weaker)
     passage_vectors: Literal["encode", "sentence_mean"] = "encode"
+    #: sentence (fact) vectors on a hyperedge index: ``"encode"`` (each sentence encoded alone) or ``"pooled"``
+    #: (mean-pooled from the token states of its passage's own forward pass, "late chunking": one forward per
+    #: passage; a sentence past the encoder's truncation is encoded alone; :mod:`hippo_engine.models.spans`)
+    sentence_vectors: Literal["encode", "pooled"] = "encode"
     synonymy_threshold: float = Field(0.8, ge=0.0, le=1.0)
     synonymy_max_neighbors: int = Field(100, gt=0)
     synonymy_min_alnum_chars: int = Field(3, ge=0)
@@ -60,6 +64,9 @@ class IndexConfig(_Section):
     def _overlap(self):
         if self.chunk_size is not None and self.chunk_overlap >= self.chunk_size:
             raise ValueError("chunk_overlap must be smaller than chunk_size")
+        if self.sentence_vectors == "pooled" and self.passage_vectors == "sentence_mean":
+            raise ValueError('sentence_vectors="pooled" pools sentences from the passage\'s own encoding: '
+                             'it needs passage_vectors="encode"')
         return self
 
 
@@ -236,11 +243,16 @@ class StorageConfig(_Section):
     #: "memory" (every vector mirrored in RAM, as the SQLite backend does; writers too, else they
     #: hold only ids and stream vectors from the database).
     postgres_search: Literal["hnsw", "exact", "memory"] = "hnsw"
+    #: the FalkorDB server of a ``falkordb`` index: a ``falkordb://[:password@]host:port[/graph]`` URL of a
+    #: running server, or the data folder of an embedded one (started or joined); None: an embedded server
+    #: under ``<save_dir>/falkordb``. The graph: the URL's, else ``hippo`` on the index's own embedded
+    #: server, else one per index folder (``hippo_<save_dir name>_<hash>``)
+    falkordb_server: str | None = None
 
     def __repr_args__(self):
-        """The DSN's password is masked in reprs."""
+        """The DSN's and the FalkorDB URL's passwords are masked in reprs."""
         for name, value in super().__repr_args__():
-            yield name, (_shown("postgres_dsn", value) if name == "postgres_dsn" else value)
+            yield name, (_shown(name, value) if name in ("postgres_dsn", "falkordb_server") else value)
 
     @field_validator("postgres_dsn")
     @classmethod
@@ -343,7 +355,7 @@ def _shown(field: str, value: Any) -> Any:
         return value
     if field == "api_key":
         return "***"
-    if field == "postgres_dsn":
+    if field in ("postgres_dsn", "falkordb_server"):
         return redact_dsn(value)
     return value
 

@@ -3,7 +3,8 @@ most one chunk of new vectors is held beside the stores (a 100k-passage batch ha
 facts: 1.5 GB of float32)."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -50,6 +51,52 @@ def mean_passage_vectors(stores: Mapping[str, EmbeddingStore], ids: Sequence[str
     watch.lap("embed_passages")
 
 
+def sentence_spans(passage: str, hyperedges: Sequence[Hyperedge]) -> Iterator[tuple[str, int, int]]:
+    """``(fact id, start, end)``: where each hyperedge's sentence lies in ``passage`` (in order from the
+    previous one; a sentence whose line breaks were made spaces is matched over any whitespace); a sentence
+    not found is left out."""
+    cursor = 0
+    for h in hyperedges:
+        start = passage.find(h.text, cursor)
+        end = start + len(h.text)
+        if start < 0:
+            found = re.compile(r"\s+".join(map(re.escape, h.text.split()))).search(passage, cursor)
+            if found is None:
+                continue
+            start, end = found.span()
+        cursor = end
+        yield fact_id(h.text), start, end
+
+
+def pooled_sentences(encoder: Encoder, stores: Mapping[str, EmbeddingStore], ids: Sequence[str],
+                     passages: Mapping[str, str], hyper: Mapping[str, Sequence[Hyperedge]],
+                     fact_txt: Mapping[str, str], watch: Stopwatch, *, step: int) -> list[str]:
+    """``sentence_vectors="pooled"``: the passages ``ids`` encoded ``step`` at a time, each new sentence
+    (``fact_txt``: fact id -> text) pooled from the forward pass of the first of them that holds it
+    (:meth:`~hippo_engine.models.encoder.Encoder.encode_spans`); both kinds of vectors stored. Returns the
+    ids of the new sentences left to encode alone (not found in a passage, or past its truncation)."""
+    taken: set[str] = set()
+    left = set(fact_txt)
+    for s in range(0, len(ids), step):
+        chunk = list(ids[s:s + step])
+        spans, keys = [], []
+        for i, p in enumerate(chunk):
+            for fid, a, b in sentence_spans(passages[p], hyper[p]):
+                if fid in left and fid not in taken:
+                    taken.add(fid)
+                    spans.append((i, a, b))
+                    keys.append(fid)
+        texts = [passages[p] for p in chunk]
+        vecs, span_vecs, pooled = encoder.encode_spans(texts, spans)
+        watch.lap("embed_passages")
+        stores["passage"].upsert(chunk, texts, vecs)
+        got = [f for f, ok in zip(keys, pooled.tolist(), strict=True) if ok]
+        stores["fact"].upsert(got, [fact_txt[f] for f in got], span_vecs[pooled])
+        left.difference_update(got)
+        watch.lap("write_stores")
+    return sorted(left)
+
+
 def new_texts(stores: Mapping[str, EmbeddingStore], norm: Mapping[str, Sequence[tuple]],
               hyper: Mapping[str, Sequence[Hyperedge]]) -> tuple[dict[str, str], dict[str, str]]:
     """The entities and facts of new passages (``norm``: normalised triples, ``hyper``:
@@ -75,4 +122,4 @@ def new_texts(stores: Mapping[str, EmbeddingStore], norm: Mapping[str, Sequence[
     return ent_text, fact_txt
 
 
-__all__ = ["encode_into", "mean_passage_vectors", "new_texts"]
+__all__ = ["encode_into", "mean_passage_vectors", "new_texts", "pooled_sentences", "sentence_spans"]

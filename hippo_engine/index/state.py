@@ -99,6 +99,11 @@ class IndexState:
             if known is not None and known != getattr(self.config, key):
                 raise StoreError(f"the index in {self.save_dir} uses {key}={known!r}; "
                                  f"config says {getattr(self.config, key)!r}")
+        built = self.db.get_meta("embedding_model") is not None   # an index without the mark encodes sentences alone
+        sentences = self.db.get_meta("sentence_vectors") or ("encode" if built else None)
+        if sentences is not None and sentences != self.config.sentence_vectors:
+            raise StoreError(f"the index in {self.save_dir} uses sentence_vectors={sentences!r}; "
+                             f"config says {self.config.sentence_vectors!r}")
 
     def _loading(self, what: str):
         """The loading bar of ``what`` (vectors), shown only for a non-empty index (an empty one

@@ -38,7 +38,7 @@ from hippo_engine.datatypes import Hyperedge, Triple
 from hippo_engine.index.digest import META_KEY as DIGEST_KEY
 from hippo_engine.index.digest import ContentDigest
 from hippo_engine.index.document_table import DocumentPlan
-from hippo_engine.index.encoding import encode_into, mean_passage_vectors, new_texts
+from hippo_engine.index.encoding import encode_into, mean_passage_vectors, new_texts, pooled_sentences
 from hippo_engine.index.facts import graph_input, normalize_hyperedges, normalize_triples
 from hippo_engine.index.removal import entity_ids, fact_ids, live_ids, removed_in_sql
 from hippo_engine.index.stopwatch import Stopwatch
@@ -201,7 +201,10 @@ class IndexWriter:
         stores, new_ids, hyper = self.state.stores, list(plan.new), plan.hyperedges
         encode = partial(self._encode_into, watch=self.watch)
         mean_of_facts = self.state.config.passage_vectors == "sentence_mean" and any(hyper.values())
-        if not mean_of_facts:
+        if self.state.config.sentence_vectors == "pooled" and any(hyper.values()) and not mean_of_facts:
+            fids = pooled_sentences(self.state.encoder, stores, new_ids, plan.new, hyper, fact_txt, self.watch,
+                                    step=self.ENCODE_CHUNK)
+        elif not mean_of_facts:
             encode(stores["passage"], new_ids, [plan.new[p] for p in new_ids], "passages")
         encode(stores["entity"], eids, [ent_text[e] for e in eids], "entities")
         encode(stores["fact"], fids, [fact_txt[f] for f in fids], "facts")
@@ -257,6 +260,8 @@ class IndexWriter:
             db.set_meta("dim", str(st.stores["passage"].dim))
             db.set_meta("normalization", st.config.normalization)
             db.set_meta("passage_vectors", st.config.passage_vectors)
+            if st.config.sentence_vectors != "encode":      # absent: sentences encoded alone (older indexes too)
+                db.set_meta("sentence_vectors", st.config.sentence_vectors)
 
     def _mark_change(self, syn_changes: Mapping[str, tuple], added: Sequence[tuple] = (),
                      removed: Sequence[tuple] = ()) -> tuple[str, str]:

@@ -13,6 +13,7 @@ import numpy as np
 
 from hippo_engine.models.encoder_files import check_settings, check_texts, max_length_of, model_path
 from hippo_engine.models.packed import PackedBert, packable, plan_packs
+from hippo_engine.models.spans import encode_spans, mean_pool
 from hippo_engine.progress import SHOWN
 from hippo_engine.system import usable_cpus
 
@@ -33,6 +34,12 @@ class Encoder(ABC):
         vectors of each list, as :meth:`encode` gives them. An encoder may run them in one forward pass
         (a query and its entity mentions); this default encodes each list in turn."""
         return [self.encode(texts, instruction=instruction) for texts, instruction in groups]
+
+    def encode_spans(self, texts: Sequence[str], spans: Sequence[tuple[int, int, int]]):
+        """The vectors of ``texts`` and of character spans ``(text, start, end)`` of them taken from the same
+        forward pass (:mod:`.spans`): (text vectors, span vectors, which spans were pooled). This default
+        pools none: those spans are to be encoded alone."""
+        return self.encode(texts), np.zeros((len(spans), self.dim), np.float32), np.zeros(len(spans), bool)
 
 
 # --------------------------------------------------------------------------------------------
@@ -375,6 +382,29 @@ class TransformersEncoder(Encoder):
 
     def _forward(self, batch_ids: list[list[int]]) -> np.ndarray:
         """Embed one batch of equal-length token sequences (no padding needed)."""
+        return mean_pool(self.token_states(batch_ids))
+
+    def encode_spans(self, texts: Sequence[str], spans: Sequence[tuple[int, int, int]]):
+        """Texts and spans of them pooled from one forward pass per text (:func:`.spans.encode_spans`)."""
+        return encode_spans(self, texts, spans)
+
+    def each_batch(self, ids: list[list[int]], fn) -> None:
+        """Hook for pooling spans of texts (:mod:`.spans`): ``fn(positions, token states)`` for each batch of
+        the length-grouped plan of token id lists ``ids``, on the encoder's workers (states: a float32 tensor
+        (batch, length, dim), as :meth:`encode` pools them)."""
+        import torch
+
+        lengths = [len(x) for x in ids]
+        batches = self.plan_batches(lengths)
+
+        def run(idx: np.ndarray) -> None:
+            with torch.inference_mode():
+                fn(idx, self.token_states([ids[i] for i in idx]))
+
+        self._run_batches(run, batches, lambda: [lengths[b[0]] for b in batches], None)
+
+    def token_states(self, batch_ids: list[list[int]]):
+        """The last layer's float32 token states (batch, length, dim) of equal-length token id lists."""
         import torch
 
         n_real = len(batch_ids)
@@ -387,12 +417,7 @@ class TransformersEncoder(Encoder):
         inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
         if self._use_token_type_ids:
             inputs["token_type_ids"] = torch.zeros_like(input_ids)
-        hidden = self.model(**inputs).last_hidden_state[:n_real].float()
-        # Mean pooling over the attention mask; the mask is all ones (no padding), so this
-        # is the plain mean over tokens.
-        pooled = hidden.sum(dim=1) / float(length)
-        pooled = torch.nn.functional.normalize(pooled, p=2.0, dim=-1)
-        return pooled.cpu().numpy()
+        return self.model(**inputs).last_hidden_state[:n_real].float()
 
 
 #: texts of mixed token lengths, short and long, that :meth:`TransformersEncoder.packing` checks packing on
