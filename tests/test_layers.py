@@ -31,7 +31,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("hirag",),
     ("graphrag",),
     ("kb",),
-    ("query",),
+    ("query", "export"),
     ("hipporag",),
     ("hippo_engine",),
     ("integrations", "service"),

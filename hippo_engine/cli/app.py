@@ -1,9 +1,9 @@
-"""The command line's application: ``hippo-engine {index,delete,stats,retrieve,qa,explain,mcp,serve,demo}``.
+"""The command line's application: ``hippo-engine {index,delete,stats,retrieve,qa,explain,export,mcp,serve,demo}``.
 
 This module builds the top-level parser, registers each command group's parsers and runs a command,
 turning library errors into a message and exit status 2. The commands live beside it:
 :mod:`.documents` (index, delete, stats, demo), :mod:`.query` (retrieve, qa), :mod:`.explain`,
-:mod:`.mcp`, :mod:`.serve`; the flags and helpers they share are in :mod:`.common`, files are read by
+:mod:`.export`, :mod:`.mcp`, :mod:`.serve`; the flags and helpers they share are in :mod:`.common`, files are read by
 :mod:`.inputs`, results printed by :mod:`.output`."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from hippo_engine import __version__
-from hippo_engine.cli import common, documents, explain, mcp, query, serve
+from hippo_engine.cli import common, documents, explain, export, mcp, query, serve
 from hippo_engine.config import ConfigError
 from hippo_engine.progress import cli_handler
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     documents.add_parsers(sub)
     query.add_parsers(sub)
     explain.add_parser(sub)
+    export.add_parser(sub)
     mcp.add_parser(sub)
     serve.add_parser(sub)
     return p

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hippo_engine.store.registry import backend_names
+
 
 def positive(text: str) -> int:
     """argparse type: a positive integer."""
@@ -41,7 +43,7 @@ def shared_flags(sp, save_dir_default=None, *, creates: bool = False, llm: bool 
     sp.add_argument("--save-dir", required=save_dir_default is None, default=save_dir_default,
                     help="directory holding the index (created if missing)" if creates else
                     "directory holding an existing index (made by `hippo-engine index`)")
-    sp.add_argument("--storage", choices=("sqlite", "postgres"), default=None,
+    sp.add_argument("--storage", choices=backend_names(), default=None,
                     help="where the index lives: sqlite (a file in --save-dir, the default for a new index) or "
                          "postgres (PostgreSQL + pgvector: an embedded server in --save-dir, or --dsn); an "
                          "existing index is found whichever it uses")
