@@ -64,6 +64,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--work", type=Path, default=None, help="index folders (default: a temporary folder, removed)")
     ap.add_argument("--out-dir", type=Path, default=OUT_DIR, help="result folder (default %(default)s)")
     ap.add_argument("--name", default="README", help="result file name without extension (default %(default)s)")
+    ap.add_argument("--sentence-vectors", choices=("encode", "pooled"), default="encode",
+                    help="the ner index's sentence vectors: encoded alone (default) or pooled from their passage's "
+                         "forward pass (issue 43)")
     ap.add_argument("--render", type=Path, nargs="+", default=None, metavar="JSON",
                     help="measure nothing: write the page (and one JSON) from these saved results, in order")
 
@@ -91,12 +94,21 @@ class TimedEncoder(Encoder):
     def __init__(self, inner: Encoder):
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
         self.clocks: dict[str, Clock] = {}
+        self.spans = [0, 0]
 
     def encode(self, texts: Sequence[str], *, instruction: str | None = None, show_progress: bool = False,
                desc: str = "Encoding") -> np.ndarray:
         what = desc.removeprefix("Embedding ").split(" ")[0]
         with self.clocks.setdefault(what, Clock()):
             return self.inner.encode(texts, instruction=instruction, show_progress=show_progress, desc=desc)
+
+    def encode_spans(self, texts: Sequence[str], spans: Sequence[tuple[int, int, int]]):
+        """Passages with their sentences pooled (``sentence_vectors="pooled"``), timed as passages; the spans
+        pooled and asked for are counted in ``spans``."""
+        with self.clocks.setdefault("passages", Clock()):
+            out = self.inner.encode_spans(texts, spans)
+        self.spans = [self.spans[0] + int(out[2].sum()), self.spans[1] + len(spans)]
+        return out
 
     def __getattr__(self, name: str):   # tokenizer, max_length, ...: the inner encoder's
         return getattr(self.inner, name)
@@ -139,12 +151,13 @@ def dense_index(encoder: TimedEncoder, docs: Sequence[str], folder: Path) -> dic
     return {"wall_s": clock.wall, "cpu_s": clock.cpu, "passages": len(batch.passages), "load": [load, _load()]}
 
 
-def ner_index(encoder: TimedEncoder, docs: Sequence[str], folder: Path) -> dict:
+def ner_index(encoder: TimedEncoder, docs: Sequence[str], folder: Path, sentence_vectors: str = "encode") -> dict:
     """``HippoRAG(extractor="ner").index(docs)`` in ``folder`` (spaCy loaded before the clock);
     times, per-stage timings, encoder and spaCy time, and what the index holds."""
     from hippo_engine import HippoRAG
 
-    rag = HippoRAG(folder, encoder=encoder, extractor="ner", show_progress=False)
+    rag = HippoRAG(folder, encoder=encoder, extractor="ner", show_progress=False, sentence_vectors=sentence_vectors)
+    encoder.spans = [0, 0]
     try:
         rag.ner.pipeline()
         spacy = Clock()
@@ -160,7 +173,8 @@ def ner_index(encoder: TimedEncoder, docs: Sequence[str], folder: Path) -> dict:
             report = rag.index(list(docs))
         out = {"wall_s": clock.wall, "cpu_s": clock.cpu, "load": [load, _load()],
                "timings": report.get("timings", {}), "spacy": vars(spacy).copy(),
-               "encode": {k: vars(c).copy() for k, c in encoder.clocks.items()}}
+               "encode": {k: vars(c).copy() for k, c in encoder.clocks.items()},
+               "sentence_vectors": sentence_vectors, "pooled_spans": list(encoder.spans)}
         out.update(index_contents(rag, encoder))
         return out
     finally:
@@ -192,13 +206,14 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def measure(name: str, docs: Sequence[str], encoder: TimedEncoder, work: Path) -> dict:
+def measure(name: str, docs: Sequence[str], encoder: TimedEncoder, work: Path, sentence_vectors: str = "encode"
+            ) -> dict:
     """dense-only, ner, dense-only again on ``docs``; the ratios."""
     folder = work / name
     shutil.rmtree(folder, ignore_errors=True)
     d1 = dense_index(encoder, docs, folder / "dense1")
     print(f"{name}: dense-only {d1['wall_s']:.1f} s wall, {d1['cpu_s']:.1f} s CPU", flush=True)
-    ner = ner_index(encoder, docs, folder / "ner")
+    ner = ner_index(encoder, docs, folder / "ner", sentence_vectors)
     print(f"{name}: ner {ner['wall_s']:.1f} s wall, {ner['cpu_s']:.1f} s CPU", flush=True)
     d2 = dense_index(encoder, docs, folder / "dense2")
     print(f"{name}: dense-only again {d2['wall_s']:.1f} s wall, {d2['cpu_s']:.1f} s CPU", flush=True)
@@ -296,7 +311,7 @@ def measure_all(args: argparse.Namespace, argv: Sequence[str], encoder: Encoder 
     tmp = None if args.work else tempfile.mkdtemp(prefix="index_cost_")
     work = Path(args.work or tmp)
     try:
-        results = [measure(name, docs, timed, work) for name, docs in corpora.items()]
+        results = [measure(name, docs, timed, work, args.sentence_vectors) for name, docs in corpora.items()]
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
