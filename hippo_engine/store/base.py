@@ -317,6 +317,19 @@ def encode_entities(entities: Sequence[str]) -> str:
     return json.dumps(list(entities), ensure_ascii=False)
 
 
+def hyperedges_by_passage(rows: Iterable[Sequence[str]], location: object) -> dict[str, list[Hyperedge]]:
+    """passage id -> its hyperedges, from stored ``(passage id, text, entity list JSON)`` rows in order
+    (``location`` names the index in the error about an unreadable entity list)."""
+    out: dict[str, list[Hyperedge]] = {}
+    for pid, text, ents in rows:
+        try:
+            entities = tuple(json.loads(ents))
+        except ValueError as e:
+            raise StoreError(f"{location}: unreadable entity list of a fact of passage {pid}: {e}") from e
+        out.setdefault(pid, []).append(Hyperedge(text, entities))
+    return out
+
+
 def iter_chunks(items: Sequence, size: int) -> Iterator[Sequence]:
     """``items`` in slices of ``size`` (for bounded ``IN (...)`` lists)."""
     for start in range(0, len(items), size):

@@ -20,7 +20,14 @@ from typing import Any
 from hippo_engine.datatypes import Hyperedge
 from hippo_engine.ids import fact_id, triple_id
 from hippo_engine.store import document_registry as registry
-from hippo_engine.store.base import ALL_STORE_NAMES, IndexStore, StoreError, encode_entities, iter_chunks
+from hippo_engine.store.base import (
+    ALL_STORE_NAMES,
+    IndexStore,
+    StoreError,
+    encode_entities,
+    hyperedges_by_passage,
+    iter_chunks,
+)
 from hippo_engine.store.metadata import Filter, encode_metadata, sql_where
 
 logger = logging.getLogger(__name__)
@@ -200,15 +207,8 @@ class IndexDB(IndexStore):
 
     # --- passage -> hyperedges (sentences / n-ary facts and their entities) -----------------
     def load_passage_hyperedges(self) -> dict[str, list[Hyperedge]]:
-        out: dict[str, list[Hyperedge]] = {}
-        for pid, text, ents in self.conn.execute(
-                "SELECT passage_id, text, entities FROM passage_hyperedges ORDER BY passage_id, pos"):
-            try:
-                entities = tuple(json.loads(ents))
-            except ValueError as e:
-                raise StoreError(f"{self.path}: unreadable entity list of a fact of passage {pid}: {e}") from e
-            out.setdefault(pid, []).append(Hyperedge(text, entities))
-        return out
+        return hyperedges_by_passage(self.conn.execute(
+            "SELECT passage_id, text, entities FROM passage_hyperedges ORDER BY passage_id, pos"), self.path)
 
     def put_passage_hyperedges(self, pid: str, hyperedges: Sequence[Hyperedge]) -> None:
         self.conn.execute("DELETE FROM passage_hyperedges WHERE passage_id=?", (pid,))

@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 from hippo_engine.store.base import IndexStore, StoreError
+from hippo_engine.store.registry import backend_names
 from hippo_engine.system import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def read_identity(save_dir: str | Path) -> dict | None:
         raise StoreError(f"{path}: unreadable index identity ({e}); restore it, or remove it if this folder "
                          "holds no index any more") from None
     if not isinstance(data, dict) or not isinstance(data.get("index_id"), str) or \
-            data.get("backend") not in ("sqlite", "postgres"):
+            data.get("backend") not in backend_names():
         raise StoreError(f"{path}: not an index identity record (expected index_id and backend)")
     return {k: data.get(k) for k in FIELDS}
 

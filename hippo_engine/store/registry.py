@@ -11,7 +11,8 @@ opened (:func:`backend_for`: an unknown name is refused with the list of registe
 contract tests (``tests/store/test_index_store_contract.py``, ``tests/store/test_backend_contract.py``)
 run every registered backend: a new backend is accepted by registering it and passing them.
 
-The built-in backends (``sqlite``, ``postgres``, :mod:`hippo_engine.store.builtins`) are named here
+The built-in backends (``sqlite``, ``postgres``, :mod:`hippo_engine.store.builtins`; ``falkordb``,
+:mod:`hippo_engine.store.falkordb.backend`) are named here
 and imported only when first asked for, so naming a backend imports none (nor numpy).
 """
 from __future__ import annotations
@@ -83,6 +84,7 @@ class StorageBackend:
 _BUILTINS = {
     "sqlite": "hippo_engine.store.builtins:SQLITE_BACKEND",
     "postgres": "hippo_engine.store.builtins:POSTGRES_BACKEND",
+    "falkordb": "hippo_engine.store.falkordb.backend:FALKORDB_BACKEND",
 }
 
 _REGISTRY: dict[str, StorageBackend] = {}

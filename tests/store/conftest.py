@@ -1,5 +1,6 @@
 """Fixtures of the storage tests: one embedded PostgreSQL server for the whole test session and a
-fresh schema per test (skipped where the PostgreSQL extra is not installed)."""
+fresh schema per test, one embedded FalkorDB server for the session and a graph per index folder
+(each skipped where its extra is not installed)."""
 from __future__ import annotations
 
 import os
@@ -9,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import require_postgres
+from helpers import require_falkordb, require_postgres
 
 
 def pg_base_dir(prefix: str = "hippo-pgtest-") -> Path:
@@ -78,6 +79,22 @@ def pg_schema(pg_dsn):
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
+@pytest.fixture(scope="session")
+def falkordb_server():
+    """An embedded FalkorDB server shared by the session's tests (each test index gets a graph of its
+    own on it); stopped at the end."""
+    require_falkordb()
+    from hippo_engine.store.falkordb.server import EmbeddedFalkorDB
+    base = Path(tempfile.mkdtemp(prefix="hippo-fktest-"))
+    server = EmbeddedFalkorDB(base / "falkordb")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop(force=True)
+        remove_soon(base)
+
+
 @pytest.fixture
 def storage_settings(request):
     """``settings(name)``: the configuration a test index of backend ``name`` needs (PostgreSQL: the session's
@@ -86,5 +103,7 @@ def storage_settings(request):
         if name == "postgres":
             return {"postgres_dsn": request.getfixturevalue("pg_dsn"),
                     "postgres_schema": request.getfixturevalue("pg_schema")}
+        if name == "falkordb":
+            return {"falkordb_server": str(request.getfixturevalue("falkordb_server").data_dir)}
         return {}
     return settings

@@ -145,6 +145,12 @@ def _busy_error(name: str, tmp_path, request) -> BaseException:
         with pytest.raises(Exception) as got:
             psycopg.connect("host=127.0.0.1 port=1 dbname=x user=x connect_timeout=2")
         return got.value
+    if name == "falkordb":
+        from hippo_engine.store.falkordb.address import FalkorAddress
+        request.getfixturevalue("falkordb_server")
+        with pytest.raises(Exception) as got:
+            FalkorAddress(host="127.0.0.1", port=1).connect(timeout=2)
+        return got.value
     pytest.skip(f"no busy-database case written for backend {name!r}")
     raise AssertionError
 
@@ -161,7 +167,7 @@ def test_passing_errors_are_told_from_a_documents_fault(name, tmp_path, request)
 def test_an_unknown_backend_is_refused_when_the_storage_is_opened(tmp_path):
     config = HippoConfig(storage_backend="nope")             # a name only: nothing is opened yet
     with pytest.raises(ConfigError, match=r"storage_backend: .*unknown storage backend 'nope'; registered "
-                                          r"backends: sqlite, postgres \(got 'nope'\)"):
+                                          r"backends: sqlite, postgres, falkordb \(got 'nope'\)"):
         open_index_store(tmp_path, config)
     with pytest.raises(ConfigError, match="unknown storage backend"):
         backend_for("nope")

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from hippo_engine.datatypes import Hyperedge
 from hippo_engine.ids import hyperedge_id, triple_id
 from hippo_engine.store import document_registry as registry
-from hippo_engine.store.base import IndexStore, StoreError, Triple, encode_entities
+from hippo_engine.store.base import IndexStore, StoreError, Triple, encode_entities, hyperedges_by_passage
 from hippo_engine.store.lock import IndexLockedError
 from hippo_engine.store.postgres.changes import ChangeQueries
 from hippo_engine.store.postgres.errors import connect_error, guard_driver_errors
@@ -257,15 +257,9 @@ class PostgresIndexStore(ChangeQueries, MetadataTables, GraphFileCopy, IndexStor
             self._delete_any("passage_triples", "passage_id", pids)
 
     def load_passage_hyperedges(self) -> dict[str, list[Hyperedge]]:
-        out: dict[str, list[Hyperedge]] = {}
-        for pid, text, ents in self.conn.execute(
-                f"SELECT passage_id, text, entities FROM {self.q}.passage_hyperedges ORDER BY passage_id, pos"):
-            try:
-                entities = tuple(json.loads(ents))
-            except ValueError as e:
-                raise StoreError(f"{self.location}: unreadable entity list of a fact of passage {pid}: {e}") from e
-            out.setdefault(pid, []).append(Hyperedge(text, entities))
-        return out
+        return hyperedges_by_passage(self.conn.execute(
+            f"SELECT passage_id, text, entities FROM {self.q}.passage_hyperedges ORDER BY passage_id, pos"),
+            self.location)
 
     def put_passage_hyperedges(self, pid: str, hyperedges: Sequence[Hyperedge]) -> None:
         with self.transaction():

@@ -1,0 +1,146 @@
+"""The embedding stores of a FalkorDB index: :class:`FalkorEmbeddingStore`, and the check of the vector
+indexes when an index is opened (:func:`check_vector_indexes`).
+
+A store's rows are nodes of one label (:data:`LABELS`: passages, entities, fact texts, community
+summaries) holding the id, the text and the vector as a ``vecf32`` property ``embedding``, under a
+FalkorDB vector index (cosine) made by the first write, so that a user's Cypher can search them
+(``CALL db.idx.vector.queryNodes('Entity', 'embedding', k, vecf32($q))``). The server gives the
+float32 values back exactly, so the matrix read back is bit-identical to what was written (as
+SQLite's). A write removes a node's old vector before it sets the new one (FalkorDB 4 may keep the
+old value when a ``vecf32`` property is set over another). ``vector_dtype="float16"`` rounds the values
+to float16 before they are stored (the node still holds float32 numbers). Every vector is mirrored in
+memory, rows sorted by id (Python's order), as the SQLite store keeps them.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from hippo_engine.store import vectors as base
+from hippo_engine.store.base import ALL_STORE_NAMES, StoreError, iter_chunks
+
+logger = logging.getLogger(__name__)
+
+#: namespace -> (node label, the property holding the text)
+LABELS = {"passage": ("Passage", "text"), "entity": ("Entity", "name"), "fact": ("FactText", "text"),
+          "community": ("CommunitySummary", "text")}
+#: rows per ``UNWIND`` batch
+BATCH = 2000
+
+
+class FalkorEmbeddingStore(base.MirroredStore):
+    """The store ``namespace`` of the FalkorDB index ``db`` (a :class:`~.store.FalkorIndexStore`),
+    ``dim``-dimensional. ``mmap``/``mmap_dir`` (options of the SQLite store) are accepted and ignored."""
+
+    def __init__(self, db: Any, namespace: str, dim: int, *, vector_dtype: str = "float32", mmap: bool = False,
+                 mmap_dir=None):
+        if namespace not in ALL_STORE_NAMES:
+            raise ValueError(f"unknown store {namespace!r}")
+        if vector_dtype not in base.VECTOR_DTYPES:
+            raise ValueError(f"vector_dtype must be one of {base.VECTOR_DTYPES}, got {vector_dtype!r}")
+        self.db, self.namespace, self.dim = db, namespace, dim
+        self.label, self.text_prop = LABELS[namespace]
+        self.vector_dtype = np.dtype(vector_dtype)
+        self._indexed = False
+        self.reload()
+
+    def reload(self) -> None:
+        """Read every row of the store (ids in Python's order)."""
+        rows = self.db.q(f"load the {self.namespace} store", f"MATCH (n:{self.label}) WHERE n.embedding IS NOT NULL "
+                         f"RETURN n.id, n.{self.text_prop}, n.embedding")
+        rows.sort(key=lambda r: r[0])
+        mat = np.empty((len(rows), self.dim), dtype=np.float32)
+        for i, (_, _, vec) in enumerate(rows):
+            if len(vec) != self.dim:
+                raise StoreError(f"{self.namespace} store holds {len(vec)}-dim vectors but the encoder gives "
+                                 f"{self.dim}; use the embedding model the index was built with, or a new save_dir")
+            mat[i] = vec
+        self._ids = np.array([r[0] for r in rows], dtype=object)
+        self._texts = {r[0]: r[1] for r in rows}
+        self._mat = mat
+        self._row = {k: i for i, k in enumerate(self._ids)}
+
+    def nbytes(self) -> dict[str, int]:
+        """Bytes of the vectors: ``ram`` (the in-memory matrix), ``mapped`` (always 0)."""
+        return {"ram": int(self._mat.nbytes), "mapped": 0}
+
+    # ------------------------------------------------------------------ writing
+    def _ensure_index(self) -> None:
+        """Make the label's vector index (inside the write's transaction) unless it exists."""
+        if self._indexed:
+            return
+        if (self.label, self.dim) not in vector_indexes(self.db):
+            self.db.w("create a vector index", f"CREATE VECTOR INDEX FOR (n:{self.label}) ON (n.embedding) OPTIONS "
+                      f"{{dimension: {int(self.dim)}, similarityFunction: 'cosine'}}")
+        self._indexed = True
+
+    def upsert(self, keys: Sequence[str], texts: Sequence[str], vectors: np.ndarray) -> None:
+        stored = base.stored_rows(keys, texts, vectors, self.dim, self.vector_dtype)
+        if stored is None:
+            return
+        last = base.last_positions(keys)
+        values = stored.astype(np.float32)
+        rows = [{"id": k, "t": texts[i], "v": values[i].tolist()} for k, i in last.items()]
+        with self.db.transaction():
+            self._ensure_index()
+            for part in iter_chunks(rows, BATCH):
+                self.db.w(f"write the {self.namespace} store", f"UNWIND $rows AS r MERGE (n:{self.label} {{id: r.id}}) "
+                          f"REMOVE n.embedding SET n.{self.text_prop} = r.t, n.embedding = vecf32(r.v)",
+                          rows=list(part))
+        self._to_ram()
+        base.upsert_mirror(self, last, texts, stored)
+
+    def delete(self, keys: Iterable[str]) -> None:
+        keys = [k for k in set(keys) if k in self._row]
+        if not keys:
+            return
+        drop_text = "" if self.label == "Entity" else f", n.{self.text_prop} = NULL"
+        with self.db.transaction():
+            for part in iter_chunks(sorted(keys), BATCH):
+                self.db.w(f"delete from the {self.namespace} store", f"MATCH (n:{self.label}) WHERE n.id IN $ids "
+                          f"SET n.embedding = NULL{drop_text}", ids=list(part))
+            self.db.w(f"delete from the {self.namespace} store", f"MATCH (n:{self.label}) WHERE n.embedding IS NULL "
+                      "AND NOT (n)--() DELETE n")
+        self._to_ram()
+        base.delete_from_mirror(self, keys)
+
+    def _to_ram(self) -> None:
+        if not self._mat.flags.writeable:
+            self._mat = np.array(self._mat, dtype=np.float32)
+
+
+def vector_indexes(db: Any) -> dict[tuple[str, int], int]:
+    """``(label, dimension) -> documents indexed`` of the ``embedding`` vector indexes of ``db``'s graph."""
+    out: dict[tuple[str, int], int] = {}
+    rows = db.q("list vector indexes", "CALL db.indexes() YIELD label, properties, types, options, info "
+                "RETURN label, properties, types, options, info")
+    for label, props, types, options, info in rows:
+        if "embedding" in props and "VECTOR" in (types.get("embedding") or []):
+            dim = int((options.get("embedding") or {}).get("dimension", 0))
+            out[(label, dim)] = int(info.get("numDocuments", -1)) if isinstance(info, dict) else -1
+    return out
+
+
+def check_vector_indexes(db: Any) -> list[str]:
+    """Rebuild each vector index whose count of indexed nodes differs from the nodes holding a vector
+    (after a kill -9 the replay of the append-only file can index a node twice); returns the labels
+    rebuilt."""
+    wrong = []
+    for (label, dim), indexed in vector_indexes(db).items():
+        have = db.q("count vectors", f"MATCH (n:{label}) WHERE n.embedding IS NOT NULL RETURN count(n)")[0][0]
+        if indexed != int(have):
+            wrong.append((label, dim))
+    if wrong:
+        with db.transaction():
+            for label, dim in wrong:
+                logger.warning("%s: rebuilding the vector index of %s", db.location, label)
+                db.w("drop a vector index", f"DROP VECTOR INDEX FOR (n:{label}) ON (n.embedding)")
+                db.w("create a vector index", f"CREATE VECTOR INDEX FOR (n:{label}) ON (n.embedding) OPTIONS "
+                     f"{{dimension: {int(dim)}, similarityFunction: 'cosine'}}")
+    return [label for label, _ in wrong]
+
+
+__all__ = ["LABELS", "FalkorEmbeddingStore", "check_vector_indexes", "vector_indexes"]
