@@ -16,7 +16,7 @@ from hippo_engine.cli import common
 
 #: URL schemes of ``--to``: the backend they name and the setting that takes the URL
 URL_SCHEMES = {"postgresql": ("postgres", "postgres_dsn"), "postgres": ("postgres", "postgres_dsn"),
-               "falkordb": ("falkordb", "falkordb_url")}
+               "falkordb": ("falkordb", "falkordb_server")}
 
 
 def destination_settings(to: str | None, schema: str | None = None) -> dict[str, Any]:
