@@ -99,6 +99,11 @@ class CachingEncoder(Encoder):
         self.hits = self.misses = 0
         self.encode_s = 0.0
 
+    def encode_spans(self, texts: Sequence[str], spans: Sequence[tuple[int, int, int]]):
+        """Texts with spans pooled from their forward passes (``sentence_vectors="pooled"``): the inner
+        encoder's, not cached (a span's vector depends on its text)."""
+        return self.inner.encode_spans(texts, spans)
+
     def _key(self, text: str, instruction: str | None) -> bytes:
         return hashlib.sha1(json.dumps([self.name, instruction, text]).encode("utf-8")).digest()
 

@@ -149,6 +149,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     option(ap, "--data-root")
     option(ap, "--out", default=OUT, help="markdown result (default %(default)s)")
     ap.add_argument("--no-check", action="store_true", help="skip the check against HippoRAG.retrieve")
+    ap.add_argument("--sentence-vectors", choices=("encode", "pooled"), default="encode",
+                    help="the indexes' sentence vectors: encoded alone (default) or pooled from their passages' "
+                         "forward passes (issue 43; those indexes go under <work>/pooled, the encoder cache is shared)")
     ap.add_argument("--linearrag-src", default=None,
                     help="a LinearRAG checkout for the linearrag row (default $HIPPO_LINEARRAG_SRC)")
     option(ap, "--verbose")
@@ -169,7 +172,9 @@ def measure(args, name: str, titles: bool, chosen: Sequence[Row], encoder, masks
     from .recall_data import SINGLE, build_info, load, open_index
 
     ds = load(name, titles, args.data, args.limit)
-    rag = open_index(args.work, name, titles, ds.docs, encoder)
+    pooled = args.sentence_vectors == "pooled"
+    work = args.work / "pooled" if pooled else args.work
+    rag = open_index(work, name, titles, ds.docs, encoder, **({"sentence_vectors": "pooled"} if pooled else {}))
     try:
         b = Bench(rag, ds)
         if titles or name not in masks:
@@ -179,7 +184,7 @@ def measure(args, name: str, titles: bool, chosen: Sequence[Row], encoder, masks
             raise RuntimeError(f"{name}: the untitled gold lists differ in length from the titled ones")
         out = {"dataset": name, "titles": titles, "questions": b.nq, "passages": len(ds.docs),
                "second_hop_gold": int(sum(map(sum, mask))), "gold": int(sum(map(len, mask))),
-               "build": build_info(args.work, name, titles), "hop_index_s": b.hop_build_s, "rows": {}}
+               "build": build_info(work, name, titles), "hop_index_s": b.hop_build_s, "rows": {}}
         for row in chosen:
             ranking, seconds = row.make(b)
             if row.key == "new" and not args.no_check:
