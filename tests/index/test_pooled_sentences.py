@@ -77,3 +77,15 @@ def test_pooled_sentences_need_encoded_passages():
     assert HippoConfig().sentence_vectors == "encode"
     with pytest.raises(ConfigError, match="sentence_vectors"):
         HippoConfig(sentence_vectors="pooled", passage_vectors="sentence_mean")
+
+
+def test_the_ray_executor_refuses_pooled_sentences(tmp_path):
+    from fakes import NgramEncoder
+
+    from hippo_engine.index.distributed.executor import RayExecutor
+
+    rag = HippoRAG(tmp_path, extractor="ner", llm=NoCallLLM(), encoder=NgramEncoder(), show_progress=False,
+                   sentence_vectors="pooled")
+    with pytest.raises(ConfigError, match="Ray executor"):
+        RayExecutor().index(rag, CORPUS[:2])                 # refused before any cluster is joined
+    assert len(rag.index_state) == 0

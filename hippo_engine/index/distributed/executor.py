@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from hippo_engine.errors import ConfigError
 from hippo_engine.index.distributed.committer import Committer, merge_reports
 from hippo_engine.index.distributed.worker import Claims, ExtractEncodeWorker, SplitWorker
 from hippo_engine.index.documents import DocumentBatch, check_batch, check_passage_lengths, index_documents
@@ -105,6 +106,9 @@ class RayExecutor:
               metadata: Sequence[dict | None] | None = None) -> dict:
         """``rag.index(docs, ids, metadata)`` with the work on the cluster (same report, plus ``ray``)."""
         t0 = time.perf_counter()
+        if rag.config.sentence_vectors != "encode":     # the workers encode each text alone
+            raise ConfigError('sentence_vectors="pooled" is not available on the Ray executor: its workers encode '
+                              'every sentence alone; index in one process or use sentence_vectors="encode"')
         batch, metas = self._prepare(rag, docs, ids, metadata)
         ray = self.connect()
         self._quiet_progress(ray, Progress.of(rag.config))
