@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hippo_engine.store.base import StoreConnectionLost
+from hippo_engine.store.base import StoreConnectionLost, StoreError
 from hippo_engine.store.falkordb.address import FalkorAddress, check_graph_name, parse_url
 from hippo_engine.store.falkordb.server import EmbeddedFalkorDB
 from hippo_engine.store.identity import read_identity
@@ -70,7 +70,10 @@ def open_falkordb(save_dir: Path, rec: dict | None, config) -> Any:
     """The store of the index of ``save_dir`` (see the module documentation); an embedded server joined
     here is left by the store's ``close()``."""
     setting = getattr(config, "falkordb_server", None)
-    if setting is None and rec is not None and rec.get("server") == EMBEDDED:
+    if setting is None and rec is not None:
+        if rec.get("server") != EMBEDDED:
+            raise StoreError(f"the index in {save_dir} lives on the FalkorDB server {rec.get('server')} (graph "
+                             f"{rec.get('schema')}); give that server (falkordb_server=...)")
         refuse_missing(save_dir, rec, save_dir / FALKORDB_DIR)
     address, server, shown = _server_for(save_dir, setting)
     try:

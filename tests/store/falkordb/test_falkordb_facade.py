@@ -53,6 +53,6 @@ def test_embedded_server_in_save_dir_and_the_design_cypher(tmp_path):
     assert hits[0] == [eid, name] and len(hits) == 3            # the design's vector query finds the entity
     rag.close()
     assert not server.running()                              # close() left the server it started
-    rag = make_rag(save, storage="falkordb", use_filter=False)
-    assert rag.graph_stats()["passage_nodes"] == 3             # the data stayed
+    rag = make_rag(save, use_filter=False)                    # no storage named: the folder's backend
+    assert rag.config.storage_backend == "falkordb" and rag.graph_stats()["passage_nodes"] == 3   # the data stayed
     rag.close()
