@@ -1,6 +1,7 @@
 """kill -9 harness: a writer killed at random moments of ``index()`` and ``delete()``.
 
     python -m reproduce kill-harness [--kills 200] [--passages 60] [--seed 0] [--encoder real|fake]
+                                     [--storage sqlite|postgres|falkordb]
 
 A child process (forked from a server that has the engine's modules imported, so a restart costs
 the model load, not the imports) opens an index of MuSiQue passages (released OpenIE results: no
@@ -16,6 +17,12 @@ then checks the index:
 * temporary files of interrupted writes are counted after each kill (``orphan_tmp_seen``: the
   engine removes them when a writer next takes the lock, once they are 2 s old); at the end a
   writer takes the lock once more and none may be left (``orphan_tmp_left_at_end``).
+
+``--storage postgres|falkordb``: the index in an embedded server kept in the index folder; the
+child starts it (or attaches) and a killed child leaves it running (the server runs in a session
+of its own), so the check attaches to a server whose client died mid-write. After the last kill
+the server is stopped and no process may be left working in its data folder
+(``server_left_at_end``).
 
 Then a new child carries on from the index as it is. Clean builds use the real encoder through a
 memo of vectors (no forward pass after the first), so a kill costs about a model load.
@@ -51,6 +58,7 @@ from .reliability import (
     write_openie_subset,
     write_reports,
 )
+from .servers import STORAGES, data_dir, server_dirs, server_left, stop_server
 
 #: modules the fork server imports once, so that a restarted child does not (the model classes
 #: only for the real encoder)
@@ -68,9 +76,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     "an operation (default 10; drawn up to 1.1 x the time of an earlier operation of its kind)")
     ap.add_argument("--seed", type=int, default=0)
     option(ap, "--encoder")
-    ap.add_argument("--storage", choices=("sqlite", "postgres"), default="sqlite",
-                    help="the index's backend: sqlite (default) or postgres (an embedded server in the index "
-                         "folder, started by the child and left running when it is killed)")
+    ap.add_argument("--storage", choices=STORAGES, default="sqlite",
+                    help="the index's backend: sqlite (default), postgres or falkordb (an embedded server in the "
+                         "index folder, started by the child and left running when it is killed; stopped at the "
+                         "end)")
     ap.add_argument("--compare-every", type=int, default=1, help="clean-build comparison every N kills (default 1)")
     option(ap, "--work", default=Path("outputs/kill_harness"))
     report_options(ap, "kill_harness")
@@ -136,10 +145,11 @@ def read_journal(path: Path) -> tuple[set[int], dict | None, list[str]]:
 
 
 def orphans(folder: Path) -> list[str]:
-    """Temporary files in an index folder (a write cut between the temp file and the rename)."""
-    from hippo_engine.store.opening import POSTGRES_DIR
+    """Temporary files in an index folder (a write cut between the temp file and the rename); the
+    embedded servers' data folders are not scanned (their files are the server's own)."""
+    skip = server_dirs()
     return sorted(p.name for p in folder.rglob("*") if p.is_file() and (".tmp" in p.name or p.name.endswith("~"))
-                  and POSTGRES_DIR not in p.relative_to(folder).parts[:1])
+                  and not set(skip) & set(p.relative_to(folder).parts[:1]))
 
 
 class Harness:
@@ -260,11 +270,17 @@ class Harness:
                 print(f"    unreadable after kill {run}: {row.get('error')}", flush=True)
                 break
         self.counts["orphan_tmp_left_at_end"] = len(self.final_orphans())
-        if args.storage == "postgres":   # the last child's server outlived it: stop it
-            from hippo_engine.store.opening import POSTGRES_DIR
-            from hippo_engine.store.postgres import EmbeddedPostgres
-            EmbeddedPostgres(self.save_dir / POSTGRES_DIR).stop(force=True)
+        self.stop_servers()
         return self.summary(time.perf_counter() - t0)
+
+    def stop_servers(self) -> None:
+        """Stop the embedded server a killed child left running (PostgreSQL, FalkorDB) and count
+        the processes still working in its data folder afterwards (``server_left_at_end``)."""
+        data = data_dir(self.args.storage, self.save_dir)
+        if data is None:
+            return
+        stop_server(self.args.storage, self.save_dir)
+        self.counts["server_left_at_end"] = len(server_left(self.args.storage, data))
 
     def final_orphans(self) -> list[str]:
         """Temp files left once a writer has taken the lock with every orphan old enough to go."""
@@ -347,14 +363,16 @@ def render(summary: dict, command: str) -> str:
     """The markdown report."""
     c = summary["counts"]
     lines = [header("kill -9 harness", command),
-             f"{summary['passages']} MuSiQue passages, encoder {summary['encoder']}, seed {summary['seed']}; "
+             f"{summary['passages']} MuSiQue passages, storage {summary.get('storage', 'sqlite')}, encoder "
+             f"{summary['encoder']}, seed {summary['seed']}; "
              f"{summary['elapsed_s']} s in all, child start {summary['child_startup_s_median']} s (median), "
              f"{summary['ops_finished']} operations finished by the children, {summary['op_s_median']} s each "
              "(median)\n",
              "| figure | value |", "|---|---|"]
     for key in ("kills", "unreadable", "phase_index", "phase_delete", "phase_between", "atomic_before",
                 "atomic_after", "atomic_partial", "lost_docs", "extra_docs", "compared", "not_equal_clean",
-                "child_errors", "orphan_tmp_seen", "orphan_tmp_left_at_end", "exited_before_kill"):
+                "child_errors", "orphan_tmp_seen", "orphan_tmp_left_at_end", "server_left_at_end",
+                "exited_before_kill"):
         lines.append(f"| {key} | {c.get(key, 0)} |")
     bad = [r for r in summary["rows"] if not r.get("readable") or r.get("lost") or r.get("extra") or r.get("diff")
            or r.get("child_errors") or r.get("atomic") == "partial"]
@@ -373,7 +391,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"written: {md}, {js}")
     c = summary["counts"]
     bad = (c.get("unreadable", 0) + c.get("lost_docs", 0) + c.get("extra_docs", 0) + c.get("not_equal_clean", 0)
-           + c.get("child_errors", 0) + c.get("atomic_partial", 0) + c.get("orphan_tmp_left_at_end", 0))
+           + c.get("child_errors", 0) + c.get("atomic_partial", 0) + c.get("orphan_tmp_left_at_end", 0)
+           + c.get("server_left_at_end", 0))
     return 1 if bad else 0
 
 
