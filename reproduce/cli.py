@@ -99,7 +99,8 @@ RELIABILITY: dict[str, tuple[ModuleType, str]] = {
     "fuzz-parsers": (fuzzparsers, "reliability: 100,000 generated replies through every model-output parser"),
     "memory-check": (memcheck, "reliability: RSS over thousands of retrieve calls on a MuSiQue index"),
     "two-writers": (twowriters, "reliability: two processes index halves of one corpus at once, a third retrieves"),
-    "pg-sharing": (pg_sharing, "reliability: two processes, each with its own HippoRAG, on one embedded PostgreSQL"),
+    "pg-sharing": (pg_sharing, "reliability: two processes, each with its own HippoRAG, on one embedded "
+                   "PostgreSQL or FalkorDB (--storage)"),
 }
 #: The storage benchmarks (issue 14), same interface: name -> (module, help line).
 STORAGE: dict[str, tuple[ModuleType, str]] = {

@@ -1,7 +1,8 @@
-"""PostgreSQL in many hands: two processes, each with its own ``HippoRAG(dir, storage="postgres")``
-on one embedded server (issue 20).
+"""An embedded server in many hands: two processes, each with its own ``HippoRAG(dir, storage=...)``
+on one embedded PostgreSQL (issue 20) or FalkorDB (issue 42) server.
 
-    python -m reproduce pg-sharing [--runs 20] [--kill-runs 20] [--docs 8] [--work outputs/pg_sharing]
+    python -m reproduce pg-sharing [--storage postgres|falkordb] [--runs 20] [--kill-runs 20] [--docs 8]
+                                   [--work outputs/pg_sharing]
 
 Two worker processes (the engine imported once each, the tests' n-gram encoder and scripted
 OpenIE: no model, no LLM) open a new ``HippoRAG`` per run on a folder whose server is stopped,
@@ -20,6 +21,10 @@ after both closed (the last one out stops it). Then ``killed starter`` (``--kill
 a new process opens the stopped folder (it starts the server), indexes, and is killed with
 SIGKILL; the other worker opens (it attaches to the orphaned server), retrieves and closes: no
 process of the server may remain (postmaster gone, no process working in the data directory).
+
+``--storage falkordb``: the same scenarios on the embedded FalkorDB server of the index folder
+(``falkordb/``: its ``redis-server``, users counted across processes the same way); the report is
+named ``falkordb_sharing`` unless ``--name`` says otherwise.
 """
 from __future__ import annotations
 
@@ -36,19 +41,29 @@ from pathlib import Path
 from ..common import REPO_ROOT
 from ..harness import option, report_options
 from .reliability import RELIABILITY_DIR, header, load_line, write_reports
+from .servers import SERVER_STORAGES, TITLES, data_dir, orphan_running, server_left
 
 SCENARIOS = ("reader + writer", "two writers", "one closing early")
+#: the report's default name per backend
+REPORT_NAMES = {"postgres": "pg_sharing", "falkordb": "falkordb_sharing"}
 WORDS = ("Alder", "Brill", "Corven", "Dunmere", "Elska", "Fenwick", "Garrow", "Hollis", "Ivra", "Jessup",
          "Kestrel", "Lorne", "Marrick", "Norrow", "Osric", "Pell", "Quarry", "Rusk", "Selden", "Tarrow")
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The ``pg-sharing`` command's options."""
+    ap.add_argument("--storage", choices=SERVER_STORAGES, default="postgres",
+                    help="the embedded server shared: postgres (default) or falkordb")
     ap.add_argument("--runs", type=int, default=20, help="runs of each two-process scenario (default 20)")
     ap.add_argument("--kill-runs", type=int, default=20, help="runs of the killed-starter scenario (default 20)")
     ap.add_argument("--docs", type=int, default=8, help="documents a writer indexes per run (default 8)")
     option(ap, "--work", default=Path("outputs/pg_sharing"))
-    report_options(ap, "pg_sharing", "--role", "--save-dir")
+    report_options(ap, REPORT_NAMES["postgres"], "--role", "--save-dir")
+
+
+def report_name(args: argparse.Namespace) -> str:
+    """``--name``, or where it was left at its default, the default of the backend (``falkordb_sharing``)."""
+    return REPORT_NAMES[args.storage] if args.name == REPORT_NAMES["postgres"] else args.name
 
 
 def make_docs(tag: str, n: int) -> tuple[list[str], list[str]]:
@@ -61,7 +76,7 @@ def make_docs(tag: str, n: int) -> tuple[list[str], list[str]]:
 
 
 # ----------------------------------------------------------------------------- the worker process
-def _open(save_dir: Path):
+def _open(save_dir: Path, storage: str):
     tests = str(REPO_ROOT / "tests")
     if tests not in sys.path:
         sys.path.insert(0, tests)
@@ -69,7 +84,7 @@ def _open(save_dir: Path):
     from helpers import toy_respond
 
     from hippo_engine import HippoRAG
-    return HippoRAG(save_dir, storage="postgres", llm=ScriptedLLM(toy_respond), encoder=NgramEncoder(),
+    return HippoRAG(save_dir, storage=storage, llm=ScriptedLLM(toy_respond), encoder=NgramEncoder(),
                     extractor="openie", show_progress=False, use_filter=False)
 
 
@@ -94,11 +109,11 @@ def _read_until(rag, stop: Path) -> dict:
     return {"retrievals": n, "errors": errors[:5], "n_errors": len(errors)}
 
 
-def _do(rag, save_dir: Path, cmd: dict):
+def _do(rag, save_dir: Path, storage: str, cmd: dict):
     """One command of the parent; returns (the engine object, the reply)."""
     op = cmd["op"]
     if op == "open":
-        rag = _open(save_dir)
+        rag = _open(save_dir, storage)
         server = rag.index_state.db.owned_server
         return rag, {"started": bool(server is not None and server.started), "seen": _seen(rag)}
     if op == "index":
@@ -119,7 +134,7 @@ def worker(args: argparse.Namespace) -> int:
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         try:
-            rag, out = _do(rag, Path(args.save_dir), json.loads(line))
+            rag, out = _do(rag, Path(args.save_dir), args.storage, json.loads(line))
         except Exception as e:  # noqa: BLE001 - reported to the parent
             out = {"error": f"{type(e).__name__}: {e}"}
         print(json.dumps(out), flush=True)
@@ -128,11 +143,12 @@ def worker(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- the parent
 class Worker:
-    """A worker process on ``save_dir``, driven command by command."""
+    """A worker process on ``save_dir`` (its index on ``storage``), driven command by command."""
 
-    def __init__(self, save_dir: Path, log: Path):
+    def __init__(self, save_dir: Path, log: Path, storage: str):
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-        cmd = [sys.executable, "-m", "reproduce", "pg-sharing", "--role", "worker", "--save-dir", str(save_dir)]
+        cmd = [sys.executable, "-m", "reproduce", "pg-sharing", "--role", "worker", "--save-dir", str(save_dir),
+               "--storage", storage]
         self.log = open(log, "a")   # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, text=True, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log)
@@ -176,21 +192,6 @@ class Failures(list):
 
 def _errors(replies: list[dict]) -> Failures:
     return Failures([r["error"] for r in replies if "error" in r] + [e for r in replies for e in r.get("errors", [])])
-
-
-def server_left(data: Path) -> list[str]:
-    """What remains of the server of ``data`` after its last user left ([] if nothing)."""
-    from hippo_engine.store.postgres import EmbeddedPostgres
-    from hippo_engine.store.postgres.pidfile import users_of
-    left = []
-    if EmbeddedPostgres(data).running():
-        left.append("server still answers")
-    deadline = time.monotonic() + 10
-    while users_of(data) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if users_of(data):
-        left.append(f"processes still working in {data}: {users_of(data)}")
-    return left
 
 
 def reader_writer(a: Worker, b: Worker, run: int, stop: Path, total: int, docs: int) -> tuple[Failures, int]:
@@ -241,23 +242,23 @@ def early_close(a: Worker, b: Worker, run: int, stop: Path, total: int, docs: in
     return fails, total + docs
 
 
-def killed_starter(save: Path, user: Worker, run: int, log: Path, docs: int) -> dict:
+def killed_starter(save: Path, user: Worker, run: int, log: Path, docs: int, storage: str) -> dict:
     """A new process starts the server and is killed; ``user`` attaches and closes."""
     t = time.perf_counter()
-    starter = Worker(save, log)
+    starter = Worker(save, log, storage)
     opened = starter("open")
     texts, ids = make_docs(f"ks{run}", docs)
     indexed = starter("index", docs=texts, ids=ids)
     starter.kill()
-    data = save / "postgres"
-    orphan = bool(data.joinpath("postmaster.pid").exists())
+    data = data_dir(storage, save)
+    orphan = orphan_running(storage, data)
     got = user("open")
     fails = _errors([opened, indexed, got, user("read", stop="/"), user("close")])
     if not opened.get("started"):
         fails.append("the killed process had not started the server")
     if got.get("started"):
         fails.append("the next user started a new server (the orphan was gone)")
-    fails += server_left(data)
+    fails += server_left(storage, data)
     return {"run": run, "orphan_after_kill": orphan, "failures": fails, "s": round(time.perf_counter() - t, 2)}
 
 
@@ -271,20 +272,20 @@ def run(args: argparse.Namespace, argv) -> int:
     work.chmod(0o711)                                  # the server's user must traverse it when root
     save, log, stop = work / "index", work / "workers.log", work / "stop"
     t0 = time.perf_counter()
-    a, b = Worker(save, log), Worker(save, log)
+    a, b = Worker(save, log, args.storage), Worker(save, log, args.storage)
     rows, total = [], 0
     for name, fn in zip(SCENARIOS, (reader_writer, two_writers, early_close), strict=True):
         for k in range(args.runs):
             t = time.perf_counter()
             fails, total = fn(a, b, k, stop, total, args.docs)
-            fails += server_left(save / "postgres")
+            fails += server_left(args.storage, data_dir(args.storage, save))
             rows.append({"scenario": name, "run": k, "s": round(time.perf_counter() - t, 2), "failures": list(fails),
                          "retrievals": getattr(fails, "retrievals", 0)})
             print(f"{name} {k}: {'ok' if not fails else fails} ({time.perf_counter() - t0:.0f} s)", flush=True)
     a.end()
     kills = []
     for k in range(args.kill_runs):
-        kills.append(killed_starter(save, b, k, log, args.docs))
+        kills.append(killed_starter(save, b, k, log, args.docs, args.storage))
         print(f"killed starter {k}: {kills[-1]['failures'] or 'ok'}", flush=True)
     b.end()
     return report(args, argv, rows, kills, time.perf_counter() - t0)
@@ -292,7 +293,7 @@ def run(args: argparse.Namespace, argv) -> int:
 
 def report(args: argparse.Namespace, argv, rows: list[dict], kills: list[dict], wall: float) -> int:
     """Write the markdown table and the JSON; exit 1 if any run failed."""
-    lines = [header("PostgreSQL in many hands: two processes on one embedded server",
+    lines = [header(f"{TITLES[args.storage]} in many hands: two processes on one embedded server",
                     " ".join(["python -m reproduce pg-sharing", *argv[1:]])),
              f"{os.cpu_count()} cores; {wall:.0f} s in all; {args.docs} documents per writer and run "
              "(n-gram encoder, scripted OpenIE: the server, not the models, is under test)", "",
@@ -312,7 +313,7 @@ def report(args: argparse.Namespace, argv, rows: list[dict], kills: list[dict], 
               f"{len(kills)}; none left after the next user's close: "
               f"{'yes' if not any(k['failures'] for k in kills) else 'no'}", f"{load_line()} at the end"]
     lines += [f"- {r.get('scenario', 'killed starter')} run {r['run']}: {r['failures'][:3]}" for r in failed[:20]]
-    md, js = write_reports(args.name, "\n".join(lines) + "\n", {"rows": rows, "kills": kills, "wall_s": wall},
-                           args.out_dir or RELIABILITY_DIR)
+    data = {"rows": rows, "kills": kills, "wall_s": wall, "storage": args.storage}
+    md, js = write_reports(report_name(args), "\n".join(lines) + "\n", data, args.out_dir or RELIABILITY_DIR)
     print(md.read_text(encoding="utf-8"))
     return 1 if failed else 0
