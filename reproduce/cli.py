@@ -104,7 +104,8 @@ RELIABILITY: dict[str, tuple[ModuleType, str]] = {
 }
 #: The storage benchmarks (issue 14), same interface: name -> (module, help line).
 STORAGE: dict[str, tuple[ModuleType, str]] = {
-    "backends": (backends, "storage: SQLite vs PostgreSQL + pgvector on the MuSiQue subset (index, retrieval, HNSW)"),
+    "backends": (backends, "storage: SQLite vs PostgreSQL + pgvector vs FalkorDB on the MuSiQue subset (index, "
+                          "retrieval, disk, memory, HNSW)"),
     "pg-scale": (pg_scale, "storage: PostgreSQL + pgvector at 150k passages (vectors derived from a MuSiQue index)"),
 }
 #: The indexing benchmarks (issue 20), same interface: name -> (module, help line).

@@ -111,5 +111,16 @@ def server_memory(data: Path) -> dict:
             "pss": 1024 * sum(_proc_kib(p, "smaps_rollup", "Pss") for p in pids)}
 
 
-__all__ = ["SERVER_STORAGES", "STORAGES", "TITLES", "data_dir", "embedded", "orphan_running", "server_dir_name",
-           "server_dirs", "server_left", "server_memory", "server_pids", "stop_server"]
+def falkordb_used_memory(data: Path) -> int:
+    """The bytes the FalkorDB server of ``data`` says it holds (``INFO memory``'s ``used_memory``:
+    its data, graphs and indexes, without the process's code and free heap)."""
+    import redis
+    client = redis.Redis(**embedded("falkordb", data).address().client_args())
+    try:
+        return int(client.info("memory")["used_memory"])
+    finally:
+        client.close()
+
+
+__all__ = ["SERVER_STORAGES", "STORAGES", "TITLES", "data_dir", "embedded", "falkordb_used_memory", "orphan_running",
+           "server_dir_name", "server_dirs", "server_left", "server_memory", "server_pids", "stop_server"]
