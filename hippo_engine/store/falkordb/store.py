@@ -10,15 +10,15 @@ The data model is the knowledge-base design's, so that a user's own Cypher finds
   ``[:INVOLVES]`` to its member entities; synonymy is ``(:Entity)-[:SYNONYM {score}]->(:Entity)``;
 * ``(:Community {id, level, parent, title, summary, rating, data})`` with ``(:Community)-[:PARENT_OF]->
   (:Community)`` and ``(:Entity)-[:BELONGS_TO]->(:Community)``; ``(:Report {member_key, report, source})``;
-* the embedding stores' texts and vectors (``embedding``: a ``vecf32`` property under a vector index) on
-  ``Passage``, ``Entity``, ``FactText`` and ``CommunitySummary`` nodes (:mod:`.vectors`);
+* the embedding stores' texts and vectors (``embedding``: a ``vecf32`` property under a vector index;
+  ``vector``: the stored bytes the engine reads back) on ``Passage``, ``Entity``, ``FactText`` and
+  ``CommunitySummary`` nodes (:mod:`.vectors`);
 * ``(:Meta {key, value})`` (the schema version, the index identity and version), the document registry
   (``(:RegistryEntry {doc_id, seq, added, updated})``) and document metadata
   (``(:DocumentMetadata {doc_id, metadata})``) (:mod:`.documents`).
 
 The server returns floating-point properties with 15 significant digits, so numbers that must come back
-exactly (synonymy scores, registry times) also keep their ``repr`` in a ``*_text`` property; vectors
-come back exactly (float32). Writes go through :class:`~.graph.VersionedGraph` (a copy of the graph
+exactly (synonymy scores, registry times) also keep their ``repr`` in a ``*_text`` property. Writes go through :class:`~.graph.VersionedGraph` (a copy of the graph
 swapped in at commit); a public write method outside a transaction is one transaction of its own.
 The graph file is not kept in the database: the index folder holds it, as with SQLite (every host
 reading the graph opens that folder; on a running server shared by hosts, each rebuilds it from the
