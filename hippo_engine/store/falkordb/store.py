@@ -18,8 +18,10 @@ The data model is the knowledge-base design's, so that a user's own Cypher finds
   (``(:DocumentMetadata {doc_id, metadata})``) (:mod:`.documents`).
 
 The server returns floating-point properties with 15 significant digits, so numbers that must come back
-exactly (synonymy scores, registry times) also keep their ``repr`` in a ``*_text`` property. Writes go through :class:`~.graph.VersionedGraph` (a copy of the graph
-swapped in at commit); a public write method outside a transaction is one transaction of its own.
+exactly (synonymy scores, registry times) also keep their ``repr`` in a ``*_text`` property. Writes go
+through :class:`~.graph.VersionedGraph` (a copy of the graph swapped in at commit); a public write method
+outside a transaction is one transaction of its own. Range indexes (node ids, facts' passages and ids)
+missing at open are made then.
 The graph file is not kept in the database: the index folder holds it, as with SQLite (every host
 reading the graph opens that folder; on a running server shared by hosts, each rebuilds it from the
 database, which holds everything it is derived from).
@@ -45,6 +47,8 @@ SCHEMA_VERSION = "1"
 RANGE_INDEXES = (("Meta", "key"), ("Passage", "id"), ("Entity", "id"), ("FactText", "id"), ("CommunitySummary", "id"),
                  ("Document", "id"), ("Fact", "passage_id"), ("Community", "id"), ("Report", "member_key"),
                  ("RegistryEntry", "doc_id"), ("DocumentMetadata", "doc_id"))
+#: (relationship type, property) indexes made with the graph
+EDGE_INDEXES = (("RELATED_TO", "passage_id"), ("RELATED_TO", "fact_id"))
 
 
 class FalkorIndexStore(DocumentNodes, IndexStore):
@@ -61,21 +65,28 @@ class FalkorIndexStore(DocumentNodes, IndexStore):
         self.location = f"FalkorDB graph {graph.name} on {graph.where}"
         self.shown_location = f"graph {graph.name}"
         graph.discard_leftovers()
-        if self.get_meta("schema_version") is None:
+        if self.get_meta("schema_version") is None or self._missing_indexes():
             with self.transaction():
                 self._create()
         have = self.get_meta("schema_version")
         if have != SCHEMA_VERSION:
             raise StoreError(f"{self.location} has schema version {have}, this hippo-engine reads {SCHEMA_VERSION}")
 
-    def _create(self) -> None:
-        """The range indexes and the schema version (in the first transaction)."""
+    def _missing_indexes(self) -> list[str]:
+        """The ``CREATE INDEX`` statements of the range indexes the graph lacks."""
         have = {(r[0], p) for r in self.graph.query("list indexes", "CALL db.indexes() YIELD label, properties "
                                                     "RETURN label, properties") for p in r[1]}
-        for label, prop in RANGE_INDEXES:
-            if (label, prop) not in have:
-                self.graph.write("create an index", f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
-        self.set_meta("schema_version", SCHEMA_VERSION)
+        return [f"CREATE INDEX FOR (n:{label}) ON (n.{prop})" for label, prop in RANGE_INDEXES
+                if (label, prop) not in have] + \
+               [f"CREATE INDEX FOR ()-[r:{kind}]-() ON (r.{prop})" for kind, prop in EDGE_INDEXES
+                if (kind, prop) not in have]
+
+    def _create(self) -> None:
+        """The missing indexes and the schema version (in a transaction)."""
+        for statement in self._missing_indexes():
+            self.w("create an index", statement)
+        if self.get_meta("schema_version") is None:
+            self.set_meta("schema_version", SCHEMA_VERSION)
 
     # ------------------------------------------------------------------ transactions
     def _begin(self) -> None:
