@@ -92,8 +92,8 @@ class FalkorEmbeddingStore(base.MirroredStore):
             return
         last = base.last_positions(keys)
         values = stored.astype(np.float32)
-        rows = [{"id": k, "t": texts[i], "v": values[i].tolist(), "b": base64.b64encode(stored[i].tobytes()).decode()}
-                for k, i in last.items()]
+        rows = [{"id": k, "t": texts[i], "v": NumberList(values[i]),
+                 "b": base64.b64encode(stored[i].tobytes()).decode()} for k, i in last.items()]
         with self.db.transaction():
             self._ensure_index()
             for part in iter_chunks(rows, BATCH):
@@ -120,6 +120,20 @@ class FalkorEmbeddingStore(base.MirroredStore):
     def _to_ram(self) -> None:
         if not self._mat.flags.writeable:
             self._mat = np.array(self._mat, dtype=np.float32)
+
+
+class NumberList:
+    """A vector as a query parameter, its Cypher list literal written once (the client writes a value it
+    does not know as ``str(value)``; its own writing of a list checks the type of every number, which
+    took most of a write's time)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, values: np.ndarray):
+        self.text = "[" + ",".join(map(repr, values.tolist())) + "]"
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def vector_indexes(db: Any) -> dict[tuple[str, int], int]:
