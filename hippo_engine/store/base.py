@@ -7,8 +7,9 @@ documents hold which passages, the communities and their reports, and, through
 community reports (:class:`~hippo_engine.store.vectors.EmbeddingStore`).
 
 Implementations: :class:`~hippo_engine.store.db.IndexDB` (an embedded SQLite file, the
-default), the PostgreSQL + pgvector backend and the FalkorDB one (:mod:`hippo_engine.store.falkordb`). Writes happen inside :meth:`transaction`: one
-``index()`` or ``delete()`` is one transaction, so a crash leaves the previous state.
+default), the PostgreSQL + pgvector backend and the FalkorDB one (:mod:`hippo_engine.store.falkordb`).
+Writes happen inside :meth:`transaction`: one ``index()`` or ``delete()`` is one transaction, so a
+crash leaves the previous state.
 """
 from __future__ import annotations
 
