@@ -130,3 +130,32 @@ def test_errors_name_the_address_and_the_operation_never_the_password(tmp_path, 
             db.q("list the things", "MATCH (n RETURN n")
     finally:
         db.close()
+
+
+def test_the_job_tables_read_the_committed_registry_and_metadata_of_the_graph(tmp_path, config):
+    from hippo_engine.store.registry import get_backend
+    backend = get_backend("falkordb")
+    db = open_index_store(tmp_path / "idx", config)
+    tables = backend.job_tables(db, config)
+    try:
+        db.put_documents({"b": ["p1"], "a": ["p2"]})
+        db.put_document_metadata({"a": {"lang": "en"}})
+        with db.transaction():
+            db.put_documents({"c": ["p3"]})                     # not committed yet: not seen by the job tables
+            with tables.read() as c:
+                assert [r[0] for r in tables.x(c, "SELECT doc_id FROM {r} ORDER BY seq").fetchall()] == ["b", "a"]
+                assert tables.x(c, "SELECT doc_id, metadata FROM {m}").fetchall() == [("a", '{"lang":"en"}')]
+        with tables.read() as c:
+            assert [r[0] for r in tables.x(c, "SELECT doc_id FROM {r} ORDER BY seq").fetchall()] == ["b", "a", "c"]
+    finally:
+        tables.close()
+        db.close()
+    shared = backend.shared(tmp_path, None)
+    try:
+        with shared.closed_tables(tmp_path / "idx") as t:
+            assert t is not None and {"r", "d", "m", "documents"} <= t.have
+            assert t.run("SELECT COUNT(*) FROM {documents} WHERE pos = 0", ()).fetchone()[0] == 3
+            assert t.run("SELECT COUNT(*) FROM {r}", ()).fetchone()[0] == 3
+            assert t.run("SELECT COUNT(*) FROM {d}", ()).fetchone()[0] == 0      # nothing queued
+    finally:
+        shared.close()
