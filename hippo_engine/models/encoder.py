@@ -294,7 +294,7 @@ class TransformersEncoder(Encoder):
             with torch.inference_mode():  # thread-local: entered in each worker
                 out[idx] = forward([ids[i] for i in idx])
 
-        workers = self._run_batches(run, batches, lambda: [max(lengths[i] for i in b) for b in batches], progress)
+        self._run_batches(run, batches, lambda: [max(lengths[i] for i in b) for b in batches], progress)
         if tokens > self.max_batch_tokens or n > 1000:     # large activations only: a few ms a call
             _release_free_memory()
         return out
