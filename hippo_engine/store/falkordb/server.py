@@ -25,6 +25,11 @@ Lifecycle, as for the embedded PostgreSQL (:mod:`hippo_engine.store.postgres.ser
   (``SHUTDOWN``), whoever started it; ``stop(force=True)`` stops it in any case.
 * The server runs in the data folder (its working directory), which is how a process named by
   ``falkordb.pid`` is recognised as this folder's server before it is signalled.
+* A start waits for the server to answer. One loading its data (the append-only file of a large graph,
+  whose indexes FalkorDB rebuilds without answering) is waited for while its process lives, up to
+  ``load_timeout`` (:data:`LOAD_TIMEOUT`), the progress in the log; one that neither loads nor answers
+  fails after ``timeout``, a process that exits at once. A folder's server still loading when another
+  process starts is waited for, never started twice.
 
 A folder name is data, never code: the server is started without a shell, and a folder whose
 path the configuration file cannot hold (a line break, not UTF-8) is refused up front.
@@ -43,6 +48,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -62,6 +68,14 @@ PID_NAME = "falkordb.pid"
 LOG_NAME = "server.log"
 #: prefix of the private socket folders made under the temporary folder
 SOCKET_DIR_PREFIX = "hippo-fk-"
+#: seconds a start waits for a server that is loading its data (an append-only file of a large graph)
+LOAD_TIMEOUT = 600.0
+#: seconds between two "loading its data" lines in the log
+LOAD_PROGRESS_EVERY = 10.0
+#: the server log's lines that start, end initialisation (data loading comes next) and end loading
+LOG_STARTING, LOG_INITIALISED, LOG_READY = "Redis is starting", "Server initialized", "Ready to accept connections"
+#: bytes of the log read back to find the last start's lines
+LOG_SCAN = 1 << 20
 
 
 def server_files() -> tuple[Path, Path]:
@@ -86,15 +100,15 @@ def quote_conf(value: str) -> str:
 
 class EmbeddedFalkorDB:
     """A FalkorDB server kept in ``data_dir`` (see the module documentation). ``timeout``: seconds
-    to wait for a start (loading a large append-only file included), a stop or the lock."""
+    to wait for a start, a stop or the lock; ``load_timeout``: for a server loading its data."""
 
-    def __init__(self, data_dir: str | os.PathLike, *, timeout: float = 30.0):
+    def __init__(self, data_dir: str | os.PathLike, *, timeout: float = 30.0, load_timeout: float = LOAD_TIMEOUT):
         self.data_dir = Path(data_dir).absolute()
         problem = check_data_dir(self.data_dir)
         if problem:
             raise ServerError(f"the folder {str(self.data_dir)!r} cannot hold an embedded FalkorDB server: "
                               f"{problem}; choose another folder")
-        self.timeout = float(timeout)
+        self.timeout, self.load_timeout = float(timeout), float(load_timeout)
         self.started = False            # True while a server this object started may be running
         self.socket = self._socket_path()
         self._users = ServerUsers(self.data_dir)
@@ -273,20 +287,58 @@ class EmbeddedFalkorDB:
 
     def _start(self, exe: Path, module: Path) -> None:
         """Start the server (the caller holds the lock and found none answering) and wait until
-        it answers; a server that exits first is reported with its log."""
+        it answers (see :meth:`_wait_ready`); a server that exits first is reported with its log.
+        A server of the folder that is still alive (loading its data) is waited for, not started again."""
+        pid = self.server_pid()
+        if pid is not None:
+            self._wait_ready(lambda: serves(pid, self.data_dir), self._log_size())
+            return
         self._make_socket_dir()
         proc, offset = self._launch(exe, self._write_conf(module))
-        deadline = time.monotonic() + self.timeout
-        while proc.poll() is None:
+        self._wait_ready(lambda: proc.poll() is None, offset)
+        if proc.poll() is not None:
+            raise ServerError(f"could not start the FalkorDB server of {self.data_dir} (exit status "
+                              f"{proc.returncode}); its log {self.data_dir / LOG_NAME} ends:\n{self._log_tail(offset)}")
+
+    def _wait_ready(self, alive: Callable[[], bool], offset: int) -> None:
+        """Wait while the server process is ``alive`` until it answers. A server loading its data
+        (it answers ``LOADING``, or its log since ``offset`` shows it initialised and not yet ready:
+        rebuilding a large graph's indexes it answers nothing) is waited for up to ``load_timeout``
+        seconds, with its progress in the log; one that neither loads nor answers, ``timeout``."""
+        started = shown = time.monotonic()
+        while alive():
             state = self._state()
             if state == "ready":
                 return
-            if time.monotonic() > deadline:    # left running: a long load of the append-only file may finish
-                raise ServerError(f"the FalkorDB server of {self.data_dir} was not ready within {self.timeout:g} s "
-                                  f"({state}); its log {self.data_dir / LOG_NAME} ends:\n{self._log_tail(offset)}")
-            time.sleep(0.02)
-        raise ServerError(f"could not start the FalkorDB server of {self.data_dir} (exit status {proc.returncode}); "
-                          f"its log {self.data_dir / LOG_NAME} ends:\n{self._log_tail(offset)}")
+            loading = state == "loading" or self._loading_in_log(offset)
+            waited = time.monotonic() - started
+            if waited > (self.load_timeout if loading else self.timeout):
+                what = "was still loading its data" if loading else f"did not answer ({state})"
+                raise ServerError(f"the FalkorDB server of {self.data_dir} {what} after {waited:.0f} s (left "
+                                  f"running); its log {self.data_dir / LOG_NAME} ends:\n{self._log_tail(offset)}")
+            if loading and time.monotonic() - shown >= LOAD_PROGRESS_EVERY:
+                shown = time.monotonic()
+                logger.info("the FalkorDB server of %s is loading its data, %.0f s", self.data_dir, waited)
+            time.sleep(0.05)
+
+    def _log_size(self) -> int:
+        """The length of the server log (where a server started next begins writing)."""
+        try:
+            return (self.data_dir / LOG_NAME).stat().st_size
+        except OSError:
+            return 0
+
+    def _loading_in_log(self, offset: int) -> bool:
+        """Whether the log of the server's last start (from ``offset`` on, or the start found before
+        it) says it initialised and is not yet ready: it is loading its data."""
+        try:
+            with open(self.data_dir / LOG_NAME, "rb") as f:
+                f.seek(max(0, min(offset, self._log_size() - LOG_SCAN)))
+                text = f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return False
+        text = text.rsplit(LOG_STARTING, 1)[-1]
+        return LOG_INITIALISED in text and LOG_READY not in text
 
     def _stop_server(self) -> bool:
         """Stop whatever server runs on the data folder (the caller holds the lock): ``SHUTDOWN``
