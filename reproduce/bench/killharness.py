@@ -45,14 +45,18 @@ from hippo_engine.index.diagnostics import diff_snapshots, snapshot_index
 
 from ..harness import option, report_options
 from .reliability import (
+    Hung,
     MemoEncoder,
+    deadline,
     header,
+    journal_entry,
     load_line,
     make_encoder,
     musique_passages,
     musique_questions,
     open_engine,
     passage_id,
+    read_journal,
     real_encoder,
     stats_diff,
     write_openie_subset,
@@ -80,19 +84,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="the index's backend: sqlite (default), postgres or falkordb (an embedded server in the "
                          "index folder, started by the child and left running when it is killed; stopped at the "
                          "end)")
+    ap.add_argument("--hang-timeout", type=float, default=600.0, help="seconds a kill with its check may take "
+                    "before the server counts as hung, a finding that ends the run (default 600; 0: no limit)")
     ap.add_argument("--compare-every", type=int, default=1, help="clean-build comparison every N kills (default 1)")
     option(ap, "--work", default=Path("outputs/kill_harness"))
     report_options(ap, "kill_harness")
 
 
 # ----------------------------------------------------------------------------- the child
-def _journal(path: Path, entry: dict) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(entry) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def child_main(cfg: dict) -> None:
     """Index and delete random batches until killed (runs in the forked child)."""
     docs = json.loads(Path(cfg["docs"]).read_text(encoding="utf-8"))
@@ -109,41 +108,17 @@ def child_main(cfg: dict) -> None:
         pool = absent if op == "index" else sorted(present)
         batch = rng.sample(pool, min(len(pool), rng.randint(1, cfg["max_batch"])))
         op_id = f"{cfg['run']}-{k}"
-        _journal(journal, {"id": op_id, "op": op, "docs": batch, "t": time.time()})
+        journal_entry(journal, {"id": op_id, "op": op, "docs": batch, "t": time.time()})
         try:
             (rag.index if op == "index" else rag.delete)([docs[i] for i in batch])
         except Exception as e:  # noqa: BLE001 - written down for the parent, then the child stops
-            _journal(journal, {"id": op_id, "error": f"{type(e).__name__}: {e}"})
+            journal_entry(journal, {"id": op_id, "error": f"{type(e).__name__}: {e}"})
             raise
         present = present | set(batch) if op == "index" else present - set(batch)
-        _journal(journal, {"id": op_id, "done": True, "t": time.time()})
+        journal_entry(journal, {"id": op_id, "done": True, "t": time.time()})
 
 
 # ----------------------------------------------------------------------------- the parent
-def read_journal(path: Path) -> tuple[set[int], dict | None, list[str]]:
-    """(passages present after every finished operation, the unfinished one or None, child errors)."""
-    present: set[int] = set()
-    pending: dict | None = None
-    errors: list[str] = []
-    if not path.exists():
-        return present, None, errors
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            e = json.loads(line)
-        except json.JSONDecodeError:           # a line cut by the kill: the op never started its work
-            continue
-        if "op" in e:
-            pending = e
-        elif pending is not None and e.get("id") == pending["id"]:
-            if e.get("done"):
-                batch = set(pending["docs"])
-                present = present | batch if pending["op"] == "index" else present - batch
-            else:
-                errors.append(str(e.get("error")))
-            pending = None
-    return present, pending, errors
-
-
 def orphans(folder: Path) -> list[str]:
     """Temporary files in an index folder (a write cut between the temp file and the rename); the
     embedded servers' data folders are not scanned (their files are the server's own)."""
@@ -215,7 +190,7 @@ class Harness:
         row["atomic"] = "before" if now == expected else "after" if now == after else "partial"
         if pending:                                    # resume: run the interrupted operation again
             (rag.index if pending["op"] == "index" else rag.delete)([self.docs[i] for i in pending["docs"]])
-            _journal(self.journal, {"id": pending["id"], "done": True, "resumed_by": "parent"})
+            journal_entry(self.journal, {"id": pending["id"], "done": True, "resumed_by": "parent"})
         now = self.present(rag)
         row.update(lost=len(after - now), extra=len(now - after), present=len(now))
         if compare:
@@ -246,21 +221,15 @@ class Harness:
         rng = random.Random(args.seed)
         t0 = time.perf_counter()
         for run in range(args.kills):
-            cfg = self.child_cfg(run)
-            p = ctx.Process(target=child_main, args=(cfg,), daemon=True)
-            t_start = time.perf_counter()
-            p.start()
-            ready = Path(cfg["ready"])
-            while not ready.exists() and p.is_alive():
-                time.sleep(0.01)
-            startup = time.perf_counter() - t_start
-            moment = self.wait_and_pick(rng, run, p)
-            killed = p.is_alive()
-            if killed:
-                os.kill(p.pid, signal.SIGKILL)
-            p.join()
-            row = self.check(run, moment, compare=(run + 1) % args.compare_every == 0)
-            row.update(child_startup_s=round(startup, 2), killed=killed, exitcode=p.exitcode)
+            children: list = []
+            try:
+                with deadline(args.hang_timeout, f"kill {run} (child start, the kill, the check)"):
+                    row = self.one_kill(ctx, rng, run, children)
+            except Hung as e:                         # a server that stopped answering: the finding
+                row = {"run": run, "readable": False, "hung": True, "error": str(e)}
+                for p in children:
+                    if p.pid is not None:                 # started before the deadline rang
+                        p.kill()
             self.rows.append(row)
             self._count(row)
             if (run + 1) % 10 == 0 or not row.get("readable") or row.get("lost") or row.get("diff"):
@@ -269,7 +238,8 @@ class Harness:
             if not row.get("readable"):
                 print(f"    unreadable after kill {run}: {row.get('error')}", flush=True)
                 break
-        self.counts["orphan_tmp_left_at_end"] = len(self.final_orphans())
+        hung = self.counts["hung"] > 0                # no writer can take the lock on a hung server
+        self.counts["orphan_tmp_left_at_end"] = len(orphans(self.save_dir) if hung else self.final_orphans())
         self.stop_servers()
         return self.summary(time.perf_counter() - t0)
 
@@ -281,6 +251,26 @@ class Harness:
             return
         stop_server(self.args.storage, self.save_dir)
         self.counts["server_left_at_end"] = len(server_left(self.args.storage, data))
+
+    def one_kill(self, ctx, rng: random.Random, run: int, children: list) -> dict:
+        """Start a child (appended to ``children``), kill it at a random moment, check the index."""
+        cfg = self.child_cfg(run)
+        p = ctx.Process(target=child_main, args=(cfg,), daemon=True)
+        children.append(p)
+        t_start = time.perf_counter()
+        p.start()
+        ready = Path(cfg["ready"])
+        while not ready.exists() and p.is_alive():
+            time.sleep(0.01)
+        startup = time.perf_counter() - t_start
+        moment = self.wait_and_pick(rng, run, p)
+        killed = p.is_alive()
+        if killed:
+            os.kill(p.pid, signal.SIGKILL)
+        p.join()
+        row = self.check(run, moment, compare=(run + 1) % self.args.compare_every == 0)
+        row.update(child_startup_s=round(startup, 2), killed=killed, exitcode=p.exitcode)
+        return row
 
     def final_orphans(self) -> list[str]:
         """Temp files left once a writer has taken the lock with every orphan old enough to go."""
@@ -337,6 +327,9 @@ class Harness:
         c = self.counts
         c["kills"] += bool(row.get("killed"))
         c["unreadable"] += not row.get("readable")
+        c["hung"] += bool(row.get("hung"))
+        if row.get("hung"):                        # nothing else is known of that kill
+            return
         c[f"phase_{row.get('phase')}"] += 1
         c[f"atomic_{row.get('atomic')}"] += 1
         c["lost_docs"] += row.get("lost", 0)
@@ -348,7 +341,7 @@ class Harness:
         c["exited_before_kill"] += not row.get("killed")
 
     def summary(self, elapsed: float) -> dict:
-        starts = [r["child_startup_s"] for r in self.rows]
+        starts = [r["child_startup_s"] for r in self.rows if "child_startup_s" in r]
         durs = sorted(x for v in self.scan()[0].values() for x in v)
         return {"op_s_median": round(durs[len(durs) // 2], 3) if durs else None, "ops_finished": len(durs),
                 "counts": dict(self.counts), "elapsed_s": round(elapsed, 1), "load": load_line(),
@@ -369,7 +362,7 @@ def render(summary: dict, command: str) -> str:
              f"{summary['ops_finished']} operations finished by the children, {summary['op_s_median']} s each "
              "(median)\n",
              "| figure | value |", "|---|---|"]
-    for key in ("kills", "unreadable", "phase_index", "phase_delete", "phase_between", "atomic_before",
+    for key in ("kills", "unreadable", "hung", "phase_index", "phase_delete", "phase_between", "atomic_before",
                 "atomic_after", "atomic_partial", "lost_docs", "extra_docs", "compared", "not_equal_clean",
                 "child_errors", "orphan_tmp_seen", "orphan_tmp_left_at_end", "server_left_at_end",
                 "exited_before_kill"):

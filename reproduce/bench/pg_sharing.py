@@ -40,8 +40,8 @@ from pathlib import Path
 
 from ..common import REPO_ROOT
 from ..harness import option, report_options
-from .reliability import RELIABILITY_DIR, header, load_line, write_reports
-from .servers import SERVER_STORAGES, TITLES, data_dir, orphan_running, server_left
+from .reliability import RELIABILITY_DIR, Hung, deadline, header, load_line, write_reports
+from .servers import SERVER_STORAGES, TITLES, data_dir, orphan_running, server_left, stop_server
 
 SCENARIOS = ("reader + writer", "two writers", "one closing early")
 #: the report's default name per backend
@@ -56,6 +56,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="the embedded server shared: postgres (default) or falkordb")
     ap.add_argument("--runs", type=int, default=20, help="runs of each two-process scenario (default 20)")
     ap.add_argument("--kill-runs", type=int, default=20, help="runs of the killed-starter scenario (default 20)")
+    ap.add_argument("--hang-timeout", type=float, default=300.0, help="seconds a run may take before the server "
+                    "counts as hung, a failure that ends the benchmark (default 300; 0: no limit)")
     ap.add_argument("--docs", type=int, default=8, help="documents a writer indexes per run (default 8)")
     option(ap, "--work", default=Path("outputs/pg_sharing"))
     report_options(ap, REPORT_NAMES["postgres"], "--role", "--save-dir")
@@ -273,22 +275,38 @@ def run(args: argparse.Namespace, argv) -> int:
     save, log, stop = work / "index", work / "workers.log", work / "stop"
     t0 = time.perf_counter()
     a, b = Worker(save, log, args.storage), Worker(save, log, args.storage)
-    rows, total = [], 0
+    rows, kills = [], []
+    try:
+        scenarios(args, a, b, save, stop, rows, t0)
+        a.end()
+        for k in range(args.kill_runs):
+            with deadline(args.hang_timeout, f"killed starter run {k}"):
+                kills.append(killed_starter(save, b, k, log, args.docs, args.storage))
+            print(f"killed starter {k}: {kills[-1]['failures'] or 'ok'}", flush=True)
+        b.end()
+    except Hung as e:                       # a server that stopped answering: the finding ends the run
+        print(f"hung: {e}", flush=True)
+        rows.append({"scenario": "hung", "run": len(rows) + len(kills), "s": args.hang_timeout, "failures": [str(e)],
+                     "retrievals": 0})
+        for w in (a, b):
+            w.kill()
+        stop_server(args.storage, save)
+    return report(args, argv, rows, kills, time.perf_counter() - t0)
+
+
+def scenarios(args: argparse.Namespace, a: Worker, b: Worker, save: Path, stop: Path, rows: list, t0: float) -> None:
+    """The two-process scenarios, ``--runs`` times each, their rows appended to ``rows``; each run
+    under the hang deadline."""
+    total = 0
     for name, fn in zip(SCENARIOS, (reader_writer, two_writers, early_close), strict=True):
         for k in range(args.runs):
             t = time.perf_counter()
-            fails, total = fn(a, b, k, stop, total, args.docs)
-            fails += server_left(args.storage, data_dir(args.storage, save))
+            with deadline(args.hang_timeout, f"{name} run {k}"):
+                fails, total = fn(a, b, k, stop, total, args.docs)
+                fails += server_left(args.storage, data_dir(args.storage, save))
             rows.append({"scenario": name, "run": k, "s": round(time.perf_counter() - t, 2), "failures": list(fails),
                          "retrievals": getattr(fails, "retrievals", 0)})
             print(f"{name} {k}: {'ok' if not fails else fails} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    a.end()
-    kills = []
-    for k in range(args.kill_runs):
-        kills.append(killed_starter(save, b, k, log, args.docs, args.storage))
-        print(f"killed starter {k}: {kills[-1]['failures'] or 'ok'}", flush=True)
-    b.end()
-    return report(args, argv, rows, kills, time.perf_counter() - t0)
 
 
 def report(args: argparse.Namespace, argv, rows: list[dict], kills: list[dict], wall: float) -> int:

@@ -8,7 +8,10 @@ Result files go to ``reproduce/results/reliability/<name>.md`` (the table) and `
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -145,6 +148,63 @@ def write_reports(name: str, markdown: str, data: dict, out_dir: Path = RELIABIL
     # ASCII escapes: fuzz findings hold lone surrogates, which UTF-8 cannot encode
     js = write_result(Path(out_dir) / f"{name}.json", json.dumps(data, indent=1, ensure_ascii=True))
     return md, js
+
+
+def journal_entry(path: Path, entry: dict) -> None:
+    """Append ``entry`` to the journal ``path`` as one JSON line, on disk (fsync) before returning."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_journal(path: Path) -> tuple[set[int], dict | None, list[str]]:
+    """(passages present after every finished operation, the unfinished one or None, child errors)."""
+    present: set[int] = set()
+    pending: dict | None = None
+    errors: list[str] = []
+    if not path.exists():
+        return present, None, errors
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            e = json.loads(line)
+        except json.JSONDecodeError:           # a line cut by the kill: the op never started its work
+            continue
+        if "op" in e:
+            pending = e
+        elif pending is not None and e.get("id") == pending["id"]:
+            if e.get("done"):
+                batch = set(pending["docs"])
+                present = present | batch if pending["op"] == "index" else present - batch
+            else:
+                errors.append(str(e.get("error")))
+            pending = None
+    return present, pending, errors
+
+
+class Hung(BaseException):
+    """A step of a reliability benchmark that got no answer within its deadline (a hung server).
+    A ``BaseException``, so that the engine's own handlers of ``Exception`` let it through."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float, what: str):
+    """Raise :class:`Hung` in the main thread where the block runs past ``seconds`` (``SIGALRM``;
+    0: no deadline). A blocked socket read is interrupted by it, so a benchmark whose server stops
+    answering reports that instead of waiting forever."""
+    if not seconds:
+        yield
+        return
+
+    def ring(signum, frame):
+        raise Hung(f"{what}: no answer within {seconds:g} s")
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def header(title: str, command: str) -> str:

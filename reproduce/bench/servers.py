@@ -11,6 +11,8 @@ call these instead of a branch of their own per backend.
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -61,7 +63,25 @@ def stop_server(storage: str, save_dir: Path) -> bool:
     data = data_dir(storage, save_dir)
     if data is None or not data.exists():
         return False
-    return bool(embedded(storage, data).stop(force=True))
+    try:
+        return bool(embedded(storage, data).stop(force=True))
+    except Exception:  # noqa: BLE001 - a hung server that neither its shutdown nor SIGTERM stops
+        return kill_server(data)
+
+
+def kill_server(data: Path, wait_s: float = 10.0) -> bool:
+    """SIGKILL every process working in the data folder ``data`` (a hung server); returns whether
+    there was one."""
+    pids = server_pids(data)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + wait_s
+    while server_pids(data) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return bool(pids)
 
 
 def orphan_running(storage: str, data: Path) -> bool:
@@ -122,5 +142,6 @@ def falkordb_used_memory(data: Path) -> int:
         client.close()
 
 
-__all__ = ["SERVER_STORAGES", "STORAGES", "TITLES", "data_dir", "embedded", "falkordb_used_memory", "orphan_running",
-           "server_dir_name", "server_dirs", "server_left", "server_memory", "server_pids", "stop_server"]
+__all__ = ["SERVER_STORAGES", "STORAGES", "TITLES", "data_dir", "embedded", "falkordb_used_memory", "kill_server",
+           "orphan_running", "server_dir_name", "server_dirs", "server_left", "server_memory", "server_pids",
+           "stop_server"]

@@ -58,3 +58,31 @@ def test_temporary_files_of_the_embedded_servers_folders_are_not_orphans(tmp_pat
     assert servers.data_dir("falkordb", tmp_path) == tmp_path / "falkordb"
     with pytest.raises(ValueError, match="no embedded server"):
         servers.embedded("sqlite", tmp_path)
+
+
+def test_a_kill_past_the_hang_deadline_is_a_finding_that_ends_the_run(musique_dir, tmp_path):
+    out = tmp_path / "report"
+    rc = main(["kill-harness", "--kills", "3", "--passages", "12", "--encoder", "fake", "--hang-timeout", "0.3",
+               "--work", str(tmp_path / "work"), "--out-dir", str(out)])
+    summary = json.loads((out / "kill_harness.json").read_text())
+    assert rc == 1 and summary["counts"]["hung"] == 1 and summary["counts"]["unreadable"] == 1
+    assert len(summary["rows"]) == 1 and "no answer within 0.3 s" in summary["rows"][0]["error"]
+    assert "| hung | 1 |" in (out / "kill_harness.md").read_text()
+
+
+def test_a_hung_server_that_ignores_its_shutdown_is_killed(tmp_path):
+    import subprocess
+    import sys
+    data = tmp_path / "falkordb"
+    data.mkdir()
+    # a process working in the server's folder that no SHUTDOWN reaches and that ignores SIGTERM
+    proc = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                             "signal.SIG_IGN); print(1, flush=True); time.sleep(120)"], cwd=data,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "1"
+        assert servers.server_pids(data) == [proc.pid]
+        assert servers.kill_server(data) and proc.wait(timeout=10) == -9
+        assert servers.server_pids(data) == [] and not servers.kill_server(data)
+    finally:
+        proc.kill()

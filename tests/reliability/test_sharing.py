@@ -35,3 +35,16 @@ def test_falkordb_sharing_one_run_of_each_scenario(tmp_path):
     assert data["rows"][0]["retrievals"] > 0 and data["kills"][0]["orphan_after_kill"]
     text = (tmp_path / "falkordb_sharing.md").read_text()
     assert text.startswith("# FalkorDB in many hands") and "| killed starter" in text
+
+
+@pytest.mark.integration
+def test_a_run_past_the_hang_deadline_ends_the_benchmark_and_leaves_no_server(tmp_path):
+    require_falkordb()
+    from reproduce.bench import servers
+    code = main(["pg-sharing", "--storage", "falkordb", "--runs", "2", "--kill-runs", "1", "--docs", "4",
+                 "--hang-timeout", "0.5", "--work", str(tmp_path / "work"), "--out-dir", str(tmp_path)])
+    data = json.loads((tmp_path / "falkordb_sharing.json").read_text())
+    assert code == 1 and data["kills"] == []
+    assert data["rows"][-1]["scenario"] == "hung" and "no answer within 0.5 s" in data["rows"][-1]["failures"][0]
+    folder = servers.data_dir("falkordb", tmp_path / "work" / "index")
+    assert servers.server_pids(folder) == [] and not servers.embedded("falkordb", folder).running()
