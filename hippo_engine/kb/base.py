@@ -5,7 +5,10 @@ A kb search encodes the queries, ranks passage graph nodes with its own :meth:`K
 (the ranking is computed as without a filter, then cut: entities and communities are not filtered).
 ``top_k`` is the limit; ``score_threshold`` (else ``kb_score_threshold``) the minimum cosine of a
 vector match (passages in ``kb_vector``, seed entities in ``kb_graph``, communities in ``kb_global``).
-Contexts are passage contexts of the ranking (the injected builders, as ``naive``'s).
+Contexts are passage contexts of the ranking (the injected builders, as ``naive``'s). Where the index
+store answers graph questions in its database (:meth:`~hippo_engine.store.base.IndexStore.graph_queries`,
+FalkorDB), ``kb_graph``/``kb_hybrid`` traverse there and ``kb_global`` finds its communities through the
+database's vector index, with the same results as in process.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from hippo_engine.modes import ModeSpec
 from hippo_engine.qa.reading import Reader
 from hippo_engine.retrieve.filtering import Restrictor
 from hippo_engine.retrieve.search import ContextBuilder, QuerySearch, SearchParts
+from hippo_engine.store.base import GraphQueries
 
 
 class Ranked:
@@ -45,6 +49,11 @@ class KBSearch(EngineSearch, QuerySearch):
     def build(cls, spec: ModeSpec, parts: SearchParts) -> KBSearch:
         return cls(spec, parts.retrieval, parts.config.kb, parts.hirag, parts.encoder, parts.hirag.ranked_contexts,
                    parts.hirag.passage_contexts, reader=parts.reader, restrictor=parts.restrictor)
+
+    def graph_queries(self) -> GraphQueries | None:
+        """The index store's graph questions when it answers them in its database (traversals and
+        community search there), else None (the engine's graph in process)."""
+        return self.hirag.index.db.graph_queries()
 
     def threshold(self, param: QueryParam) -> float:
         """The minimum cosine of a vector match in this call."""

@@ -34,7 +34,8 @@ class KBHybridSearch(KBSearch):
     def rank(self, eng, q_ent: np.ndarray, q_pass: np.ndarray, threshold: float, param: QueryParam) -> Ranked:
         cfg = self.config
         vec = vector_rank(eng, q_pass, threshold)
-        graph = graph_rank(eng, q_ent, q_pass, threshold, cfg.kb_seed_entities, cfg.kb_hops)
+        graph = graph_rank(eng, q_ent, q_pass, threshold, cfg.kb_seed_entities, cfg.kb_hops,
+                           self.graph_queries())
         out = fuse([vec, graph], cfg.kb_rrf_k)
         out.seeds = graph.seeds
         return out

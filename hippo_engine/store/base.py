@@ -17,9 +17,11 @@ import contextlib
 import json
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Protocol
+
+import numpy as np
 
 from hippo_engine.datatypes import Hyperedge, Triple
 from hippo_engine.ids import hyperedge_id, triple_id
@@ -40,6 +42,21 @@ class StoreError(RuntimeError):
 class StoreConnectionLost(StoreError):
     """The database server of an index went away: the store object cannot be used any more;
     open the index again."""
+
+
+class GraphQueries(Protocol):
+    """The graph questions of the kb_* modes a backend may answer in its database (see
+    :meth:`IndexStore.graph_queries`); every answer equals what the engine's graph of the same index
+    version gives (passages: the passage ids of that graph)."""
+
+    def reach(self, seeds: Sequence[str], hops: int, passages: Container[str]) -> dict[str, int]:
+        """Entity id -> hops from the nearest seed, for every entity within ``hops`` of ``seeds``."""
+
+    def entity_passages(self, entity_ids: Iterable[str]) -> dict[str, set[str]]:
+        """Entity id -> the ids of the passages that mention it."""
+
+    def nearest_communities(self, vector: np.ndarray, k: int) -> list[str]:
+        """Ids of (at most) ``k`` communities whose report vectors are near ``vector`` (approximate)."""
 
 
 class IndexStore(ABC):
@@ -298,6 +315,12 @@ class IndexStore(ABC):
         comparing two indexes), whatever the backend keeps."""
         return self.embedding_store(namespace, dim, vector_dtype=vector_dtype)
 
+    # ------------------------------------------------------------------ graph questions
+    def graph_queries(self) -> GraphQueries | None:
+        """The kb_* modes' graph questions answered in the database (:class:`GraphQueries`), for a backend
+        that traverses where it stores the graph; None (the default): the modes use the engine's graph."""
+        return None
+
     # ------------------------------------------------------------------ the graph file
     def put_graph_file(self, path, version: str, digest: str) -> bool:
         """Keep a copy of the graph file ``path`` (built for ``version``/``digest``) where other
@@ -337,5 +360,5 @@ def iter_chunks(items: Sequence, size: int) -> Iterator[Sequence]:
         yield items[start:start + size]
 
 
-__all__ = ["ALL_STORE_NAMES", "STORE_NAMES", "IndexStore", "StoreConnectionLost", "StoreError", "Triple",
-           "encode_entities", "iter_chunks"]
+__all__ = ["ALL_STORE_NAMES", "STORE_NAMES", "GraphQueries", "IndexStore", "StoreConnectionLost", "StoreError",
+           "Triple", "encode_entities", "iter_chunks"]

@@ -245,6 +245,11 @@ class FalkorIndexStore(DocumentNodes, IndexStore):
                 self.w("write community reports", "UNWIND $rows AS r CREATE (:Report {member_key: r.k, report: r.r, "
                        "source: r.s})", rows=[{"k": k, "r": r, "s": s} for k, r, s in reports])
 
+    def graph_queries(self):
+        """The kb_* modes' traversals and community search, asked of this graph (:mod:`.queries`)."""
+        from hippo_engine.store.falkordb.queries import FalkorGraphQueries
+        return FalkorGraphQueries(self)
+
     # ------------------------------------------------------------------ vectors and lifetime
     def embedding_store(self, namespace: str, dim: int, **options):
         """The :class:`~.vectors.FalkorEmbeddingStore` of ``namespace``: every vector mirrored in memory."""
