@@ -56,12 +56,18 @@ def main_table(res: dict, backends: list[str]) -> list[str]:
         f"{mem[b]['rss'] / mb:.0f} / {mem[b]['pss'] / mb:.0f} MB ({mem[b]['processes']} processes)" if b in mem
         else "in the engine's process"))
     row("second process: open (construct + stores + graph), each run", lambda b: ", ".join(
-        f"{x['open_s']:.2f} s" for x in o[b]))
+        failed(x) or f"{x['open_s']:.2f} s" for x in o[b]))
     row("second process: first query, model load excluded", lambda b: ", ".join(
-        f"{x['first_query_s']:.2f} s" for x in o[b]))
+        failed(x) or f"{x['first_query_s']:.2f} s" for x in o[b]))
     row("second process: model load / close()", lambda b: ", ".join(
-        f"{x['model_load_s']:.1f} / {x['close_s']:.2f} s" for x in o[b]))
-    return L
+        failed(x) or f"{x['model_load_s']:.1f} / {x['close_s']:.2f} s" for x in o[b]))
+    errors = [f"{TITLES[b]}: {x['error']}" for b in backends for x in o[b] if "error" in x]
+    return L + (["", "Second-process opens that failed: " + "; ".join(errors)] if errors else [])
+
+
+def failed(x: dict) -> str:
+    """``failed`` for a second-process open that failed (its error is listed under the table), else ''."""
+    return "failed" if "error" in x else ""
 
 
 def same_lines(res: dict, backends: list[str]) -> list[str]:
