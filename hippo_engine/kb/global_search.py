@@ -42,8 +42,8 @@ def nearest_communities(eng, sims: np.ndarray, q_pass: np.ndarray, keep: int, th
                     dtype=np.int64)
     chosen = [ci for ci in cand[top_k(sims[cand], keep)].tolist() if sims[ci] >= threshold] if len(cand) else []
     if chosen != exact:
-        logger.warning("kb_global: the vector index of the community summaries missed %d of the %d nearest "
-                       "communities; the exact order is used", len(set(exact) - set(chosen)), len(exact))
+        logger.info("kb_global: the vector index of the community summaries missed %d of the %d nearest "
+                    "communities; the exact order is used", len(set(exact) - set(chosen)), len(exact))
         return exact
     return chosen
 

@@ -69,7 +69,7 @@ def assert_kb_modes_alike(fk, lite, queries, counted: Counter, caplog, **param) 
     graph questions of the modes that ask them, and the vector index missed no community."""
     for mode in KB:
         counted.clear()
-        with caplog.at_level(logging.WARNING, logger="hippo_engine.kb.global_search"):
+        with caplog.at_level(logging.INFO, logger="hippo_engine.kb.global_search"):
             got = ranked(fk, queries, mode, **param)
         want = ranked(lite, queries, mode, **param)
         assert got == want, mode
@@ -90,6 +90,9 @@ def test_toy_corpus_kb_modes_on_falkordb_equal_sqlite(tmp_path, storage_settings
             rag._llm = NoCallLLM()
         assert_kb_modes_alike(fk, lite, QUERIES, counted, caplog)
         assert_kb_modes_alike(fk, lite, QUERIES, counted, caplog, score_threshold=0.0, top_k=50)
+        options = {label: opts.get("embedding") for label, opts in fk.index_state.db.q(
+            "list indexes", "CALL db.indexes() YIELD label, options RETURN label, options")}
+        assert options["CommunitySummary"]["efRuntime"] == 200 and options["CommunitySummary"]["M"] == 32
     finally:
         fk.close()
         lite.close()
