@@ -98,6 +98,7 @@ def slow_server(tmp_path: Path, delay: float) -> Path:
     return bins
 
 
+@pytest.mark.integration
 def test_a_real_server_slow_to_start_is_waited_for(tmp_path, monkeypatch):
     """The wrapper's process lives but answers nothing for longer than ``timeout``: it is not yet loading,
     so the wait is ``timeout`` (failing); with a longer ``timeout`` the same start succeeds."""
