@@ -292,7 +292,8 @@ class EmbeddedFalkorDB:
         pid = self.server_pid()
         if pid is not None:
             self._wait_ready(lambda: serves(pid, self.data_dir), self._log_size())
-            return
+            if self._state() == "ready":
+                return                          # else it exited meanwhile: start one
         self._make_socket_dir()
         proc, offset = self._launch(exe, self._write_conf(module))
         self._wait_ready(lambda: proc.poll() is None, offset)

@@ -120,3 +120,34 @@ def test_a_real_server_slow_to_start_is_waited_for(tmp_path, monkeypatch):
     finally:
         srv.stop(force=True)
     assert not srv.running()
+
+
+def test_a_folder_server_loading_in_another_process_is_waited_for_not_started_again(tmp_path, monkeypatch):
+    srv = EmbeddedFalkorDB(tmp_path / "fk", timeout=0.1, load_timeout=10)
+    launched: list[int] = []
+    monkeypatch.setattr(srv, "server_pid", lambda: os.getpid())
+    monkeypatch.setattr(server_mod, "serves", lambda pid, folder: True)
+    monkeypatch.setattr(srv, "_launch", lambda *a: launched.append(1))
+    given = played(srv, monkeypatch, lambda t: "loading" if t < 0.4 else "ready")
+    srv._start(Path("redis-server"), Path("falkordb.so"))
+    assert given[-1] == "ready" and given.count("loading") > 3 and launched == []
+
+
+def test_a_folder_server_that_exits_while_waited_for_is_started_again(tmp_path, monkeypatch):
+    srv = EmbeddedFalkorDB(tmp_path / "fk", timeout=0.1, load_timeout=10)
+    srv.data_dir.mkdir(parents=True)
+    t0 = time.monotonic()
+    monkeypatch.setattr(srv, "server_pid", lambda: os.getpid())
+    monkeypatch.setattr(server_mod, "serves", lambda pid, folder: time.monotonic() - t0 < 0.3)
+    monkeypatch.setattr(srv, "_write_conf", lambda module: Path("falkordb.conf"))
+
+    class Started:
+        returncode = None
+
+        def poll(self):
+            return None
+    launched: list[Path] = []
+    monkeypatch.setattr(srv, "_launch", lambda exe, conf: (launched.append(exe), (Started(), 0))[1])
+    played(srv, monkeypatch, lambda t: "loading" if t < 0.3 else ("down" if not launched else "ready"))
+    srv._start(Path("redis-server"), Path("falkordb.so"))
+    assert launched == [Path("redis-server")]
