@@ -104,20 +104,30 @@ def _count(tables: ClosedTables) -> int:
 
 
 def storage_options(root: Path, opts: dict) -> tuple[dict, str | None, str | None]:
-    """(the other options, the backend, the DSN): given ones, else what the root folder recorded."""
+    """(the other options, the backend, its server): given ones, else what the root folder recorded. A
+    backend's server setting (``postgres_dsn`` or its alias ``dsn``, ``falkordb_server``: each backend's
+    ``server_setting``) chooses that backend."""
     from hippo_engine.store.opening import recorded_storage
+    from hippo_engine.store.registry import backend_names, get_backend
     storage = opts.pop("storage", None) or opts.pop("storage_backend", None)
-    dsn = opts.pop("dsn", None) or opts.pop("postgres_dsn", None)
+    if opts.get("dsn") is not None:
+        opts["postgres_dsn"] = opts.pop("dsn")
+    opts.pop("dsn", None)
     cfg = opts.get("config")
     if cfg is not None:
-        dsn = dsn or cfg.postgres_dsn
         storage = storage or (cfg.storage_backend if cfg.storage_backend != "sqlite" else None)
-    if dsn is not None:
-        storage = "postgres"
+    server = None
+    for name in backend_names():
+        setting = get_backend(name).server_setting
+        if setting is None:
+            continue
+        value = opts.pop(setting, None) or (getattr(cfg, setting, None) if cfg is not None else None)
+        if value is not None and server is None:
+            storage, server = name, value
     if storage is None:
         rec = recorded_storage(root)
         storage = rec["storage_backend"] if rec else None
-    return opts, storage, dsn
+    return opts, storage, server
 
 
 def share_encoder(rag, opts: dict) -> SharedEncoder:

@@ -81,9 +81,9 @@ class Workspaces:
         self.separate_writer = separate_writer
         self.max_workspaces, self.max_open, self.idle_s = max_workspaces, max_open, idle_s
         self.busy_wait_s = busy_wait_s
-        self._opts, self._storage, dsn = storage_options(self.root, dict(rag_options or {}))
+        self._opts, self._storage, server = storage_options(self.root, dict(rag_options or {}))
         #: where the workspaces' indexes live (their backend's; with PostgreSQL: the server named workspaces use)
-        self._shared = backend_for(self._storage or "sqlite").shared(self.root, dsn)
+        self._shared = backend_for(self._storage or "sqlite").shared(self.root, server)
         self._memories: OrderedDict[str, Memory] = OrderedDict()    # least recently used first
         self._leases: Counter[str] = Counter()
         self._used: dict[str, float] = {}

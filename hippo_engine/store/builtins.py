@@ -66,7 +66,8 @@ SQLITE_BACKEND = StorageBackend("sqlite", open_sqlite, sqlite_exists, job_tables
                                 drop=drop_folder, transient_errors=lambda: TRANSIENT_ERRORS, shared=SQLiteShared)
 POSTGRES_BACKEND = StorageBackend("postgres", postgres.open_postgres, postgres.postgres_exists, accepts_nul=False,
                                   job_tables=postgres.postgres_job_tables, drop=postgres.drop_postgres,
-                                  transient_errors=postgres.transient_errors, shared=postgres.PostgresShared)
+                                  transient_errors=postgres.transient_errors, shared=postgres.PostgresShared,
+                                  server_setting="postgres_dsn")
 
 
 __all__ = ["POSTGRES_BACKEND", "SQLITE_BACKEND", "SQLiteShared", "open_sqlite", "sqlite_exists",

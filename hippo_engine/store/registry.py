@@ -68,6 +68,8 @@ class StorageBackend:
     ``transient_errors()``: this backend's errors that say the index is busy or unreachable (see
     :func:`transient_errors`). ``shared(root, server)``: the :class:`SharedStorage` of the indexes
     under ``root`` (``server``: where they live, e.g. a DSN; None: the backend's default).
+    ``server_setting``: the configuration field that names a server of this backend (``postgres_dsn``,
+    ``falkordb_server``; None: it has none); giving it chooses the backend.
     """
 
     name: str
@@ -78,6 +80,7 @@ class StorageBackend:
     drop: Callable[[Path, Any], None] = field(kw_only=True)
     transient_errors: Callable[[], tuple[type[BaseException], ...]] = field(kw_only=True)
     shared: Callable[[Path, str | None], SharedStorage] = field(kw_only=True)
+    server_setting: str | None = field(default=None, kw_only=True)
 
 
 #: built-in backends, imported on first use: name -> "module:attribute" of a StorageBackend

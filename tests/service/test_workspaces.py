@@ -137,3 +137,20 @@ def test_a_workspace_another_process_deleted_is_forgotten(tmp_path):
     finally:
         mine.close()
         other.close()
+
+
+@pytest.mark.parametrize(("given", "backend", "server"), [
+    ({}, None, None),
+    ({"storage": "postgres"}, "postgres", None),
+    ({"dsn": "postgresql://u@h/db"}, "postgres", "postgresql://u@h/db"),
+    ({"postgres_dsn": "postgresql://u@h/db", "storage_backend": "sqlite"}, "postgres", "postgresql://u@h/db"),
+    ({"falkordb_server": "falkordb://h:6379/g"}, "falkordb", "falkordb://h:6379/g"),
+    ({"storage_backend": "falkordb"}, "falkordb", None),
+])
+def test_a_backends_server_setting_chooses_it_for_every_workspace(tmp_path, given, backend, server):
+    """Each backend names its own server setting (``StorageBackend.server_setting``): the service needs no
+    list of backends of its own."""
+    from hippo_engine.service.workspace_parts import storage_options
+    opts, storage, where = storage_options(tmp_path, {**given, "extractor": "ner"})
+    assert (storage, where) == (backend, server)
+    assert opts == {"extractor": "ner"}                       # the server settings go to the shared storage

@@ -205,7 +205,8 @@ class FalkorShared(SharedStorage):
 
 FALKORDB_BACKEND = StorageBackend("falkordb", open_falkordb, falkordb_exists, accepts_nul=False,
                                   job_tables=falkordb_job_tables, drop=drop_falkordb,
-                                  transient_errors=transient_errors, shared=FalkorShared)
+                                  transient_errors=transient_errors, shared=FalkorShared,
+                                  server_setting="falkordb_server")
 
 
 __all__ = ["FALKORDB_BACKEND", "FALKORDB_DIR", "FalkorShared", "drop_falkordb", "falkordb_exists",

@@ -43,6 +43,12 @@ LOCK_TTL = 30.0
 LEASE_TTL = 3600.0
 #: socket timeout of the store's connection: a commit copies the graph, a load reads all of it
 QUERY_TIMEOUT = 600.0
+#: the server-wide key that lets one ``GRAPH.COPY`` run at a time: FalkorDB forks for every copy, and a copy
+#: asked for while another fork runs (a second copy, an append-only file rewrite) hangs the server ("Can't fork
+#: for module: File exists", every client then waits); seconds it lives without renewal, seconds to wait for it
+COPY_LOCK, COPY_LOCK_TTL, COPY_WAIT = "hippo:graph-copy", 10.0, 600.0
+#: the ``INFO persistence`` fields that say a fork is running
+_FORKS = ("rdb_bgsave_in_progress", "aof_rewrite_in_progress", "module_fork_in_progress")
 _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
@@ -158,7 +164,7 @@ class VersionedGraph:
         try:
             self.client.delete(self.tx_name)
             if self.client.exists(self.name):
-                self.client.execute_command("GRAPH.COPY", self.name, self.tx_name)
+                self._copy(self.client, self.name, self.tx_name)
         except BaseException:
             self._unlock(token)
             raise
@@ -187,7 +193,7 @@ class VersionedGraph:
                              "commit (another writer took it); nothing was committed")
         version = int(pipe.get(self._keys["version"]) or 0)
         if self._leased(pipe, version) and pipe.exists(self.name) and not pipe.exists(f"{self.name}.v{version}"):
-            pipe.execute_command("GRAPH.COPY", self.name, f"{self.name}.v{version}")
+            self._copy(pipe, self.name, f"{self.name}.v{version}")
         has_copy = pipe.exists(self.tx_name)
         pipe.multi()
         if has_copy:
@@ -204,23 +210,47 @@ class VersionedGraph:
             self._unlock(token)
 
     def _lock(self) -> str:
-        token = secrets.token_hex(16)
-        deadline = None if self.lock_timeout is None else time.monotonic() + self.lock_timeout
-        while not self.client.set(self._keys["writer"], token, nx=True, px=int(LOCK_TTL * 1000)):
-            if deadline is not None and time.monotonic() > deadline:
-                raise IndexLockedError(f"the index in FalkorDB graph {self.name} on {self.where} is being written by "
-                                       f"another writer; gave up after waiting {self.lock_timeout:g} s. One writer "
-                                       "at a time; readers need no lock.")
-            time.sleep(0.05)
-        stop = threading.Event()
-        threading.Thread(target=self._renew, args=(token, stop), daemon=True, name="falkordb-lock").start()
-        self._renewer = stop
+        token, self._renewer = self._acquire(
+            self._keys["writer"], LOCK_TTL, self.lock_timeout,
+            f"the index in FalkorDB graph {self.name} on {self.where} is being written by another writer; gave up "
+            f"after waiting {{:g}} s. One writer at a time; readers need no lock.")
         return token
 
-    def _renew(self, token: str, stop: threading.Event) -> None:
-        while not stop.wait(LOCK_TTL / 3):
+    def _acquire(self, key: str, ttl: float, timeout: float | None, refused: str) -> tuple[str, threading.Event]:
+        """Take the lock ``key`` (a random token, expiring after ``ttl`` s unless a thread renews it, which
+        runs until the returned event is set); ``refused`` (formatted with the wait) after ``timeout`` s."""
+        token = secrets.token_hex(16)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.client.set(key, token, nx=True, px=int(ttl * 1000)):
+            if deadline is not None and time.monotonic() > deadline:
+                raise IndexLockedError(refused.format(timeout))
+            time.sleep(0.02)
+        stop = threading.Event()
+        threading.Thread(target=self._renew, args=(key, token, ttl, stop), daemon=True, name="falkordb-lock").start()
+        return token, stop
+
+    def _renew(self, key: str, token: str, ttl: float, stop: threading.Event) -> None:
+        while not stop.wait(ttl / 3):
             with contextlib.suppress(Exception):
-                self.client.eval(_RENEW, 1, self._keys["writer"], token, int(LOCK_TTL * 1000))
+                self.client.eval(_RENEW, 1, key, token, int(ttl * 1000))
+
+    def _copy(self, conn: Any, source: str, dest: str) -> None:
+        """``GRAPH.COPY source dest`` on ``conn``, one copy at a time on the server and never while another
+        fork runs (see :data:`COPY_LOCK`)."""
+        token, stop = self._acquire(COPY_LOCK, COPY_LOCK_TTL, COPY_WAIT,
+                                    f"FalkorDB server {self.where}: another graph copy held the server for {{:g}} s")
+        try:
+            deadline = time.monotonic() + COPY_WAIT
+            while any(int(self.client.info("persistence").get(f, 0)) for f in _FORKS):
+                if time.monotonic() > deadline:
+                    raise IndexLockedError(f"FalkorDB server {self.where}: a background save still ran after "
+                                           f"{COPY_WAIT:g} s; the graph was not copied")
+                time.sleep(0.02)
+            conn.execute_command("GRAPH.COPY", source, dest)
+        finally:
+            stop.set()
+            with contextlib.suppress(*driver_errors()):
+                self.client.eval(_RELEASE, 1, COPY_LOCK, token)
 
     def _unlock(self, token: str | None) -> None:
         if self._renewer is not None:
