@@ -47,6 +47,9 @@ QUERY_TIMEOUT = 600.0
 #: asked for while another fork runs (a second copy, an append-only file rewrite) hangs the server ("Can't fork
 #: for module: File exists", every client then waits); seconds it lives without renewal, seconds to wait for it
 COPY_LOCK, COPY_LOCK_TTL, COPY_WAIT = "hippo:graph-copy", 10.0, 600.0
+#: the append-only file is rewritten after a commit once it is this many times its last rewrite and at least
+#: :data:`REWRITE_MIN` bytes (the embedded server never rewrites it on its own: see :mod:`.server`)
+REWRITE_GROWTH, REWRITE_MIN = 2.0, 64 << 20
 #: the ``INFO persistence`` fields that say a fork is running
 _FORKS = ("rdb_bgsave_in_progress", "aof_rewrite_in_progress", "module_fork_in_progress")
 _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
@@ -185,6 +188,20 @@ class VersionedGraph:
         finally:
             self._unlock(token)
         self._drop_unread_versions()
+        self._rewrite_when_grown()
+
+    def _rewrite_when_grown(self) -> None:
+        """Rewrite the append-only file (``BGREWRITEAOF``, under the copy lock, waited for) once it has grown
+        :data:`REWRITE_GROWTH` times its base; a server without one, or that refuses, is left as it is."""
+        import redis
+        try:
+            info = self.client.info("persistence")
+            size, base = int(info.get("aof_current_size", 0)), int(info.get("aof_base_size", 0))
+            if not info.get("aof_enabled") or size < max(REWRITE_MIN, REWRITE_GROWTH * base):
+                return
+            self._forking(lambda: self.client.execute_command("BGREWRITEAOF"), wait=True)
+        except (redis.ResponseError, IndexLockedError) as e:
+            logger.info("FalkorDB server %s: the append-only file was not rewritten now (%s)", self.where, e)
 
     def _swap(self, pipe: Any, token: str | None) -> None:
         pipe.watch(self._keys["snapshots"], self._keys["writer"])
@@ -237,20 +254,31 @@ class VersionedGraph:
     def _copy(self, conn: Any, source: str, dest: str) -> None:
         """``GRAPH.COPY source dest`` on ``conn``, one copy at a time on the server and never while another
         fork runs (see :data:`COPY_LOCK`)."""
+        self._forking(lambda: conn.execute_command("GRAPH.COPY", source, dest))
+
+    def _forking(self, run: Any, *, wait: bool = False) -> None:
+        """``run()`` (a command that forks the server) under the server-wide :data:`COPY_LOCK`, once no other
+        fork runs; ``wait``: hold the lock until the fork it started has ended too."""
         token, stop = self._acquire(COPY_LOCK, COPY_LOCK_TTL, COPY_WAIT,
                                     f"FalkorDB server {self.where}: another graph copy held the server for {{:g}} s")
         try:
-            deadline = time.monotonic() + COPY_WAIT
-            while any(int(self.client.info("persistence").get(f, 0)) for f in _FORKS):
-                if time.monotonic() > deadline:
-                    raise IndexLockedError(f"FalkorDB server {self.where}: a background save still ran after "
-                                           f"{COPY_WAIT:g} s; the graph was not copied")
-                time.sleep(0.02)
-            conn.execute_command("GRAPH.COPY", source, dest)
+            self._no_fork()
+            run()
+            if wait:
+                self._no_fork()
         finally:
             stop.set()
             with contextlib.suppress(*driver_errors()):
                 self.client.eval(_RELEASE, 1, COPY_LOCK, token)
+
+    def _no_fork(self) -> None:
+        """Wait (at most :data:`COPY_WAIT` s) until the server runs no fork."""
+        deadline = time.monotonic() + COPY_WAIT
+        while any(int(self.client.info("persistence").get(f, 0)) for f in _FORKS):
+            if time.monotonic() > deadline:
+                raise IndexLockedError(f"FalkorDB server {self.where}: a background save still ran after "
+                                       f"{COPY_WAIT:g} s")
+            time.sleep(0.02)
 
     def _unlock(self, token: str | None) -> None:
         if self._renewer is not None:

@@ -12,7 +12,9 @@ Persistence: the append-only file only (``appendonly yes``, ``appendfsync always
 snapshots): every write command is on disk before the server answers it, so a write that was
 answered survives a kill -9 of the server or of the machine; a command half-written when it died
 is dropped on the next start (``aof-load-truncated``). The cost is one fsync per write command,
-which batched writes (``UNWIND``) keep few.
+which batched writes (``UNWIND``) keep few. The server never rewrites the file on its own
+(``auto-aof-rewrite-percentage 0``): a rewrite forks, and FalkorDB hangs when a graph copy forks at the
+same time, so the writers rewrite it between their copies (:meth:`~.graph.VersionedGraph.commit`).
 
 Lifecycle, as for the embedded PostgreSQL (:mod:`hippo_engine.store.postgres.server`):
 
@@ -264,7 +266,7 @@ class EmbeddedFalkorDB:
             "unixsocket": quote_conf(str(self.socket)), "unixsocketperm": "700",
             "dir": quote_conf(str(self.data_dir)), "pidfile": quote_conf(str(self.data_dir / PID_NAME)),
             "logfile": '""', "appendonly": "yes", "appendfsync": "always", "aof-load-truncated": "yes",
-            "appenddirname": '"appendonlydir"', "save": '""',
+            "appenddirname": '"appendonlydir"', "save": '""', "auto-aof-rewrite-percentage": "0",
             "requirepass": quote_conf(self._password(create=True)), "loadmodule": quote_conf(str(module)),
         }
         conf = self.data_dir / CONF_NAME
