@@ -33,10 +33,11 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MUSIQUE = SHARED / "data" / "musique" / "hipporag_v1_train"
 
 
-#: test folders and modules that use real services or whole pipelines: a real PostgreSQL server,
+#: test folders and modules that use real services or whole pipelines: a real PostgreSQL or FalkorDB server,
 #: several processes, the kill harness, the benchmark commands, the real models (marked
 #: ``integration``; CI runs them after the fast tier)
-INTEGRATION = ("store/postgres/", "reliability/", "reproduce/", "store/test_lock.py", "test_real_models.py",
+INTEGRATION = ("store/postgres/", "store/falkordb/", "reliability/", "reproduce/", "store/test_lock.py",
+               "test_real_models.py",
                "test_ner_memory.py", "models/", "llm/test_local_llm.py", "llm/test_llamacpp.py", "service/integration/",
                "test_parsers_fuzz.py", "integrations/")
 
@@ -47,7 +48,8 @@ def pytest_collection_modifyitems(config, items):
     root = Path(__file__).parent
     for item in items:
         rel = Path(str(item.fspath)).resolve().relative_to(root).as_posix()
-        if any(rel.startswith(p) or rel == p for p in INTEGRATION) or "[postgres" in item.nodeid:
+        if any(rel.startswith(p) or rel == p for p in INTEGRATION) or "[postgres" in item.nodeid \
+                or "[falkordb" in item.nodeid:
             item.add_marker(pytest.mark.integration)
 
 
