@@ -42,3 +42,34 @@ def test_index_retrieve_and_stats_on_its_own_and_a_shared_embedded_server(tmp_pa
         assert _results(capsys, save, *again) == want          # --storage falkordb: the folder recorded it
         assert json.loads(_run(capsys, "stats", "--save-dir", str(save), *again))["documents"] == 3
     assert (tmp_path / "own" / "falkordb").is_dir() and not (tmp_path / "shared" / "falkordb").exists()
+
+
+@pytest.mark.slow
+def test_the_designs_cypher_on_a_memory_built_by_the_command_line(tmp_path, capsys):
+    """``hippo-engine index --storage falkordb`` with the real default engine, then the knowledge-base design's
+    retrieval written in Cypher through the ``falkordb`` client: a vector search on entities with the engine's
+    own query vector, then the documents that mention what it found and their neighbours."""
+    require_falkordb()
+    import falkordb
+
+    from hippo_engine import HippoRAG
+    from hippo_engine.store.falkordb.server import EmbeddedFalkorDB
+    corpus = tmp_path / "docs.json"
+    corpus.write_text(json.dumps(DOCS), encoding="utf-8")
+    save = tmp_path / "mem"
+    _run(capsys, "index", str(corpus), "--save-dir", str(save), "--storage", "falkordb", "--quiet")
+    rag = HippoRAG(save, show_progress=False)                 # keeps the server up; its encoder for the query
+    try:
+        q = rag.encoder.encode(["Mount Caldis"])[0]                 # as entity names are encoded
+        graph = falkordb.FalkorDB(**EmbeddedFalkorDB(save / "falkordb").address().client_args()).select_graph("hippo")
+        hits = graph.ro_query("CALL db.idx.vector.queryNodes('Entity', 'embedding', 2, vecf32($q)) YIELD node, score "
+                              "RETURN node.name ORDER BY score", {"q": q.tolist()}).result_set
+        assert hits[0] == ["mount caldis"]
+        docs = graph.ro_query("MATCH (d:Document)-[:MENTIONS]->(e:Entity {name: $n}) RETURN d.id ORDER BY d.id",
+                              {"n": "mount caldis"}).result_set
+        assert [r[0] for r in docs] == ["caldis", "obs"]
+        hop = graph.ro_query("MATCH (:Entity {name: $n})<-[:INVOLVES]-(:Fact)-[:INVOLVES]->(m:Entity) "
+                             "RETURN DISTINCT m.name ORDER BY m.name", {"n": "mount caldis"}).result_set
+        assert ["the vellmar observatory"] in hop or ["vellmar observatory"] in hop
+    finally:
+        rag.close()
