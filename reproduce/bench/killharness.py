@@ -238,8 +238,8 @@ class Harness:
             if not row.get("readable"):
                 print(f"    unreadable after kill {run}: {row.get('error')}", flush=True)
                 break
-        hung = self.counts["hung"] > 0                # no writer can take the lock on a hung server
-        self.counts["orphan_tmp_left_at_end"] = len(orphans(self.save_dir) if hung else self.final_orphans())
+        ended = self.counts["unreadable"] > 0         # no writer can open an index whose server hangs
+        self.counts["orphan_tmp_left_at_end"] = len(orphans(self.save_dir) if ended else self.final_orphans())
         self.stop_servers()
         return self.summary(time.perf_counter() - t0)
 
