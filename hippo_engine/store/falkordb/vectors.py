@@ -68,7 +68,11 @@ class FalkorEmbeddingStore(base.MirroredStore):
                          f"RETURN n.id, n.{self.text_prop}, n.vector")
         rows.sort(key=lambda r: r[0])
         mat = np.empty((len(rows), self.dim), dtype=np.float32)
-        for i, (_, _, vec) in enumerate(rows):
+        for i, (key, _, vec) in enumerate(rows):
+            if not isinstance(vec, (str, bytes)):
+                raise StoreError(f"{self.db.location}: the {self.namespace} vector of {key!r} has no stored bytes "
+                                 "(an index written by a development version of the FalkorDB backend before "
+                                 "2026-11-29); build it again, or export it from the folder it came from")
             mat[i] = self._decode(base64.b64decode(vec))
         self._ids = np.array([r[0] for r in rows], dtype=object)
         self._texts = {r[0]: r[1] for r in rows}
