@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hippo_engine.store.registry import backend_names
-
 
 def positive(text: str) -> int:
     """argparse type: a positive integer."""
@@ -35,6 +33,15 @@ def positive_float(text: str) -> float:
     return value
 
 
+def storage_backend(text: str) -> str:
+    """argparse type of ``--storage``: a registered storage backend's name (the registry is read only when
+    the flag is given: naming no backend imports no storage code)."""
+    from hippo_engine.store.registry import backend_names
+    if text not in backend_names():
+        raise argparse.ArgumentTypeError(f"unknown storage backend {text!r}; registered: {', '.join(backend_names())}")
+    return text
+
+
 # ----------------------------------------------------------------------------- flags
 def shared_flags(sp, save_dir_default=None, *, creates: bool = False, llm: bool = True) -> None:
     """The flags every command shares: the index folder, storage, embedder, output; ``llm``: also
@@ -43,7 +50,7 @@ def shared_flags(sp, save_dir_default=None, *, creates: bool = False, llm: bool 
     sp.add_argument("--save-dir", required=save_dir_default is None, default=save_dir_default,
                     help="directory holding the index (created if missing)" if creates else
                     "directory holding an existing index (made by `hippo-engine index`)")
-    sp.add_argument("--storage", choices=backend_names(), default=None,
+    sp.add_argument("--storage", type=storage_backend, default=None, metavar="BACKEND",
                     help="where the index lives: sqlite (a file in --save-dir, the default for a new index), "
                          "postgres (PostgreSQL + pgvector: an embedded server in --save-dir, or --dsn) or "
                          "falkordb (a graph database: an embedded server in --save-dir, or --falkordb); an "
