@@ -58,6 +58,56 @@ def assert_same(a: dict, b: dict) -> None:
     assert diff_snapshots(a, b) == []
 
 
+#: the questions an exported copy is ranked on (:func:`index_view`)
+EXPORT_QUERIES = ["Who mapped Lake Veloria?", "Where was Ilse Marrow born?", "Who founded Tamsin College?"]
+
+
+def index_view(rag) -> tuple:
+    """What a copy of an index must share with it: the snapshot, the rankings of :data:`EXPORT_QUERIES` with
+    their float scores, the documents in order."""
+    import numpy as np
+    sols = rag.retrieve(EXPORT_QUERIES)
+    return (snapshot(rag), [(s.doc_ids, np.asarray(s.doc_scores).tolist()) for s in sols],
+            [d["id"] for d in rag.documents(limit=100)["documents"]])
+
+
+def assert_copy_alike(folder, want: tuple, **kw) -> None:
+    """The index in ``folder`` (opened with the fakes, filter off, ``kw``) has the :func:`index_view` ``want``."""
+    rag = make_rag(folder, use_filter=False, **kw)
+    try:
+        got = index_view(rag)
+        assert_same(got[0], want[0])
+        assert got[1:] == want[1:]
+    finally:
+        rag.close()
+
+
+def real_sample_index(folder) -> None:
+    """The bundled sample corpus indexed in ``folder`` by the default engine (real MiniLM and spaCy, ner)."""
+    from importlib import resources
+    data = json.loads(resources.files("hippo_engine").joinpath("data/sample_corpus.json").read_text("utf-8"))
+    docs = [f"{d['title']}\n{d['text']}" for d in data["corpus"]]
+    rag = HippoRAG(folder, extractor="ner", show_progress=False)
+    rag.index(docs, ids=[f"s{i}" for i in range(len(docs))])
+    rag.close()
+
+
+def real_sample_rankings(folder, **kw) -> list:
+    """The sample's questions ranked by the default engine on the index in ``folder`` (``kw``: its storage):
+    per question the top 10 ids, float scores and each explanation's score and placement."""
+    from importlib import resources
+
+    import numpy as np
+    data = json.loads(resources.files("hippo_engine").joinpath("data/sample_corpus.json").read_text("utf-8"))
+    rag = HippoRAG(folder, show_progress=False, **kw)
+    try:
+        sols = rag.retrieve([q["question"] for q in data["questions"]], 10, explain=True)
+        return [(s.doc_ids, np.asarray(s.doc_scores).tolist(), [(e.score, e.placed_by) for e in s.explanations])
+                for s in sols]
+    finally:
+        rag.close()
+
+
 def crash_mid_index(rag, docs, monkeypatch) -> None:
     """Index ``docs`` with the synonymy step made to raise (a crash after OpenIE and the
     embeddings, before the commit); checks that the error reaches the caller."""
