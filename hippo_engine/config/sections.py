@@ -1,24 +1,21 @@
-"""Configuration: grouped, immutable sections with the paper's defaults, validated in one place.
+"""The configuration's sections: grouped, immutable settings with the paper's defaults, validated in one place.
 
-``HippoConfig`` holds nine sections (``index``, ``retrieval``, ``ppr``, ``llm``, ``embedding``, ``storage``,
-``hirag``, ``graphrag``, ``kb``); each is a frozen pydantic model, so a typo, a wrong type or an out-of-range value
-fails when the object is built, and nothing can change it afterwards. Fields are also readable
-flat (``config.damping`` is ``config.ppr.damping``), and ``HippoConfig(damping=0.3)`` /
-``config.replace(use_filter=False)`` take flat field names, so keyword overrides such as
-``HippoRAG(dir, use_filter=False)`` keep working.
-
-Per-call options of a query live in :class:`QueryParam`, not in the configuration.
-Defaults follow the HippoRAG 2 paper's setup.
+Each of the nine sections (:class:`IndexConfig`, :class:`RetrievalConfig`, :class:`PPRConfig`,
+:class:`LLMConfig`, :class:`EmbeddingConfig`, :class:`StorageConfig`, :class:`HiRAGConfig`,
+:class:`GraphRAGConfig`, :class:`KBConfig`) is a frozen pydantic model, so a typo, a wrong type or an
+out-of-range value fails when the object is built, and nothing can change it afterwards.
+:class:`~hippo_engine.config.HippoConfig` (:mod:`.flat`) holds one of each.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hippo_engine.dsn import redact_dsn
 from hippo_engine.errors import ConfigError
-from hippo_engine.modes import mode_names
 
 LINKING_MODES = ("auto", "fact", "ner", "query", "ner_fact")
 EXTRACTORS = ("openie", "ner", "nary")
@@ -164,13 +161,28 @@ class PPRConfig(_Section):
     ppr_push_min_nodes: int = Field(200_000, gt=0)
 
 
+_T = TypeVar("_T")
+#: False while the package builds its built-in defaults (:func:`builtin_defaults`)
+_READ_ENVIRONMENT: ContextVar[bool] = ContextVar("hippo_config_read_environment", default=True)
+
+
+def builtin_defaults(make: Callable[[], _T]) -> _T:
+    """``make()`` with the environment variables of :func:`_env_number` not read: the built-in defaults.
+    The package builds its defaults (``_DEFAULTS`` of :mod:`.flat`) so while it is imported: a bad value
+    then fails when a configuration is made, naming the variable, not on ``import hippo_engine``."""
+    token = _READ_ENVIRONMENT.set(False)
+    try:
+        return make()
+    finally:
+        _READ_ENVIRONMENT.reset(token)
+
+
 def _env_number(name: str, default: float, kind: type) -> Any:
-    """``kind(os.environ[name])`` when set (must be > 0), else ``default``. While this module is
-    being imported (building ``_DEFAULTS``) the environment is not read: a bad value then fails
-    when a configuration is made, naming the variable, not on ``import hippo_engine``."""
+    """``kind(os.environ[name])`` when set (must be > 0), else ``default``; ``default`` inside
+    :func:`builtin_defaults`."""
     import os
     raw = os.environ.get(name, "").strip()
-    if not raw or "_DEFAULTS" not in globals():
+    if not raw or not _READ_ENVIRONMENT.get():
         return kind(default)
     try:
         value = kind(raw)
@@ -322,30 +334,6 @@ SECTIONS: dict[str, type[_Section]] = {
     "embedding": EmbeddingConfig, "storage": StorageConfig, "hirag": HiRAGConfig,
     "graphrag": GraphRAGConfig, "kb": KBConfig,
 }
-#: flat names that differ from the section's field name (kept for the flat API)
-_ALIASES = {"llm": "llm_", "embedding": "embedding_"}
-_UNPREFIXED = {"temperature", "max_new_tokens", "extra"}
-#: the ``ppr`` section's fields were the retrieval section's: in the flat order (``to_dict``, reprs, error
-#: messages) each group stays after the retrieval field it followed there
-_PLACED_AFTER = {"qa_top_k": ("damping",), "query_instruction_passage": tuple(PPRConfig.model_fields)[1:]}
-#: sections whose validation errors are reported together with the section before them (one message, in the
-#: flat order), as when they were one section
-_REPORTED_WITH_PREVIOUS = {"ppr"}
-
-
-def _flat_names() -> dict[str, tuple[str, str]]:
-    out: dict[str, tuple[str, str]] = {}
-    for sec, cls in SECTIONS.items():
-        for f in cls.model_fields:
-            prefix = _ALIASES.get(sec, "")
-            flat = f if (not prefix or f in _UNPREFIXED) else prefix + f
-            out[flat] = (sec, f)        # a field placed earlier keeps its place
-            for moved in _PLACED_AFTER.get(flat, ()):
-                out[moved] = ("ppr", moved)
-    return out
-
-
-FLAT_FIELDS = _flat_names()
 
 
 def _shown(field: str, value: Any) -> Any:
@@ -358,103 +346,3 @@ def _shown(field: str, value: Any) -> Any:
     if field in ("postgres_dsn", "falkordb_server"):
         return redact_dsn(value)
     return value
-
-
-def _error(errors: list) -> ConfigError:
-    """One message naming each error's flat field, in the flat order (``errors``: pydantic's error dicts)."""
-    parts = []
-    order = {f: i for i, (_, f) in enumerate(FLAT_FIELDS.values())}
-    for err in sorted(errors, key=lambda err: order.get(str(err["loc"][0]) if err["loc"] else "", -1)):
-        loc = [str(x) for x in err["loc"] if not str(x).startswith(("function-", "literal"))]
-        name = loc[0] if loc else ""
-        flat = next((k for k, (_, f) in FLAT_FIELDS.items() if f == name), name)
-        shown = _shown(name, err.get("input"))
-        parts.append(f"{flat}: {err['msg']} (got {shown!r})" if flat else err["msg"])
-    return ConfigError("; ".join(parts))
-
-
-class HippoConfig:
-    """All settings of the engine, grouped and immutable, with the paper's defaults.
-
-    ``HippoConfig(damping=0.3, use_filter=False)`` takes flat field names (see ``FLAT_FIELDS``);
-    ``HippoConfig(retrieval=RetrievalConfig(...))`` takes whole sections. Read a value flat
-    (``cfg.damping``) or by section (``cfg.ppr.damping``). ``replace`` returns a changed copy.
-    """
-
-    __slots__ = tuple(SECTIONS)
-
-    def __init__(self, **values: Any):
-        per: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
-        given: dict[str, _Section] = {}
-        unknown = []
-        for name, v in values.items():
-            if name in SECTIONS:
-                if not isinstance(v, SECTIONS[name]):
-                    raise ConfigError(f"{name} must be a {SECTIONS[name].__name__}, got {type(v).__name__}")
-                given[name] = v
-            elif name in FLAT_FIELDS:
-                sec, f = FLAT_FIELDS[name]
-                per[sec][f] = v
-            else:
-                unknown.append(name)
-        if unknown:
-            raise ConfigError(f"unknown HippoConfig field(s): {', '.join(sorted(unknown))}; "
-                              f"known fields: {', '.join(sorted(FLAT_FIELDS))}")
-        errors: list = []
-        names = list(SECTIONS)
-        for i, (sec, cls) in enumerate(SECTIONS.items()):
-            try:
-                if sec in given:   # validate the changed values (never dump an unvalidated copy)
-                    obj = cls(**{**given[sec].model_dump(), **per[sec]}) if per[sec] else given[sec]
-                else:
-                    obj = cls(**per[sec])
-                object.__setattr__(self, sec, obj)
-            except ValidationError as e:
-                errors += e.errors()
-            joined = i + 1 < len(names) and names[i + 1] in _REPORTED_WITH_PREVIOUS
-            if errors and not joined:
-                raise _error(errors) from None
-
-    # ------------------------------------------------------------------ access
-    def __getattr__(self, name: str) -> Any:
-        hit = FLAT_FIELDS.get(name)
-        if hit is None:
-            raise AttributeError(f"HippoConfig has no field {name!r}")
-        return getattr(object.__getattribute__(self, hit[0]), hit[1])
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise ConfigError(f"HippoConfig is immutable; use config.replace({name}=...) for a changed copy")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, HippoConfig) and all(getattr(self, s) == getattr(other, s) for s in SECTIONS)
-
-    def __hash__(self) -> int:
-        return hash(tuple(sorted(((k, repr(v)) for k, v in self.to_dict().items()))))
-
-    def __repr__(self) -> str:
-        changed = {k: _shown(FLAT_FIELDS[k][1], v) for k, v in self.to_dict().items() if v != _DEFAULTS.get(k)}
-        return f"HippoConfig({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
-
-    def replace(self, **overrides: Any) -> HippoConfig:
-        """A validated copy with some fields changed (flat names or whole sections)."""
-        values: dict[str, Any] = {s: getattr(self, s) for s in SECTIONS if s not in overrides}
-        values.update(overrides)
-        return HippoConfig(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every field, flat."""
-        return {flat: getattr(getattr(self, sec), f) for flat, (sec, f) in FLAT_FIELDS.items()}
-
-
-_DEFAULTS = HippoConfig().to_dict()
-
-
-# per-call options live in their own module; imported here so ``from hippo_engine.config import QueryParam`` works
-from hippo_engine.query_param import QueryParam  # noqa: E402,F401  (re-exported)
-
-
-def __getattr__(name: str):
-    """``MODES``: every registered mode (:func:`hippo_engine.modes.mode_names`, read when asked)."""
-    if name == "MODES":
-        return mode_names()
-    raise AttributeError(f"module 'hippo_engine.config' has no attribute {name!r}")
