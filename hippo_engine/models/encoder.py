@@ -1,4 +1,5 @@
-"""Text encoders. ``Encoder`` is the interface; ``TransformersEncoder`` the implementation."""
+"""Text encoders. ``Encoder`` is the interface; ``TransformersEncoder`` the implementation (its worker threads:
+:mod:`.threads`)."""
 from __future__ import annotations
 
 import logging
@@ -6,14 +7,13 @@ import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any
 
 import numpy as np
 
 from hippo_engine.models.encoder_files import check_settings, check_texts, max_length_of, model_path
 from hippo_engine.models.packed import PackedBert, packable, plan_packs
 from hippo_engine.models.spans import encode_spans, mean_pool
+from hippo_engine.models.threads import on_one_thread, release_free_memory, run_batches
 from hippo_engine.progress import SHOWN
 from hippo_engine.system import usable_cpus
 
@@ -68,26 +68,6 @@ PACK_SPLIT_TOKENS = 64
 #: long ones into small batches that keep the activations small; measured on the 2-core AMD
 #: EPYC (AVX2) box, one thread: ~2.1k tokens/s at 51x5 rows vs ~2.7k at 819x5 rows.
 _TOKENS_PER_BATCH_SLOT = 64
-
-
-def _release_free_memory() -> None:
-    """Hand freed heap memory back to the OS (glibc ``malloc_trim``; a no-op elsewhere).
-
-    The worker threads' malloc arenas keep the activations of large batches after they are
-    freed; trimming after an encode keeps that from adding to the process's resident size."""
-    global _malloc_trim
-    if _malloc_trim is None:
-        try:
-            import ctypes
-
-            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
-        except (OSError, AttributeError):
-            _malloc_trim = False
-    if _malloc_trim:
-        _malloc_trim(0)
-
-
-_malloc_trim: Any = None   # libc.malloc_trim, False where missing, None before the first look
 
 
 class TransformersEncoder(Encoder):
@@ -294,9 +274,10 @@ class TransformersEncoder(Encoder):
             with torch.inference_mode():  # thread-local: entered in each worker
                 out[idx] = forward([ids[i] for i in idx])
 
-        self._run_batches(run, batches, lambda: [max(lengths[i] for i in b) for b in batches], progress)
+        run_batches(run, batches, lambda: [max(lengths[i] for i in b) for b in batches], progress, self.num_workers,
+                    self._on_workers)
         if tokens > self.max_batch_tokens or n > 1000:     # large activations only: a few ms a call
-            _release_free_memory()
+            release_free_memory()
         return out
 
     def packing(self) -> PackedBert | None:
@@ -317,68 +298,15 @@ class TransformersEncoder(Encoder):
         import torch
 
         ids = self.tokenize(list(_PROBE_TEXTS))
-        with torch.inference_mode():    # both on the thread count their calls run with (see _one_thread)
-            usual = self._one_thread(lambda: np.vstack([self._forward([x]) for x in ids]))
-            return bool(np.array_equal(usual, self._one_thread(packed.embed, ids)))
+        with torch.inference_mode():    # both on the thread count their calls run with (see on_one_thread)
+            usual = on_one_thread(self._on_workers, lambda: np.vstack([self._forward([x]) for x in ids]))
+            return bool(np.array_equal(usual, on_one_thread(self._on_workers, packed.embed, ids)))
 
-    def _one_thread(self, fn, *args):
-        """``fn(*args)`` with the process's torch threads set to 1 where the encoder runs its batches on
-        workers of one thread each (as :meth:`_run_batches` does), restored afterwards."""
-        import torch
-
-        if not (self.num_workers > 1 and self.device.type == "cpu"):
-            return fn(*args)
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return fn(*args)
-        finally:
-            torch.set_num_threads(before)
-
-    def _run_batches(self, run, batches: list[np.ndarray], lengths, progress) -> int:
-        """Run ``run(batch)`` for every batch: in this thread, or on a pool of up to ``num_workers``
-        threads of one torch thread each (a CPU encoder with several workers; ``lengths()``: each
-        batch's token length, for the pool's order). Closes ``progress``; returns the workers used."""
-        import torch
-
-        one_thread = self.num_workers > 1 and self.device.type == "cpu"
-        workers = min(self.num_workers, len(batches)) if one_thread else 1
-        threads_before = torch.get_num_threads()
-        try:
-            if one_thread:
-                torch.set_num_threads(1)
-            if workers <= 1:
-                for idx in batches:
-                    run(idx)
-                    if progress is not None:
-                        progress.update(len(idx))
-            else:
-                self._run_pool(run, batches, lengths(), workers, progress)
-        finally:
-            if one_thread:
-                torch.set_num_threads(threads_before)
-            if progress is not None:
-                progress.close()
-        return workers
-
-    @staticmethod
-    def _run_pool(run, batches: list[np.ndarray], lengths: list[int], workers: int, progress) -> None:
-        """Run ``run(batch)`` for every batch on ``workers`` threads, costliest batches (by tokens)
-        first so the workers finish together. Only this (the calling) thread touches ``progress``:
-        a worker blocked on the progress bar's write lock (stderr piped into a reader that died on
-        Ctrl-C) would hang the pool's shutdown. On an error or an interrupt the batches not started
-        yet are dropped and the running ones (one forward pass each) are waited for."""
-        cost = np.array([len(b) * length for b, length in zip(batches, lengths, strict=True)])
-        queue = [batches[i] for i in np.argsort(-cost, kind="stable")]
-        pool = ThreadPoolExecutor(max_workers=workers, initializer=_one_torch_thread)
-        try:
-            futures = {pool.submit(run, idx): len(idx) for idx in queue}
-            for f in as_completed(futures):
-                f.result()
-                if progress is not None:
-                    progress.update(futures[f])
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+    @property
+    def _on_workers(self) -> bool:
+        """Whether batches run on worker threads of one torch thread each (a CPU encoder with several workers:
+        :mod:`.threads`)."""
+        return self.num_workers > 1 and self.device.type == "cpu"
 
     def _forward(self, batch_ids: list[list[int]]) -> np.ndarray:
         """Embed one batch of equal-length token sequences (no padding needed)."""
@@ -401,7 +329,7 @@ class TransformersEncoder(Encoder):
             with torch.inference_mode():
                 fn(idx, self.token_states([ids[i] for i in idx]))
 
-        self._run_batches(run, batches, lambda: [lengths[b[0]] for b in batches], None)
+        run_batches(run, batches, lambda: [lengths[b[0]] for b in batches], None, self.num_workers, self._on_workers)
 
     def token_states(self, batch_ids: list[list[int]]):
         """The last layer's float32 token states (batch, length, dim) of equal-length token id lists."""
@@ -423,9 +351,3 @@ class TransformersEncoder(Encoder):
 #: texts of mixed token lengths, short and long, that :meth:`TransformersEncoder.packing` checks packing on
 _PROBE_TEXTS = ("Which river flows through the capital of the country where the author was born?", "Paris",
                 "the Eiffel Tower", "Marie Curie", "1867")
-
-
-def _one_torch_thread() -> None:
-    """Pool initializer: each encoder worker runs torch on one thread."""
-    import torch
-    torch.set_num_threads(1)
