@@ -51,14 +51,15 @@ def _graph_for(save_dir: Path, rec: dict | None, address: FalkorAddress, own: bo
 
 
 def open_store(address: FalkorAddress, graph: str, lock_timeout: float | None = None) -> Any:
-    """A :class:`~.store.FalkorIndexStore` of ``graph`` on the server at ``address`` (vector indexes checked)."""
+    """A :class:`~.store.FalkorIndexStore` of ``graph`` on the server at ``address`` (vector indexes checked,
+    and rebuilt where missing or stale: :func:`~.vector_index.check_vector_indexes`)."""
     from hippo_engine.store.falkordb.graph import VersionedGraph, connect
     from hippo_engine.store.falkordb.store import FalkorIndexStore
-    from hippo_engine.store.falkordb.vectors import check_vector_indexes
+    from hippo_engine.store.falkordb.vector_index import check_vector_indexes
     client = connect(address)
     try:
         store = FalkorIndexStore(VersionedGraph(client, graph, address.where(), lock_timeout=lock_timeout))
-        check_vector_indexes(store)
+        store.vector_rebuilds.extend(check_vector_indexes(store))
     except BaseException:
         client.close()
         raise

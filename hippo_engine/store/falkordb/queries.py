@@ -19,7 +19,8 @@ from collections.abc import Container, Iterable, Sequence
 
 import numpy as np
 
-from hippo_engine.store.falkordb.vectors import NumberList, vector_indexes
+from hippo_engine.store.falkordb.vector_index import vector_indexes
+from hippo_engine.store.falkordb.vectors import NumberList
 
 #: one hop from the entities ``$ids``: (neighbour id, the passage of the fact linking them, or null)
 _HOPS = (

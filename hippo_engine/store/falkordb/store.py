@@ -39,6 +39,7 @@ from hippo_engine.ids import entity_id, fact_text, hyperedge_id, member_key, tri
 from hippo_engine.store.base import IndexStore, StoreError, Triple, encode_entities, hyperedges_by_passage
 from hippo_engine.store.falkordb.documents import DocumentNodes
 from hippo_engine.store.falkordb.graph import VersionedGraph
+from hippo_engine.store.falkordb.vector_index import rebuild_vector_indexes
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,10 @@ class FalkorIndexStore(DocumentNodes, IndexStore):
     def __init__(self, graph: VersionedGraph):
         super().__init__()
         self.graph = graph
+        self._stale_vectors: dict[str, int] = {}        # label -> dimension: vector indexes to rebuild at commit
+        #: (label, reason) of every vector index this store rebuilt: at open (:func:`~.vector_index.
+        #: check_vector_indexes`) or at the commit of a write that removed vectors
+        self.vector_rebuilds: list[tuple[str, str]] = []
         self.location = f"FalkorDB graph {graph.name} on {graph.where}"
         self.shown_location = f"graph {graph.name}"
         graph.discard_leftovers()
@@ -94,11 +99,32 @@ class FalkorIndexStore(DocumentNodes, IndexStore):
 
     def _commit(self) -> None:
         self.refresh_mentions()
+        self._rebuild_stale_vectors()
         self.graph.commit()
+
+    def _rebuild_stale_vectors(self) -> None:
+        """Rebuild the vector indexes the transaction removed vectors from (rolled back if that fails)."""
+        stale, self._stale_vectors = self._stale_vectors, {}
+        if not stale:
+            return
+        logger.info("%s: rebuilding the vector indexes of %s (vectors were removed)", self.location,
+                    ", ".join(sorted(stale)))
+        try:
+            rebuild_vector_indexes(self, stale)
+        except BaseException:
+            self._rollback()
+            raise
+        self.vector_rebuilds.extend((label, "vectors removed") for label in sorted(stale))
 
     def _rollback(self) -> None:
         self._touched.clear()
+        self._stale_vectors.clear()
         self.graph.rollback()
+
+    def stale_vector_index(self, label: str, dim: int) -> None:
+        """Have the open transaction rebuild ``label``'s vector index (``dim`` dimensions) at commit: a
+        FalkorDB vector index keeps a dead entry for each vector deleted or set over (:mod:`.vector_index`)."""
+        self._stale_vectors[label] = dim
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:

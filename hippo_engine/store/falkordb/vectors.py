@@ -1,21 +1,21 @@
-"""The embedding stores of a FalkorDB index: :class:`FalkorEmbeddingStore`, and the check of the vector
-indexes when an index is opened (:func:`check_vector_indexes`).
+"""The embedding stores of a FalkorDB index: :class:`FalkorEmbeddingStore`.
 
-A store's rows are nodes of one label (:data:`LABELS`: passages, entities, fact texts, community
-summaries) holding the id, the text and the vector twice: ``embedding``, a ``vecf32`` property under a
-FalkorDB vector index (cosine) made by the first write, so that a user's Cypher can search them
+A store's rows are nodes of one label (:data:`~.vector_index.LABELS`: passages, entities, fact texts,
+community summaries) holding the id, the text and the vector twice: ``embedding``, a ``vecf32`` property
+under a FalkorDB vector index (cosine) made by the first write, so that a user's Cypher can search them
 (``CALL db.idx.vector.queryNodes('Entity', 'embedding', k, vecf32($q))``), and ``vector``, the stored
 dtype's bytes (float32, or float16 with ``vector_dtype="float16"``, values rounded) in base64, which is
 what the engine reads back: one string per node instead of one reply per number (the client parses a
 12,934 x 384 entity store in 18 s as numbers, well under a second as strings), and the bytes that were
 written, so the matrix is bit-identical to SQLite's. A write removes a node's old ``embedding`` before it
 sets the new one (FalkorDB 4 may keep the old value when a ``vecf32`` property is set over another).
+A write that deletes vectors or sets new ones over old ones leaves dead entries in the vector index, so
+it asks its transaction to rebuild the index at commit (:mod:`.vector_index`).
 Every vector is mirrored in memory, rows sorted by id (Python's order), as the SQLite store keeps them.
 """
 from __future__ import annotations
 
 import base64
-import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -23,27 +23,10 @@ import numpy as np
 
 from hippo_engine.store import vectors as base
 from hippo_engine.store.base import ALL_STORE_NAMES, StoreError, iter_chunks
+from hippo_engine.store.falkordb.vector_index import LABELS, index_statement, vector_indexes
 
-logger = logging.getLogger(__name__)
-
-#: namespace -> (node label, the property holding the text)
-LABELS = {"passage": ("Passage", "text"), "entity": ("Entity", "name"), "fact": ("FactText", "text"),
-          "community": ("CommunitySummary", "text")}
 #: rows per ``UNWIND`` batch
 BATCH = 2000
-#: HNSW options of a label's vector index beyond its dimension and cosine similarity: the community
-#: summaries, whose nearest ones kb_global asks for (and must find: the modes rank as in process), get a
-#: wider graph and search (with the defaults, M 16 and efRuntime 10, 18 of 100 MuSiQue passages' 3 nearest
-#: of 3,132 communities were not among the 12 found; with these, none)
-INDEX_OPTIONS = {"CommunitySummary": "M: 32, efConstruction: 400, efRuntime: 200"}
-
-
-def index_statement(label: str, dim: int) -> str:
-    """The ``CREATE VECTOR INDEX`` of ``label``'s ``embedding`` (cosine, ``dim`` dimensions)."""
-    extra = f", {INDEX_OPTIONS[label]}" if label in INDEX_OPTIONS else ""
-    return (f"CREATE VECTOR INDEX FOR (n:{label}) ON (n.embedding) OPTIONS {{dimension: {int(dim)}, "
-            f"similarityFunction: 'cosine'{extra}}}")
-
 
 
 class FalkorEmbeddingStore(base.MirroredStore):
@@ -112,6 +95,8 @@ class FalkorEmbeddingStore(base.MirroredStore):
                  "b": base64.b64encode(stored[i].tobytes()).decode()} for k, i in last.items()]
         with self.db.transaction():
             self._ensure_index()
+            if any(k in self._row for k in last):
+                self.db.stale_vector_index(self.label, self.dim)
             for part in iter_chunks(rows, BATCH):
                 self.db.w(f"write the {self.namespace} store", f"UNWIND $rows AS r MERGE (n:{self.label} {{id: r.id}}) "
                           f"REMOVE n.embedding SET n.{self.text_prop} = r.t, n.vector = r.b, n.embedding = vecf32(r.v)",
@@ -130,6 +115,7 @@ class FalkorEmbeddingStore(base.MirroredStore):
                           f"SET n.embedding = NULL, n.vector = NULL{drop_text}", ids=list(part))
             self.db.w(f"delete from the {self.namespace} store", f"MATCH (n:{self.label}) WHERE n.embedding IS NULL "
                       "AND NOT (n)--() DELETE n")
+            self.db.stale_vector_index(self.label, self.dim)
         self._to_ram()
         base.delete_from_mirror(self, keys)
 
@@ -152,35 +138,4 @@ class NumberList:
         return self.text
 
 
-def vector_indexes(db: Any) -> dict[tuple[str, int], int]:
-    """``(label, dimension) -> documents indexed`` of the ``embedding`` vector indexes of ``db``'s graph."""
-    out: dict[tuple[str, int], int] = {}
-    rows = db.q("list vector indexes", "CALL db.indexes() YIELD label, properties, types, options, info "
-                "RETURN label, properties, types, options, info")
-    for label, props, types, options, info in rows:
-        if "embedding" in props and "VECTOR" in (types.get("embedding") or []):
-            dim = int((options.get("embedding") or {}).get("dimension", 0))
-            out[(label, dim)] = int(info.get("numDocuments", -1)) if isinstance(info, dict) else -1
-    return out
-
-
-def check_vector_indexes(db: Any) -> list[str]:
-    """Rebuild each vector index whose count of indexed nodes differs from the nodes holding a vector
-    (after a kill -9 the replay of the append-only file can index a node twice); returns the labels
-    rebuilt."""
-    wrong = []
-    for (label, dim), indexed in vector_indexes(db).items():
-        have = db.q("count vectors", f"MATCH (n:{label}) WHERE n.embedding IS NOT NULL RETURN count(n)")[0][0]
-        if indexed != int(have):
-            wrong.append((label, dim))
-    if wrong:
-        with db.transaction():
-            for label, dim in wrong:
-                logger.warning("%s: rebuilding the vector index of %s", db.location, label)
-                db.w("drop a vector index", f"DROP VECTOR INDEX FOR (n:{label}) ON (n.embedding)")
-                db.w("create a vector index", index_statement(label, dim))
-    return [label for label, _ in wrong]
-
-
-__all__ = ["INDEX_OPTIONS", "LABELS", "FalkorEmbeddingStore", "check_vector_indexes", "index_statement",
-           "vector_indexes"]
+__all__ = ["BATCH", "FalkorEmbeddingStore", "NumberList"]

@@ -1,10 +1,12 @@
 """The FalkorDB store beyond the storage contract (issue 42, items 1, 2 and 5): a writer killed with -9 in
 the middle of a transaction leaves the previous version readable and its copy is discarded; a snapshot
-keeps reading its version while another connection commits twice; the vector indexes are rebuilt on open
-when their count is off; the folder remembers its backend and its server; errors that name the address,
+keeps reading its version while another connection commits twice; a write that deletes vectors leaves an
+exact vector index and a reopen rebuilds nothing, while a vector index missing or made for another dimension
+is rebuilt on open; the folder remembers its backend and its server; errors that name the address,
 the operation, never the password."""
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -86,21 +88,86 @@ def test_a_snapshot_keeps_its_version_across_two_commits_and_the_copy_goes_after
         writer.close()
 
 
-def test_vector_indexes_are_made_by_the_first_write_and_rebuilt_when_their_count_is_off(tmp_path, config,
-                                                                                     monkeypatch):
-    from hippo_engine.store.falkordb import vectors
+def _nearest(db, vector: np.ndarray, k: int) -> list[str]:
+    """The ids the graph's Entity vector index finds nearest ``vector`` (as a user's Cypher asks)."""
+    return [r[0] for r in db.q("search", "CALL db.idx.vector.queryNodes('Entity', 'embedding', $k, vecf32($q)) "
+                               "YIELD node, score RETURN node.id ORDER BY score", k=k, q=vector.tolist())]
+
+
+def _rebuild_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "rebuilding" in r.getMessage()]
+
+
+def test_deleted_vectors_leave_an_exact_vector_index_and_a_reopen_rebuilds_nothing(tmp_path, config, caplog):
+    from hippo_engine.ids import entity_id
+    from hippo_engine.store.falkordb.vector_index import vector_indexes
+    rng = np.random.default_rng(7)
+    names = [f"entity {i}" for i in range(120)]
+    keys, vecs = [entity_id(n) for n in names], rng.standard_normal((120, 4)).astype(np.float32)
+    gone = set(keys[::3])                         # 40 deleted, two of them keeping their nodes for a fact
+    db = open_index_store(tmp_path / "idx", config)
+    try:
+        db.put_passage_triples("p1", [(names[0], "knows", names[3])])
+        db.embedding_store("entity", 4).upsert(keys, names, vecs)
+        assert db.vector_rebuilds == []
+        db.embedding_store("entity", 4).delete(gone)
+        assert db.vector_rebuilds == [("Entity", "vectors removed")]       # the deleting commit, once
+    finally:
+        db.close()
+    keep = [i for i, k in enumerate(keys) if k not in gone]
+    fresh = open_index_store(tmp_path / "fresh", config)
+    with caplog.at_level(logging.INFO, logger="hippo_engine.store.falkordb"):
+        db = open_index_store(tmp_path / "idx", config)
+    try:
+        fresh.embedding_store("entity", 4).upsert([keys[i] for i in keep], [names[i] for i in keep], vecs[keep])
+        assert db.vector_rebuilds == [] and _rebuild_lines(caplog) == []
+        live = db.q("count", "MATCH (n:Entity) WHERE n.embedding IS NOT NULL RETURN count(n)")[0][0]
+        assert live == 80 and vector_indexes(db) == {("Entity", 4): 82}   # what the count check rebuilt on
+        unit = vecs[keep] / np.linalg.norm(vecs[keep], axis=1, keepdims=True)
+        for q in np.vstack([vecs[::5], rng.standard_normal((10, 4)).astype(np.float32)]):
+            truth = [keys[keep[i]] for i in np.argsort(-(unit @ q), kind="stable")[:5]]
+            assert _nearest(db, q, 5) == _nearest(fresh, q, 5) == truth      # 4 dimensions: HNSW finds them all
+    finally:
+        db.close()
+        fresh.close()
+
+
+def _by_hand(db, *statements: str) -> None:
+    """Run ``statements`` on the index's graph as a user's client would, past the store's transactions."""
+    import falkordb
+    graph = falkordb.Graph(db.graph.client, db.graph.name)
+    for statement in statements:
+        graph.query(statement)
+
+
+def test_a_vector_index_dropped_or_made_for_another_dimension_by_hand_is_rebuilt_on_open(tmp_path, config, caplog):
+    from hippo_engine.store.falkordb.vector_index import vector_indexes
+    drop = "DROP VECTOR INDEX FOR (n:Entity) ON (n.embedding)"
     db = open_index_store(tmp_path, config)
     try:
-        v = np.eye(4, dtype=np.float32)
-        db.embedding_store("entity", 4).upsert(["e1", "e2", "e3", "e4"], ["a", "b", "c", "d"], v)
-        assert vectors.vector_indexes(db) == {("Entity", 4): 4}
-        assert vectors.check_vector_indexes(db) == []
-        monkeypatch.setattr(vectors, "vector_indexes", lambda d: {("Entity", 4): 5})   # as after a bad replay
-        assert vectors.check_vector_indexes(db) == ["Entity"]
-        monkeypatch.undo()
-        hits = db.q("search", "CALL db.idx.vector.queryNodes('Entity', 'embedding', 4, vecf32($q)) YIELD node "
-                    "RETURN node.id", q=[0.0, 1.0, 0.0, 0.0])
-        assert [r[0] for r in hits][:1] == ["e2"] and len(hits) == 4
+        assert vector_indexes(db) == {}
+        db.embedding_store("entity", 4).upsert(["e1", "e2", "e3", "e4"], list("abcd"), np.eye(4, dtype=np.float32))
+        assert vector_indexes(db) == {("Entity", 4): 4}                    # made by the first write
+        _by_hand(db, drop)
+        assert vector_indexes(db) == {}
+    finally:
+        db.close()
+    three = ("CREATE VECTOR INDEX FOR (n:Entity) ON (n.embedding) OPTIONS {dimension: 3, similarityFunction: "
+             "'cosine'}")
+    for reason, after in (("missing", (drop, three)), ("made for 3 dimensions, the vectors have 4", ())):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="hippo_engine.store.falkordb"):
+            db = open_index_store(tmp_path, config)
+        try:
+            assert db.vector_rebuilds == [("Entity", reason)] and len(_rebuild_lines(caplog)) == 1
+            assert vector_indexes(db) == {("Entity", 4): 4}
+            assert _nearest(db, np.array([0.0, 1.0, 0.0, 0.0]), 4)[0] == "e2"
+            _by_hand(db, *after)                                            # then made for 3 dimensions
+        finally:
+            db.close()
+    db = open_index_store(tmp_path, config)
+    try:
+        assert db.vector_rebuilds == []                                     # repaired, sound since
     finally:
         db.close()
 
