@@ -83,6 +83,10 @@ def _leave_after(url: str, seconds: float, body: dict) -> None:
         c.post(f"{url}/answer", json=body)
 
 
+#: what a health check may take while every route thread waits: answered, not queued
+HEALTH_MS = 3000
+
+
 def _health_ms(client: httpx.Client, path: str = "/health") -> float:
     t0 = time.perf_counter()
     r = client.get(path)
@@ -106,8 +110,11 @@ def test_health_answers_at_once_while_every_route_thread_waits(hanging):
         _health_ms(client)
         socks = [_send_raw(server.url, "/retrieve", b'{"query": "x"}') for _ in range(60)]
         time.sleep(1.0)
-        assert max(_health_ms(client) for _ in range(20)) < 100
-        assert max(_health_ms(client, "/w/x/health") for _ in range(5)) < 100
+        # the 60 retrieves stay blocked until the end of the test: a health check queued behind one of them
+        # would never answer (the client gives up after 10 s); the bound is far from that and loose enough
+        # for a loaded machine (a latency goal belongs in a benchmark, not here)
+        assert max(_health_ms(client) for _ in range(20)) < HEALTH_MS
+        assert max(_health_ms(client, "/w/x/health") for _ in range(5)) < HEALTH_MS
     mem.block.set()
     for sock in socks:
         sock.close()
