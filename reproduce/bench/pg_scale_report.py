@@ -163,10 +163,11 @@ def _render_query_process(res: dict) -> list[str]:
             ("rss_after_import_mib", "RSS imports"), ("rss_after_open_mib", "RSS open"),
             ("rss_after_retriever_mib", "RSS retriever"), ("rss_after_queries_mib", "RSS after queries"),
             ("peak_rss_mib", "peak"), ("queries", "queries"), ("first_query_ms", "first query ms"),
-            ("query_p50_ms", "p50 ms"), ("query_p95_ms", "p95 ms"), ("fallback_queries", "fallback"), ("load", "load"))
+            ("query_p50_ms", "p50 ms"), ("query_p95_ms", "p95 ms"), ("batch", "queries per call"),
+            ("per_query_in_batches_ms", "ms a query in batches"), ("fallback_queries", "fallback"), ("load", "load"))
     ok = {m: r for m, r in qp.items() if "error" not in r and "skipped" not in r}
     if ok:
-        lines += _table([(m, *(r.get(k, "") for k, _ in keys)) for m, r in ok.items()],
+        lines += _table([(m, *("" if r.get(k) is None else r[k] for k, _ in keys)) for m, r in ok.items()],
                         ("mode", *(h for _, h in keys))) + [""]
         parts = sorted({k for r in ok.values() for k in r.get("query_parts_mean_ms", {})})
         lines += ["Mean time per query by part (ms):", ""]

@@ -132,6 +132,11 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
         rc = cli_main(["pg-scale", "--queries-only", "--work", str(work), "--out", str(out), "--queries", "3",
                        "--exact-queries", "2", "--project", "1200", "--query-modes", "engine-lazy", "engine-lazy-scan"])
         assert rc == 0
+        # the exact reference in batches of 2 queries per search: the same rankings, no single-query latency
+        rc = cli_main(["pg-scale", "--queries-only", "--work", str(work), "--out", str(out), "--queries", "3",
+                       "--exact-queries", "2", "--project", "1200", "--query-modes", "engine-exact-ppr",
+                       "--exact-batch", "2"])
+        assert rc == 0
         assert cli_main(["pg-scale", "--queries-only", "--work", str(tmp_path / "none"), "--out", str(out)]) == 2
     finally:
         import shutil
@@ -161,6 +166,10 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
     assert qp["engine-exact-ppr"]["ppr_solver"] == "exact" and not qp["engine-exact-ppr"]["uses_push"]
     fast_vs_exact = res["ranking_agreement"]["engine-lazy vs engine-exact-ppr"]
     assert fast_vs_exact["queries"] == 2 and fast_vs_exact["recall_at_10"] == 1.0   # the same solver here
+    assert fast_vs_exact["top10_identical"] == 1.0
+    batched = qp["engine-exact-ppr"]
+    assert batched["batch"] == 2 and batched["queries"] == 2 and batched["per_query_in_batches_ms"] > 0
+    assert batched["query_p50_ms"] is None and "query_p50_ms" in first["query_process"]["engine-exact-ppr"]
     for action, rows in (("add", {"passage": 150, "entity": 1302, "fact": 1350}),
                          ("remove", {"passage": 120, "entity": 1032, "fact": 1080})):
         w = res["writer"][action]                                 # the engine's writer, in a fresh process
