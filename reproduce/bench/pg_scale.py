@@ -180,6 +180,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--queries-only", action="store_true",
                     help="rerun only the query processes on the index a run with --keep left in --work, adding "
                          "them to the result in --out (the build's figures are kept)")
+    ap.add_argument("--resume", action="store_true",
+                    help="finish a --keep run in --work that stopped after its graph (killed in an HNSW build): "
+                         "the kept load and graph figures of --out stay, the rest is run again (queries drawn anew)")
     base = ap.add_mutually_exclusive_group()
     base.add_argument("--base-index", nargs="+", default=None, metavar="SQLITE",
                       help="existing SQLite indexes (index.sqlite) whose vectors the synthetic ones derive from "
@@ -207,6 +210,9 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         return 0
     if args.queries_only:
         return rerun_queries(args)
+    if args.resume:
+        from .pg_scale_resume import resume
+        return resume(args, argv)
     from hippo_engine.store.postgres.db import PostgresIndexStore
     from hippo_engine.store.postgres.server import EmbeddedPostgres
     argv = list(argv)
@@ -249,27 +255,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
                                     for s in QUERY_STORES}
         del content, sample
         gc.collect()
-        if not args.skip_queries:
-            build_hnsw(stores, res, save)
-            bench_queries(db, stores, queries, args, res, save)
-        res["disk"] = disk(db, work / "pg")
-        save()
-        db.close()
-        del stores
-        gc.collect()
-        if not args.skip_queries:
-            qfile = work / "queries.npz"
-            np.savez(qfile, fact=queries["fact"], passage=queries["passage"])
-            query_processes(dsn, args, index_dir, qfile, res, save)
-        if args.writer_rss:
-            def keep(rec: dict) -> None:
-                res["writer"] = rec
-                save()
-            writer_rss(dsn, args.schema, index_dir, args.writer_rss, save=keep)
-        res["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-        save()
-        print(json.dumps({k: res[k] for k in ("query_process", "ranking_agreement", "writer") if k in res},
-                         indent=1), flush=True)
+        finish(db, stores, queries, dsn, args, work, res, save)
     finally:
         server.stop()
         if not args.keep:
@@ -279,6 +265,32 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
             if not args.work:
                 shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def finish(db, stores: dict, queries: dict, dsn: str, args: argparse.Namespace, work: Path, res: dict, save) -> None:
+    """What follows the graph: HNSW builds and store queries (unless ``--skip-queries``), disk, the
+    query processes and the writer; ``db`` is closed on the way."""
+    if not args.skip_queries:
+        build_hnsw(stores, res, save)
+        bench_queries(db, stores, queries, args, res, save)
+    res["disk"] = disk(db, work / "pg")
+    save()
+    db.close()
+    stores.clear()
+    gc.collect()
+    if not args.skip_queries:
+        qfile = work / "queries.npz"
+        np.savez(qfile, fact=queries["fact"], passage=queries["passage"])
+        query_processes(dsn, args, work / "index", qfile, res, save)
+    if args.writer_rss:
+        def keep(rec: dict) -> None:
+            res["writer"] = rec
+            save()
+        writer_rss(dsn, args.schema, work / "index", args.writer_rss, save=keep)
+    res["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    save()
+    print(json.dumps({k: res[k] for k in ("query_process", "ranking_agreement", "writer") if k in res},
+                     indent=1), flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -184,6 +184,43 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
     assert res["command"] in text and "given with `--base-index`" in text
 
 
+def test_resume_finishes_a_run_that_stopped_after_its_graph(tmp_path):
+    require_postgres()
+    dim = 32
+    _base_index(tmp_path / "base.sqlite", dim)
+    work = Path(tempfile.mkdtemp(prefix="hippo-pgscale-test-"))   # traversable by the server's user
+    if os.geteuid() == 0:
+        work.chmod(0o711)
+    out = tmp_path / "scale.json"
+    common = ["--dim", str(dim), "--work", str(work), "--base-index", str(tmp_path / "base.sqlite"),
+              "--out", str(out), "--project", "1200", "--writer-rss", "0"]
+    try:
+        # a run that ends after its graph, as one killed in its HNSW builds does
+        assert cli_main(["pg-scale", "--passages", "120", "--batch", "60", "--skip-queries", "--keep", *common]) == 0
+        first = json.loads(out.read_text())
+        assert "graph" in first and "hnsw_build" not in first
+        assert cli_main(["pg-scale", "--resume", "--work", str(tmp_path / "none"), "--out", str(out)]) == 2
+        rc = cli_main(["pg-scale", "--resume", "--queries", "4", "--exact-queries", "2", "--maintenance-work-mem",
+                       "64MB", "--query-modes", "engine-lazy", "engine-exact-ppr", *common])
+        assert rc == 0
+    finally:
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
+    res = json.loads(out.read_text())
+    assert res["load"] == first["load"] and res["graph"] == first["graph"]     # kept, not redone
+    assert res["resumed"][0]["kept"] == ["base", "load", "graph"]
+    assert res["settings"]["maintenance_work_mem"] == "64MB"
+    assert set(res["hnsw_build"]) == set(pg_scale.QUERY_STORES)
+    for s in pg_scale.QUERY_STORES:
+        assert 0.5 <= res["queries"][s]["recall_at_10"] <= 1
+        assert res["neighbour_profile"][s]["synthetic"]["n1"] > 0
+    for mode in ("engine-lazy", "engine-exact-ppr"):
+        assert "error" not in res["query_process"][mode] and res["query_process"][mode]["graph_loaded"]
+        assert res["query_process"][mode]["queries"] == (4 if mode == "engine-lazy" else 2)
+    assert res["ranking_agreement"]["engine-lazy vs engine-exact-ppr"]["recall_at_10"] == 1.0
+    assert "finished" in res
+
+
 def test_memory_probe_skipped_when_its_vectors_exceed_the_memory_available():
     assert pg_scale.memory_probe_skip(1000, 384, 1024.0) is None
     why = pg_scale.memory_probe_skip(9_300_000, 384, 20 * 1024.0)
