@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from .pg_scale_probe import load1, run_probe
-from .pg_scale_report import add_projection, compare_rankings, render
+from .pg_scale_projection import add_projection, compare_rankings
+from .pg_scale_report import render
 
 SETTINGS = {"shared_buffers": "1GB", "maintenance_work_mem": "2GB", "max_wal_size": "2GB",
             "max_parallel_maintenance_workers": 1, "work_mem": "64MB"}
