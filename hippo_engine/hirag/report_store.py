@@ -16,7 +16,7 @@ import numpy as np
 from hippo_engine.hirag.clustering import Community, communities_by_level
 from hippo_engine.hirag.reports import CommunityReport
 from hippo_engine.store.base import IndexStore
-from hippo_engine.store.vectors import EmbeddingStore
+from hippo_engine.store.embedding_store import EmbeddingStore
 
 META_VERSION = "communities_version"
 META_PARAMS = "communities_params"

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from hippo_engine.store import vectors as base
+from hippo_engine.store import embedding_store as base
 from hippo_engine.store.base import ALL_STORE_NAMES, StoreError, iter_chunks
 from hippo_engine.store.falkordb.vector_index import LABELS, index_statement, vector_indexes
 

@@ -23,8 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from hippo_engine.store.base import ALL_STORE_NAMES, StoreError
-from hippo_engine.store.postgres.errors import guard_driver_errors
-from hippo_engine.store.vectors import (
+from hippo_engine.store.embedding_store import (
     VECTOR_DTYPES,
     MirroredStore,
     delete_from_mirror,
@@ -32,6 +31,7 @@ from hippo_engine.store.vectors import (
     stored_rows,
     upsert_mirror,
 )
+from hippo_engine.store.postgres.errors import guard_driver_errors
 
 logger = logging.getLogger(__name__)
 
