@@ -114,14 +114,19 @@ def test_build_base_indexes_the_dataset_with_its_openie_file(tmp_path):
         pg_scale.make_base(dest.parent, tmp_path / "other", 6, log=lambda m: None)
 
 
-def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
+def _tiny_setup(tmp_path, dim: int = 32) -> tuple[int, Path, Path]:
+    """A real server needed, a base index of ``dim`` dimensions, a work folder the server's user can traverse
+    (removed by the caller), the result's path."""
     require_postgres()
-    dim = 32
     _base_index(tmp_path / "base.sqlite", dim)
-    work = Path(tempfile.mkdtemp(prefix="hippo-pgscale-test-"))   # traversable by the server's user
+    work = Path(tempfile.mkdtemp(prefix="hippo-pgscale-test-"))
     if os.geteuid() == 0:
         work.chmod(0o711)
-    out = tmp_path / "scale.json"
+    return dim, work, tmp_path / "scale.json"
+
+
+def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
+    dim, work, out = _tiny_setup(tmp_path)
     try:
         rc = cli_main(["pg-scale", "--passages", "120", "--batch", "60", "--dim", str(dim), "--queries", "4",
                        "--exact-queries", "2", "--work", str(work), "--base-index", str(tmp_path / "base.sqlite"),
@@ -185,13 +190,7 @@ def test_tiny_run_writes_figures_projection_and_readme(tmp_path):
 
 
 def test_resume_finishes_a_run_that_stopped_after_its_graph(tmp_path):
-    require_postgres()
-    dim = 32
-    _base_index(tmp_path / "base.sqlite", dim)
-    work = Path(tempfile.mkdtemp(prefix="hippo-pgscale-test-"))   # traversable by the server's user
-    if os.geteuid() == 0:
-        work.chmod(0o711)
-    out = tmp_path / "scale.json"
+    dim, work, out = _tiny_setup(tmp_path)
     common = ["--dim", str(dim), "--work", str(work), "--base-index", str(tmp_path / "base.sqlite"),
               "--out", str(out), "--project", "1200", "--writer-rss", "0"]
     try:
