@@ -88,7 +88,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import shlex
 import shutil
@@ -133,7 +132,7 @@ from .pg_scale_queries import (
     rerun_queries,
     result_saver,
 )
-from .pg_scale_writer import writer_rss
+from .pg_scale_resume import finish, resume
 
 # the phases live in pg_scale_base (the base), pg_scale_data (synthetic rows and their load),
 # pg_scale_index (graph, HNSW, store queries, disk) and pg_scale_queries (the query processes);
@@ -211,7 +210,6 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     if args.queries_only:
         return rerun_queries(args)
     if args.resume:
-        from .pg_scale_resume import resume
         return resume(args, argv)
     from hippo_engine.store.postgres.db import PostgresIndexStore
     from hippo_engine.store.postgres.server import EmbeddedPostgres
@@ -265,32 +263,6 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
             if not args.work:
                 shutil.rmtree(work, ignore_errors=True)
     return 0
-
-
-def finish(db, stores: dict, queries: dict, dsn: str, args: argparse.Namespace, work: Path, res: dict, save) -> None:
-    """What follows the graph: HNSW builds and store queries (unless ``--skip-queries``), disk, the
-    query processes and the writer; ``db`` is closed on the way."""
-    if not args.skip_queries:
-        build_hnsw(stores, res, save)
-        bench_queries(db, stores, queries, args, res, save)
-    res["disk"] = disk(db, work / "pg")
-    save()
-    db.close()
-    stores.clear()
-    gc.collect()
-    if not args.skip_queries:
-        qfile = work / "queries.npz"
-        np.savez(qfile, fact=queries["fact"], passage=queries["passage"])
-        query_processes(dsn, args, work / "index", qfile, res, save)
-    if args.writer_rss:
-        def keep(rec: dict) -> None:
-            res["writer"] = rec
-            save()
-        writer_rss(dsn, args.schema, work / "index", args.writer_rss, save=keep)
-    res["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    save()
-    print(json.dumps({k: res[k] for k in ("query_process", "ranking_agreement", "writer") if k in res},
-                     indent=1), flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

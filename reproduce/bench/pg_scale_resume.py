@@ -1,8 +1,9 @@
-"""``pg-scale --resume``: finish a ``--keep`` run of :mod:`reproduce.bench.pg_scale` that stopped
+"""What follows the graph in a run of :mod:`reproduce.bench.pg_scale` (:func:`finish`), and
+``pg-scale --resume`` (:func:`resume`): finish a ``--keep`` run of :mod:`reproduce.bench.pg_scale` that stopped
 after its graph (a run of hours at 1M passages can be killed in its HNSW builds).
 
 The loaded tables (``--work``/pg) and ``graph.npz`` (``--work``/index) are reused with the load and
-graph figures already in ``--out``; the rest runs as in a whole run (:func:`pg_scale.finish`): HNSW
+graph figures already in ``--out``; the rest runs as in a whole run (:func:`finish`): HNSW
 builds (``--maintenance-work-mem`` may differ from the first run's: the result's ``settings`` and
 ``resumed`` say which held), store queries, disk, query processes, writer. The original run's
 query vectors and its load-time sample of vectors were not kept, so the queries are drawn anew from
@@ -11,6 +12,7 @@ synthetic side is a page sample of the stored vectors (``TABLESAMPLE SYSTEM``)."
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import shlex
 import sys
@@ -22,8 +24,10 @@ import numpy as np
 
 from .pg_scale_base import choose_bases
 from .pg_scale_data import PROFILE_ROWS, QUERY_STORES, profile, synth
+from .pg_scale_index import bench_queries, build_hnsw, disk
 from .pg_scale_probe import load1
-from .pg_scale_queries import SETTINGS, result_saver
+from .pg_scale_queries import SETTINGS, query_processes, result_saver
+from .pg_scale_writer import writer_rss
 
 GRAPH_FILE = "graph.npz"
 
@@ -52,12 +56,37 @@ def missing_parts(work: Path, out: Path) -> list[str]:
     return missing
 
 
+def finish(db, stores: dict, queries: dict, dsn: str, args: argparse.Namespace, work: Path, res: dict, save) -> None:
+    """What follows the graph: HNSW builds and store queries (unless ``--skip-queries``), disk, the
+    query processes and the writer; ``db`` is closed on the way."""
+    if not args.skip_queries:
+        build_hnsw(stores, res, save)
+        bench_queries(db, stores, queries, args, res, save)
+    res["disk"] = disk(db, work / "pg")
+    save()
+    db.close()
+    stores.clear()
+    gc.collect()
+    if not args.skip_queries:
+        qfile = work / "queries.npz"
+        np.savez(qfile, fact=queries["fact"], passage=queries["passage"])
+        query_processes(dsn, args, work / "index", qfile, res, save)
+    if args.writer_rss:
+        def keep(rec: dict) -> None:
+            res["writer"] = rec
+            save()
+        writer_rss(dsn, args.schema, work / "index", args.writer_rss, save=keep)
+    res["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    save()
+    print(json.dumps({k: res[k] for k in ("query_process", "ranking_agreement", "writer") if k in res},
+                     indent=1), flush=True)
+
+
 def resume(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     """Finish the run kept in ``--work`` whose figures are in ``--out`` (see the module documentation)."""
     from hippo_engine.store.postgres.db import PostgresIndexStore
     from hippo_engine.store.postgres.server import EmbeddedPostgres
 
-    from .pg_scale import finish
     work, out = Path(args.work or ""), Path(args.out)
     missing = missing_parts(work, out) if args.work else ["--work"]
     if missing:

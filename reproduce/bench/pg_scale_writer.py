@@ -212,8 +212,8 @@ def main(argv=None) -> int:
 
     from hippo_engine.store.postgres.server import EmbeddedPostgres
 
-    from .pg_scale import SETTINGS
     from .pg_scale_projection import add_projection
+    from .pg_scale_queries import SETTINGS
     from .pg_scale_report import render
     ap = argparse.ArgumentParser(prog="python -m reproduce.bench.pg_scale_writer")
     ap.add_argument("--work", required=True, help="the --work folder of a pg-scale run made with --keep")
