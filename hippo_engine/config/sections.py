@@ -255,6 +255,12 @@ class StorageConfig(_Section):
     #: "memory" (every vector mirrored in RAM, as the SQLite backend does; writers too, else they
     #: hold only ids and stream vectors from the database).
     postgres_search: Literal["hnsw", "exact", "memory"] = "hnsw"
+    #: with ``postgres_search="hnsw"``: pgvector's ``ef_search`` for the search that finds the lowest fact
+    #: score of a query (the minimum of HippoRAG 2's min-max normalisation: the best rows for the negated
+    #: query). Only its single lowest row matters, so it needs far fewer index pages than the top search
+    #: (``ef_search`` 100): at 1M passages 20 halved the query's p50 (341 -> 171 ms) with the same candidate
+    #: facts and the same agreement with exact PPR (reproduce/results/pg_scale/1m/STATUS.md)
+    postgres_floor_ef_search: int = Field(20, ge=1, le=1000)
     #: the FalkorDB server of a ``falkordb`` index: a ``falkordb://[:password@]host:port[/graph]`` URL of a
     #: running server, or the data folder of an embedded one (started or joined); None: an embedded server
     #: under ``<save_dir>/falkordb``. The graph: the URL's, else ``hippo`` on the index's own embedded

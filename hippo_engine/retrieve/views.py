@@ -61,7 +61,8 @@ def reader_views(index, exact: bool) -> ReaderViews:
     st = index.reader_stores
     p, f, e = st["passage"], st["fact"], st["entity"]
     if index.lazy_reader:
-        return ReaderViews(p.ids, p.matrix, f.ids, FactLookup(fetch=index.db.facts_of), StoreSearch(f, exact),
+        facts = StoreSearch(f, exact, floor_ef=index.config.postgres_floor_ef_search)
+        return ReaderViews(p.ids, p.matrix, f.ids, FactLookup(fetch=index.db.facts_of), facts,
                            StoreSearch(e, exact), e.text, _names_of(e), PassageTexts(p, drop_missing=True),
                            passage_store=None if exact or not p.has_hnsw() else p, fact_ids_utf8=True)
     known = index.fact_hyperedges if index.passage_hyperedges else index.fact_triples

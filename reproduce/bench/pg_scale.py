@@ -175,7 +175,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--keep", action="store_true", help="keep the data directory (default: removed at the end)")
     ap.add_argument("--query-modes", nargs="+", default=None, metavar="MODE",
                     help="query processes to run (default: engine-lazy engine-lazy-scan engine-exact-ppr "
-                         "engine-exact, and engine-memory where it fits)")
+                         "engine-exact, and engine-memory where it fits; engine-lazy-floor100, engine-lazy with "
+                         "postgres_floor_ef_search=100, only when named)")
     ap.add_argument("--queries-only", action="store_true",
                     help="rerun only the query processes on the index a run with --keep left in --work, adding "
                          "them to the result in --out (the build's figures are kept)")

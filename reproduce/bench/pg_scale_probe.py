@@ -2,9 +2,11 @@
 
     python -m reproduce.bench.pg_scale_probe MODE DSN SCHEMA INDEX_DIR QUERIES.npz N OUT.json [BATCH]
 
-``MODE`` is ``engine-lazy``, ``engine-exact``, ``engine-memory``, ``engine-exact-ppr`` or
-``engine-lazy-scan``: ``HippoRAG(INDEX_DIR, storage="postgres", dsn=DSN, postgres_schema=SCHEMA,
-postgres_search="hnsw" | "exact" | "memory" | "hnsw" | "hnsw")``, ``engine-exact-ppr`` with
+``MODE`` is ``engine-lazy``, ``engine-exact``, ``engine-memory``, ``engine-exact-ppr``,
+``engine-lazy-scan`` or ``engine-lazy-floor100``: ``HippoRAG(INDEX_DIR, storage="postgres", dsn=DSN,
+postgres_schema=SCHEMA, postgres_search="hnsw" | "exact" | "memory" | "hnsw" | "hnsw" | "hnsw")``,
+``engine-lazy-floor100`` with ``postgres_floor_ef_search=100`` (the default's 20 against the top
+search's ``ef_search``), ``engine-exact-ppr`` with
 ``ppr_solver="exact"`` (the exact PPR kernel), ``engine-lazy-scan`` with ``dense_prior="scan"`` (every
 passage scored for the prior; ``engine-lazy`` keeps the default, the prior from the passage HNSW
 index: ``retrieve/ppr/ann_prior.py``); the others keep ``ppr_solver="auto"`` (forward push from
@@ -35,10 +37,12 @@ import numpy as np
 
 STORES = ("passage", "entity", "fact")
 SEARCH = {"engine-lazy": "hnsw", "engine-exact": "exact", "engine-memory": "memory", "engine-exact-ppr": "hnsw",
-          "engine-lazy-scan": "hnsw"}
-#: modes that override the retrieval configuration (the others keep the defaults: ``ppr_solver="auto"``,
-#: ``dense_prior="auto"``)
-OVERRIDES = {"engine-exact-ppr": {"ppr_solver": "exact"}, "engine-lazy-scan": {"dense_prior": "scan"}}
+          "engine-lazy-scan": "hnsw", "engine-lazy-floor100": "hnsw"}
+#: modes that override the configuration (the others keep the defaults: ``ppr_solver="auto"``,
+#: ``dense_prior="auto"``, ``postgres_floor_ef_search=20``); ``engine-lazy-floor100``: the fact
+#: normalisation's minimum searched with the top search's ``ef_search``, as before that setting
+OVERRIDES = {"engine-exact-ppr": {"ppr_solver": "exact"}, "engine-lazy-scan": {"dense_prior": "scan"},
+             "engine-lazy-floor100": {"postgres_floor_ef_search": 100}}
 ENCODER_NAME = "synthetic-all-MiniLM-L6-v2"
 MIB = 2**20
 

@@ -14,7 +14,8 @@ GIB = 1024.0
 LIMIT_GIB = 8.0
 PAIRS = (("engine-lazy", "engine-exact-ppr"), ("engine-lazy-scan", "engine-exact-ppr"),
          ("engine-lazy", "engine-lazy-scan"), ("engine-lazy", "engine-exact"),
-         ("engine-exact", "engine-memory"), ("engine-lazy", "engine-memory"))
+         ("engine-exact", "engine-memory"), ("engine-lazy", "engine-memory"),
+         ("engine-lazy-floor100", "engine-exact-ppr"), ("engine-lazy", "engine-lazy-floor100"))
 #: the reference database server of the placement section (RAM, disk in GiB)
 SERVER_RAM_GIB, SERVER_DISK_GIB = 64.0, 2048.0
 #: parts of the retriever's memory that grow with the rows (see ``pg_scale_probe.retriever_memory``)

@@ -45,6 +45,7 @@ def query_processes(dsn: str, args, index_dir: Path, qfile: Path, res: dict, sav
     modes = [("engine-lazy", args.queries), ("engine-lazy-scan", args.queries),
              ("engine-exact-ppr", args.exact_queries), ("engine-exact", args.exact_queries)]
     chosen = getattr(args, "query_modes", None) or [m for m, _ in modes] + ["engine-memory"]
+    modes.append(("engine-lazy-floor100", args.queries))      # a comparison: only when asked
     modes = [m for m in modes if m[0] in chosen]
     res["query_process"] = dict(res.get("query_process", {})) if merge else {}
     rankings = {m: _probe_rankings(index_dir.parent / f"probe-{m}.json") for m in res["query_process"]}

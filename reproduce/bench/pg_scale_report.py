@@ -48,8 +48,10 @@ def _render_query_process(res: dict) -> list[str]:
              "`ppr_solver=\"exact\"` (the exact PPR kernel), the others keep the default `\"auto\"` (push = "
              "forward push, used from `ppr_push_min_nodes` graph nodes on); `lazy-scan` = `lazy` with "
              "`dense_prior=\"scan\"` (every passage scored for the prior; `lazy` takes it from the passage HNSW "
-             "index when it pushes: prior = ann). RSS in MiB; peak = VmHWM; the "
-             "PostgreSQL server's memory (shared_buffers, the connection's backend) is not counted.", ""]
+             "index when it pushes: prior = ann); `lazy-floor100` = `lazy` with `postgres_floor_ef_search=100` (the "
+             "fact normalisation's minimum searched with the top search's `ef_search`; `lazy`: 20). RSS in MiB; "
+             "peak = VmHWM; the PostgreSQL server's memory (shared_buffers, the connection's backend) is not "
+             "counted.", ""]
     keys = (("postgres_search", "search"), ("ppr_solver", "PPR solver"), ("uses_push", "push"),
             ("dense_prior", "prior"), ("open_s", "open s"), ("retriever_s", "retriever s"),
             ("rss_after_import_mib", "RSS imports"), ("rss_after_open_mib", "RSS open"),

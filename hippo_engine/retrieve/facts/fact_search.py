@@ -81,10 +81,12 @@ class MatrixSearch:
 
 class StoreSearch:
     """Top-k asked of the database (``store.extremes``); rows are positions in ``store.ids`` or,
-    for a store that keeps no ids (entities), the ids themselves are returned by :meth:`nearest_ids`."""
+    for a store that keeps no ids (entities), the ids themselves are returned by :meth:`nearest_ids`.
+    ``floor_ef``: the HNSW ``ef_search`` of the search for the normalisation's minimum (None: the
+    top search's; ``postgres_floor_ef_search``)."""
 
-    def __init__(self, store, exact: bool):
-        self.store, self.exact = store, bool(exact)
+    def __init__(self, store, exact: bool, floor_ef: int | None = None):
+        self.store, self.exact, self.floor_ef = store, bool(exact), floor_ef
 
     def __len__(self) -> int:
         return len(self.store)
@@ -94,7 +96,7 @@ class StoreSearch:
         kk = min(k, len(self.store))
         if kk <= 0 or len(q) == 0:
             return np.zeros((len(q), 0), np.int64), np.zeros((len(q), 0))
-        ids, scores, lows = self.store.extremes(q, kk, self.exact)
+        ids, scores, lows = self.store.extremes(q, kk, self.exact, floor_ef=self.floor_ef)
         rows_out, scores_out = [], []
         for j in range(len(q)):
             rows = self.store.rows_of(ids[j])

@@ -197,42 +197,68 @@ class LazyPostgresStore(PostgresEmbeddingStore):
         raise StoreError(f"{self.name}: a lazy view is read-only (writes go through the index)")
 
     # ------------------------------------------------------------------ top-k with exact scores
-    def extremes(self, q: np.ndarray, k: int, exact: bool, lowest: bool = True
+    def extremes(self, q: np.ndarray, k: int, exact: bool, lowest: bool = True, floor_ef: int | None = None
                  ) -> tuple[list[list[str]], np.ndarray, np.ndarray]:
         """For each query row of ``q``: the ``k`` best ids (ties by id), their exact float64 scores
         (``(b, k')``, k' = min(k, rows); a query with fewer candidates is padded with -inf and
         its id list is shorter) and the lowest score of the table (``(b,)``; with
         ``lowest=False`` only the lowest of the candidates). ``exact``: one blocked scan of every
-        vector; else HNSW candidates (for ``q``, and for ``-q`` when ``lowest``), ``ef_search =
-        min(1000, max(100, k))`` with pgvector's iterative scan on, so rows deleted but not yet
-        vacuumed do not shorten the list; rescored exactly."""
+        vector; else HNSW candidates for ``q``, ``ef_search = min(1000, max(100, k))`` with
+        pgvector's iterative scan on, so rows deleted but not yet vacuumed do not shorten the list,
+        rescored exactly; and, when ``lowest``, the lowest exact score among the ``floor_ef``
+        candidates for ``-q`` found with ``ef_search = floor_ef`` (None: the top search's; only
+        the single lowest row matters there, so a small one costs fewer index pages for about the
+        same minimum: ``postgres_floor_ef_search``)."""
         q = np.atleast_2d(np.asarray(q, np.float32))
         kk = min(int(k), self._n)
         b = len(q)
-        ids: list[list[str]] = [[] for _ in range(b)]
-        scores = np.full((b, kk), -np.inf)
-        lows = np.full(b, np.inf)
         if not self._n or not b:
-            return ids, scores, lows
+            return [[] for _ in range(b)], np.full((b, kk), -np.inf), np.full(b, np.inf)
         q64 = q.astype(np.float64)
         with self.db.snapshot() as c:
             if exact:
                 return self._scan(q64, kk)
             ef = min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, kk))
-            c.execute("SELECT set_config('hnsw.ef_search', %s, true), "
-                      "set_config('hnsw.iterative_scan', 'relaxed_order', true)", (str(ef),))
-            for j, qv in enumerate(q):
-                best = self._candidates(qv, max(ef, kk))
-                if best[0]:
-                    s = np.einsum("ij,j->i", best[1], q64[j])
-                    order = np.lexsort((np.array(best[0], dtype=object), -s))[:kk]
-                    ids[j] = [best[0][i] for i in order]
-                    scores[j, :len(order)] = s[order]
-                    lows[j] = s.min()
-                low_ids, low_vecs = self._candidates(-qv, ef) if lowest else ([], None)
-                if low_ids and low_vecs is not None:
-                    lows[j] = min(lows[j], float(np.einsum("ij,j->i", low_vecs, q64[j]).min()))
+            ids, scores, lows = self._hnsw_top(c, q, q64, kk, ef)
+            if lowest:
+                floor = ef if floor_ef is None else min(MAX_EF_SEARCH, max(1, int(floor_ef)))
+                lows = np.minimum(lows, self._hnsw_floor(c, q, q64, floor))
         return ids, scores, lows
+
+    @staticmethod
+    def _search_settings(c, ef: int) -> None:
+        """This transaction's HNSW searches: ``ef_search`` and pgvector's iterative scan."""
+        c.execute("SELECT set_config('hnsw.ef_search', %s, true), "
+                  "set_config('hnsw.iterative_scan', 'relaxed_order', true)", (str(ef),))
+
+    def _hnsw_top(self, c, q: np.ndarray, q64: np.ndarray, kk: int, ef: int
+                  ) -> tuple[list[list[str]], np.ndarray, np.ndarray]:
+        """:meth:`extremes`' top ``kk`` ids and exact scores of each query by the HNSW index, and the
+        lowest score among each query's candidates."""
+        ids: list[list[str]] = [[] for _ in range(len(q))]
+        scores = np.full((len(q), kk), -np.inf)
+        lows = np.full(len(q), np.inf)
+        self._search_settings(c, ef)
+        for j, qv in enumerate(q):
+            best = self._candidates(qv, max(ef, kk))
+            if best[0]:
+                s = np.einsum("ij,j->i", best[1], q64[j])
+                order = np.lexsort((np.array(best[0], dtype=object), -s))[:kk]
+                ids[j] = [best[0][i] for i in order]
+                scores[j, :len(order)] = s[order]
+                lows[j] = s.min()
+        return ids, scores, lows
+
+    def _hnsw_floor(self, c, q: np.ndarray, q64: np.ndarray, ef: int) -> np.ndarray:
+        """Each query's lowest exact score among the HNSW index's ``ef`` best rows for ``-q`` (inf:
+        none found)."""
+        lows = np.full(len(q), np.inf)
+        self._search_settings(c, ef)
+        for j, qv in enumerate(q):
+            low_ids, low_vecs = self._candidates(-qv, ef)
+            if low_ids:
+                lows[j] = float(np.einsum("ij,j->i", low_vecs, q64[j]).min())
+        return lows
 
     def nearest_ids(self, q: np.ndarray, k: int) -> list[str]:
         """The ids of the HNSW index's ``k`` nearest rows to the vector ``q`` by inner product, in the
@@ -243,9 +269,7 @@ class LazyPostgresStore(PostgresEmbeddingStore):
             return []
         qv = np.asarray(q, np.float32).ravel()
         with self.db.snapshot() as c:
-            c.execute("SELECT set_config('hnsw.ef_search', %s, true), "
-                      "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                      (str(min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, kk))),))
+            self._search_settings(c, min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, kk)))
             rows = c.execute(f"SELECT id FROM {self.table} ORDER BY vec <#> %s LIMIT %s", (self._wrap(qv), kk),
                              binary=True).fetchall()
         return [r[0] for r in rows]

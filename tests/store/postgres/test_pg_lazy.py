@@ -98,7 +98,13 @@ def test_hnsw_reader_is_close_to_exact(built, tmp_path, pg_dsn, pg_schema):
     top5 = sum(a.doc_ids[:5] == b.doc_ids[:5] for a, b in zip(got, want, strict=True))
     assert top5 >= 0.9 * len(qs), top5
     assert not hnsw.index_state.content_loaded
+    assert hnsw.retriever.fact_search.floor_ef == 20            # postgres_floor_ef_search's default reaches the search
     hnsw.close()
+    wide = _pg(tmp_path / "pg", pg_dsn, pg_schema, "hnsw", postgres_floor_ef_search=1000)
+    assert wide.retriever.fact_search.floor_ef == 1000
+    top5 = sum(a.doc_ids[:5] == b.doc_ids[:5] for a, b in zip(wide.retrieve(qs, 10), want, strict=True))
+    assert top5 >= 0.9 * len(qs), top5
+    wide.close()
 
 
 def test_lazy_reader_picks_up_a_version_another_writer_committed(built, tmp_path, pg_dsn, pg_schema):
@@ -199,6 +205,41 @@ def test_view_ids_are_exact_whatever_their_characters_and_k_may_exceed_hnsw_limi
     exact = store.matrix.astype(np.float64) @ q.astype(np.float64).T
     assert np.allclose(low_x, exact.min(axis=0), rtol=0, atol=0)
     assert set(ids_x[0][:10]) == set(ids_h[0][:10])
+    db.close()
+
+
+def test_the_floor_search_has_its_own_ef_search_and_moves_only_the_minimum(pg_dsn, pg_schema):
+    """``floor_ef``: the search for ``-q`` runs with that ``ef_search`` and asks that many rows, the
+    top search keeps its own (100); the top ids and scores do not change, the minimum is the lowest
+    exact score among real rows (never below the table's), and a wide floor search finds the
+    table's own minimum here."""
+    from hippo_engine.store.postgres.db import PostgresIndexStore
+    db = PostgresIndexStore(pg_dsn, pg_schema)
+    rng = np.random.default_rng(2)
+    keys = [f"fact-{i:04d}" for i in range(600)]
+    vecs = rng.standard_normal((len(keys), 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    store = db.embedding_store("fact", 8, vector_dtype="float32")
+    store.upsert(keys, keys, vecs)
+    store.ensure_hnsw()
+    view = db.reader_store("fact", 8, keep="ids", vector_dtype="float32")
+    asked = []
+    real = view._candidates
+
+    def spy(qv, n):
+        asked.append((n, db.conn.execute("SHOW hnsw.ef_search").fetchone()[0]))
+        return real(qv, n)
+    view._candidates = spy
+    q = rng.standard_normal((3, 8)).astype(np.float32)
+    ids_d, s_d, low_d = view.extremes(q, 5, exact=False)
+    ids_f, s_f, low_f = view.extremes(q, 5, exact=False, floor_ef=7)
+    assert asked[:6] == [(100, "100")] * 6                     # default: the floor search as the top one
+    assert asked[6:] == [(100, "100")] * 3 + [(7, "7")] * 3
+    assert ids_f == ids_d and np.array_equal(s_f, s_d)
+    table_min = (vecs.astype(np.float64) @ q.astype(np.float64).T).min(axis=0)
+    assert np.all(low_f >= table_min - 1e-12) and np.all(low_f >= low_d - 1e-12)
+    _, _, low_w = view.extremes(q, 5, exact=False, floor_ef=600)
+    assert np.allclose(low_w, table_min, rtol=0, atol=1e-12)
     db.close()
 
 
