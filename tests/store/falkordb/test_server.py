@@ -48,9 +48,17 @@ def fk_dirs(tmp_path):
             EmbeddedFalkorDB(folder).stop(force=True)
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, or one that vanished while being read, is not)."""
+    try:
+        return "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
 def wait_gone(pid: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
-    while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]:
+    while _running(pid):
         assert time.monotonic() < deadline, f"process {pid} still runs"
         time.sleep(0.05)
 
