@@ -20,7 +20,8 @@ def _readme_commands() -> list[str]:
 def test_the_readme_has_the_main_job_and_the_test_command():
     main, test = _readme_commands()
     assert main.endswith("hippo-engine demo")
-    assert 'pytest -q -m "not slow and not integration"' in test and test.endswith('pytest -q -m "slow or integration"')
+    assert 'pytest -q -n 2 --dist loadfile -m "not slow and not integration"' in test
+    assert test.endswith('pytest -q -n 2 --dist loadfile -m "slow or integration"')   # both tiers, two workers
 
 
 def test_ci_runs_the_readme_test_command_exactly():
