@@ -184,18 +184,24 @@ def test_a_query_is_ranked_alike_alone_or_batched_while_writers_change_the_table
     reader.close()
 
 
-def test_view_ids_are_exact_whatever_their_characters_and_k_may_exceed_hnsw_limits(pg_dsn, pg_schema):
+def _fact_table(pg_dsn, pg_schema, keys, seed, dtype):
+    """A fact store of random unit vectors (dimension 8) under ``keys``, with its HNSW index, and a
+    reader's view of it: (db, the unit vectors, the store, the view)."""
     from hippo_engine.store.postgres.db import PostgresIndexStore
     db = PostgresIndexStore(pg_dsn, pg_schema)
-    rng = np.random.default_rng(0)
-    odd = ["fact-a\\b", "fact-tab\there", "fact-nl\nx", "fact-é✓", "fact-cr\rz"]
-    keys = odd + [f"fact-{i:05d}" for i in range(1200)]
+    rng = np.random.default_rng(seed)
     vecs = rng.standard_normal((len(keys), 8)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    store = db.embedding_store("fact", 8, vector_dtype="float16")
+    store = db.embedding_store("fact", 8, vector_dtype=dtype)
     store.upsert(keys, keys, vecs)
     store.ensure_hnsw()
-    view = db.reader_store("fact", 8, keep="ids", vector_dtype="float16")
+    return db, vecs, store, db.reader_store("fact", 8, keep="ids", vector_dtype=dtype)
+
+
+def test_view_ids_are_exact_whatever_their_characters_and_k_may_exceed_hnsw_limits(pg_dsn, pg_schema):
+    odd = ["fact-a\\b", "fact-tab\there", "fact-nl\nx", "fact-é✓", "fact-cr\rz"]
+    keys = odd + [f"fact-{i:05d}" for i in range(1200)]
+    db, vecs, store, view = _fact_table(pg_dsn, pg_schema, keys, 0, "float16")
     assert [view.key(i) for i in range(len(view))] == sorted(keys, key=lambda k: k.encode())
     assert view.rows_of(odd).tolist() == [view.row(k) for k in odd] and min(view.rows_of(odd)) >= 0
     q = vecs[:2] + 0.1
@@ -213,16 +219,8 @@ def test_the_floor_search_has_its_own_ef_search_and_moves_only_the_minimum(pg_ds
     top search keeps its own (100); the top ids and scores do not change, the minimum is the lowest
     exact score among real rows (never below the table's), and a wide floor search finds the
     table's own minimum here."""
-    from hippo_engine.store.postgres.db import PostgresIndexStore
-    db = PostgresIndexStore(pg_dsn, pg_schema)
-    rng = np.random.default_rng(2)
-    keys = [f"fact-{i:04d}" for i in range(600)]
-    vecs = rng.standard_normal((len(keys), 8)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    store = db.embedding_store("fact", 8, vector_dtype="float32")
-    store.upsert(keys, keys, vecs)
-    store.ensure_hnsw()
-    view = db.reader_store("fact", 8, keep="ids", vector_dtype="float32")
+    db, vecs, _, view = _fact_table(pg_dsn, pg_schema, [f"fact-{i:04d}" for i in range(600)], 2, "float32")
+    rng = np.random.default_rng(12)     # queries apart from the rows
     asked = []
     real = view._candidates
 
@@ -247,16 +245,8 @@ def test_the_floor_search_has_its_own_ef_search_and_moves_only_the_minimum(pg_ds
 def test_hnsw_candidates_decode_as_pgvector_does_and_ids_alone_match(pg_dsn, pg_schema, dtype):
     """The candidates' vectors, decoded in bulk, equal pgvector's own decoding of the same rows;
     ``nearest_ids`` (no vectors read) names the same rows as ``extremes``."""
-    from hippo_engine.store.postgres.db import PostgresIndexStore
-    db = PostgresIndexStore(pg_dsn, pg_schema)
-    rng = np.random.default_rng(1)
-    keys = [f"fact-{i:04d}" for i in range(400)]
-    vecs = rng.standard_normal((len(keys), 8)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    store = db.embedding_store("fact", 8, vector_dtype=dtype)
-    store.upsert(keys, keys, vecs)
-    store.ensure_hnsw()
-    view = db.reader_store("fact", 8, keep="ids", vector_dtype=dtype)
+    db, _, _, view = _fact_table(pg_dsn, pg_schema, [f"fact-{i:04d}" for i in range(400)], 1, dtype)
+    rng = np.random.default_rng(11)     # a query apart from the rows
     assert db.conn.adapters.types.get(view.kind) is not None      # (so the bulk decoding is what runs)
     q = rng.standard_normal(8).astype(np.float32)
     with db.snapshot():
